@@ -1,0 +1,40 @@
+package jsonrpc
+
+// standardMethods are the method names used as metric label values. Any other method is
+// labeled "other", so a client cannot grow the label set.
+var standardMethods = setOf(
+	"eth_accounts", "eth_blobBaseFee", "eth_blockNumber", "eth_call", "eth_chainId",
+	"eth_coinbase", "eth_createAccessList", "eth_estimateGas", "eth_feeHistory",
+	"eth_gasPrice", "eth_getBalance", "eth_getBlockByHash", "eth_getBlockByNumber",
+	"eth_getBlockReceipts", "eth_getBlockTransactionCountByHash",
+	"eth_getBlockTransactionCountByNumber", "eth_getCode", "eth_getFilterChanges",
+	"eth_getFilterLogs", "eth_getLogs", "eth_getProof", "eth_getStorageAt",
+	"eth_getTransactionByBlockHashAndIndex", "eth_getTransactionByBlockNumberAndIndex",
+	"eth_getTransactionByHash", "eth_getTransactionCount", "eth_getTransactionReceipt",
+	"eth_getUncleByBlockHashAndIndex", "eth_getUncleByBlockNumberAndIndex",
+	"eth_getUncleCountByBlockHash", "eth_getUncleCountByBlockNumber",
+	"eth_maxPriorityFeePerGas", "eth_mining", "eth_newBlockFilter", "eth_newFilter",
+	"eth_newPendingTransactionFilter", "eth_protocolVersion", "eth_requestAccounts",
+	"eth_sendRawTransaction", "eth_sendTransaction", "eth_sign", "eth_signTransaction",
+	"eth_signTypedData", "eth_signTypedData_v3", "eth_signTypedData_v4", "eth_simulateV1",
+	"eth_syncing", "eth_uninstallFilter", "net_listening", "net_peerCount", "net_version",
+	"personal_sign", "web3_clientVersion", "web3_sha3",
+)
+
+func setOf(names ...string) map[string]string {
+	m := make(map[string]string, len(names))
+	for _, n := range names {
+		m[n] = n
+	}
+	return m
+}
+
+// MethodLabel is the metric label value of method: the method name when it is a standard
+// Web3 method, else "other". The returned string never aliases method, which may point into
+// a request body.
+func MethodLabel(method string) string {
+	if m, ok := standardMethods[method]; ok {
+		return m
+	}
+	return "other"
+}
