@@ -38,3 +38,19 @@ func MethodLabel(method string) string {
 	}
 	return "other"
 }
+
+// signingMethods use keys the service holds. They are never forwarded to an upstream.
+var signingMethods = setOf(
+	"eth_sendTransaction", "eth_signTransaction", "eth_sign", "eth_signTypedData",
+	"eth_signTypedData_v1", "eth_signTypedData_v3", "eth_signTypedData_v4", "eth_accounts",
+	"eth_requestAccounts",
+)
+
+// IsSigningMethod reports whether method signs with, or lists, accounts the service holds:
+// the signing methods above and the whole personal_ namespace.
+func IsSigningMethod(method string) bool {
+	if _, ok := signingMethods[method]; ok {
+		return true
+	}
+	return len(method) > len("personal_") && method[:len("personal_")] == "personal_"
+}

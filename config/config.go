@@ -1,0 +1,215 @@
+// Package config loads web3gate's configuration strictly: environment variables expanded,
+// YAML decoded with unknown keys rejected, defaults applied, every section validated with
+// messages that name the key path.
+package config
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/middleware/auth"
+	"github.com/web3gate/web3gate/middleware/cache"
+	"github.com/web3gate/web3gate/middleware/route"
+	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/upstreams"
+)
+
+// Config is the whole of config.yaml.
+type Config struct {
+	Server    proxy.Config      `yaml:"server"`
+	Admin     proxy.AdminConfig `yaml:"admin"`
+	Log       LogConfig         `yaml:"log"`
+	Auth      auth.Config       `yaml:"auth"`
+	Routing   route.Config      `yaml:"routing"`
+	Cache     cache.Config      `yaml:"cache"`
+	Upstreams upstreams.Config  `yaml:"upstreams"`
+	Devchain  devchain.Config   `yaml:"devchain"`
+}
+
+// LogConfig is the `log:` section.
+type LogConfig struct {
+	Level string `yaml:"level"`
+}
+
+// The quickstart credentials of the shipped config.yaml. They are refused unless the
+// embedded dev chain serves mainnet.
+const (
+	DevClientID = "web3gate-dev"
+	DevToken    = "dev-access-token"
+)
+
+// Default is the configuration before a file is applied: the defaults that are not zero
+// values (booleans that default to true).
+func Default() Config {
+	var c Config
+	c.Cache.Enabled = true
+	c.Cache.Coalesce = true
+	return c
+}
+
+// Load reads, expands, decodes, defaults and validates the file at path.
+func Load(path string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(raw)
+}
+
+// Parse is Load on the bytes of a file.
+func Parse(raw []byte) (*Config, error) {
+	expanded, err := expandEnv(raw)
+	if err != nil {
+		return nil, err
+	}
+	c := Default()
+	dec := yaml.NewDecoder(bytes.NewReader(expanded))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// SetDefaults fills every unset key with its default.
+func (c *Config) SetDefaults() {
+	c.Server.SetDefaults()
+	c.Admin.SetDefaults()
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	c.Auth.SetDefaults()
+	c.Routing.SetDefaults()
+	c.Cache.SetDefaults()
+	c.Upstreams.SetDefaults()
+	c.Devchain.SetDefaults()
+}
+
+// ValidationError lists every problem found, each naming its key path.
+type ValidationError struct {
+	Problems []string
+}
+
+func (e *ValidationError) Error() string {
+	return "config: " + strings.Join(e.Problems, "; ")
+}
+
+// Validate checks every section and the rules that span sections.
+func (c *Config) Validate() error {
+	var problems []string
+	add := func(section string, err error) {
+		if err == nil {
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				problems = append(problems, section+"."+e.Error())
+			}
+			return
+		}
+		problems = append(problems, section+"."+err.Error())
+	}
+	add("server", c.Server.Validate())
+	add("admin", c.Admin.Validate())
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		problems = append(problems, fmt.Sprintf("log.level: %q is not one of debug, info, warn, error", c.Log.Level))
+	}
+	add("auth", c.Auth.Validate())
+	add("routing", c.Routing.Validate())
+	add("cache", c.Cache.Validate())
+	add("upstreams", c.Upstreams.Validate())
+	if c.Devchain.Enabled {
+		add("devchain", c.Devchain.Validate())
+	}
+	problems = append(problems, c.crossCheck()...)
+	if len(problems) > 0 {
+		return &ValidationError{Problems: problems}
+	}
+	return nil
+}
+
+// crossCheck holds the rules that span sections: embedded upstreams need the dev chain, and
+// the dev credentials live only while the dev chain is mainnet.
+func (c *Config) crossCheck() []string {
+	var problems []string
+	mainnetEmbedded := false
+	for i, ch := range c.Upstreams.Chains {
+		for j, u := range ch.URLs {
+			if u != "embedded" {
+				continue
+			}
+			switch {
+			case !c.Devchain.Enabled:
+				problems = append(problems, fmt.Sprintf("upstreams.chains[%d].urls[%d]: embedded needs devchain.enabled: true", i, j))
+			case ch.ChainID != c.Devchain.ChainID:
+				problems = append(problems, fmt.Sprintf("upstreams.chains[%d].urls[%d]: embedded serves chain %d (devchain.chainId), not %d", i, j, c.Devchain.ChainID, ch.ChainID))
+			}
+		}
+		if ch.ChainID == c.Upstreams.Mainnet {
+			mainnetEmbedded = len(ch.URLs) > 0
+			for _, u := range ch.URLs {
+				mainnetEmbedded = mainnetEmbedded && u == "embedded"
+			}
+		}
+	}
+	if mainnetEmbedded {
+		return problems
+	}
+	devHash := sha256.Sum256([]byte(DevToken))
+	for i, t := range c.Auth.Tokens {
+		if strings.EqualFold(t.SHA256, hex.EncodeToString(devHash[:])) {
+			problems = append(problems, fmt.Sprintf("auth.tokens[%d]: the dev token %q is accepted only while the embedded dev chain serves mainnet; remove it before using a real upstream", i, DevToken))
+		}
+	}
+	for i, cl := range c.Auth.Clients {
+		if cl.ID == DevClientID {
+			problems = append(problems, fmt.Sprintf("auth.clients[%d]: the dev client id %q is accepted only while the embedded dev chain serves mainnet; remove it before using a real upstream", i, DevClientID))
+		}
+	}
+	return problems
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+
+// expandEnv replaces ${NAME} and ${NAME:-default} with the environment's values. A ${NAME}
+// that is not set is an error naming its line, not a silent empty string. Comment lines are
+// left as they are.
+func expandEnv(raw []byte) ([]byte, error) {
+	var errs []error
+	lines := bytes.Split(raw, []byte("\n"))
+	for n, line := range lines {
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '#' {
+			continue
+		}
+		lines[n] = envRef.ReplaceAllFunc(line, func(m []byte) []byte {
+			sub := envRef.FindSubmatch(m)
+			if v, ok := os.LookupEnv(string(sub[1])); ok {
+				return []byte(v)
+			}
+			if len(sub[2]) > 0 {
+				return sub[3]
+			}
+			errs = append(errs, fmt.Errorf("config: line %d: environment variable %s is not set", n+1, sub[1]))
+			return m
+		})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return bytes.Join(lines, []byte("\n")), nil
+}

@@ -1,0 +1,184 @@
+// Package auth is the authentication stage: the client id (X-API-Key) and the bearer access
+// token of each JSON-RPC request, verified once per HTTP request.
+package auth
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
+)
+
+// Config is the `auth:` section.
+type Config struct {
+	Clients                []ClientConfig `yaml:"clients"`
+	Tokens                 []TokenConfig  `yaml:"tokens"`
+	AllowReadsWithClientID bool           `yaml:"allowReadsWithClientId"`
+}
+
+// ClientConfig is one accepted client id.
+type ClientConfig struct {
+	ID string `yaml:"id"`
+}
+
+// TokenConfig is one static bearer token, stored as the hex SHA-256 of the token.
+type TokenConfig struct {
+	SHA256    string `yaml:"sha256"`
+	Principal string `yaml:"principal"`
+}
+
+// SetDefaults fills unset fields with their defaults (none yet).
+func (c *Config) SetDefaults() {}
+
+// Validate checks c; each message names its key within the section.
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.Clients) == 0 {
+		errs = append(errs, errors.New("clients: at least one client id is required"))
+	}
+	seen := map[string]int{}
+	for i, cl := range c.Clients {
+		switch {
+		case strings.TrimSpace(cl.ID) == "":
+			errs = append(errs, fmt.Errorf("clients[%d].id: must not be empty", i))
+		case len(cl.ID) > 256:
+			errs = append(errs, fmt.Errorf("clients[%d].id: longer than 256 characters", i))
+		}
+		if j, dup := seen[cl.ID]; dup {
+			errs = append(errs, fmt.Errorf("clients[%d].id: duplicate of clients[%d]", i, j))
+		}
+		seen[cl.ID] = i
+	}
+	hashes := map[string]int{}
+	for i, t := range c.Tokens {
+		h := strings.ToLower(t.SHA256)
+		if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size {
+			errs = append(errs, fmt.Errorf("tokens[%d].sha256: must be 64 hex digits (the SHA-256 of the token)", i))
+		}
+		if j, dup := hashes[h]; dup {
+			errs = append(errs, fmt.Errorf("tokens[%d].sha256: duplicate of tokens[%d]", i, j))
+		}
+		hashes[h] = i
+		if strings.TrimSpace(t.Principal) == "" {
+			errs = append(errs, fmt.Errorf("tokens[%d].principal: must not be empty", i))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// TokenVerifier turns a bearer token into the principal it authenticates. It returns
+// ErrInvalidToken for a token it does not accept.
+type TokenVerifier interface {
+	Verify(token string) (principal string, err error)
+}
+
+// ErrInvalidToken is returned by a TokenVerifier for a token it does not accept.
+var ErrInvalidToken = errors.New("invalid access token")
+
+// StaticTokens verifies tokens against SHA-256 hashes from the config.
+type StaticTokens struct {
+	byHash map[[sha256.Size]byte]string
+}
+
+// NewStaticTokens builds the verifier of validated token configs.
+func NewStaticTokens(tokens []TokenConfig) (*StaticTokens, error) {
+	s := &StaticTokens{byHash: make(map[[sha256.Size]byte]string, len(tokens))}
+	for i, t := range tokens {
+		var h [sha256.Size]byte
+		b, err := hex.DecodeString(t.SHA256)
+		if err != nil || len(b) != sha256.Size {
+			return nil, fmt.Errorf("auth.tokens[%d].sha256: must be 64 hex digits", i)
+		}
+		copy(h[:], b)
+		s.byHash[h] = t.Principal
+	}
+	return s, nil
+}
+
+// Verify implements TokenVerifier. The token is hashed before the lookup, so the time taken
+// does not depend on how much of a stored token it shares.
+func (s *StaticTokens) Verify(token string) (string, error) {
+	h := sha256.Sum256([]byte(token))
+	if p, ok := s.byHash[h]; ok {
+		return p, nil
+	}
+	return "", ErrInvalidToken
+}
+
+// Deps are the auth stage's collaborators.
+type Deps struct {
+	Verifier TokenVerifier
+}
+
+// Stage is the authentication stage.
+type Stage struct {
+	clients   map[[sha256.Size]byte]struct{}
+	verifier  TokenVerifier
+	allowRead bool
+}
+
+var _ proxy.Stage = (*Stage)(nil)
+
+// New builds the stage from a validated config.
+func New(cfg Config, deps Deps) (*Stage, error) {
+	if deps.Verifier == nil {
+		return nil, errors.New("auth: a token verifier is required")
+	}
+	s := &Stage{clients: map[[sha256.Size]byte]struct{}{}, verifier: deps.Verifier, allowRead: cfg.AllowReadsWithClientID}
+	for _, c := range cfg.Clients {
+		s.clients[sha256.Sum256([]byte(c.ID))] = struct{}{}
+	}
+	return s, nil
+}
+
+// Serve implements proxy.Stage. A missing or unknown client id, a malformed Authorization
+// header or a token the verifier refuses answers the whole HTTP request with 4100 (HTTP 401).
+// A missing token does too, unless reads with a client id alone are allowed and the method
+// does not sign.
+func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error) {
+	p, err := c.Exchange.Authenticate(func() (*proxy.Principal, error) { return s.verify(c.Exchange) })
+	if err != nil {
+		return nil, err
+	}
+	if !p.Authenticated() && (!s.allowRead || jsonrpc.IsSigningMethod(c.Method())) {
+		return nil, jsonrpc.ErrUnauthorized.With("Not Authorized: a bearer access token is required")
+	}
+	c.Principal = p
+	return next.Serve(c)
+}
+
+func (s *Stage) verify(ex *proxy.Exchange) (*proxy.Principal, error) {
+	if ex.ClientID == "" {
+		return nil, jsonrpc.ErrUnauthorized.With("Not Authorized: the X-API-Key header with a client id is required")
+	}
+	if !s.knownClient(ex.ClientID) {
+		return nil, jsonrpc.ErrUnauthorized.With("Not Authorized: unknown client id")
+	}
+	if ex.BadAuthHeader {
+		return nil, jsonrpc.ErrUnauthorized.With("Not Authorized: the Authorization header must be \"Bearer <token>\"")
+	}
+	p := &proxy.Principal{ClientID: ex.ClientID}
+	if ex.Bearer == "" {
+		if !s.allowRead {
+			return nil, jsonrpc.ErrUnauthorized.With("Not Authorized: a bearer access token is required")
+		}
+		return p, nil
+	}
+	id, err := s.verifier.Verify(ex.Bearer)
+	if err != nil {
+		return nil, jsonrpc.ErrUnauthorized.With("Not Authorized: invalid access token")
+	}
+	p.ID = id
+	return p, nil
+}
+
+// knownClient looks the client id up by its SHA-256: the lookup compares hashes, so its time
+// says nothing about how much of a stored id a guess shares.
+func (s *Stage) knownClient(id string) bool {
+	_, ok := s.clients[sha256.Sum256([]byte(id))]
+	return ok
+}

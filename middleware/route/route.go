@@ -1,0 +1,102 @@
+// Package route is the method-policy stage: it answers some methods locally, refuses the
+// signing methods (until a signer serves them) and the namespaces not allowed, and passes the
+// forwardable rest on.
+package route
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
+)
+
+// Config is the `routing:` section.
+type Config struct {
+	// ExtraNamespaces are forwarded besides eth, net and web3 (e.g. "debug", "txpool").
+	ExtraNamespaces []string `yaml:"extraNamespaces"`
+}
+
+// SetDefaults fills unset fields with their defaults (none).
+func (c *Config) SetDefaults() {}
+
+var namespaceRE = regexp.MustCompile(`^[a-z][a-z0-9]*$`)
+
+// Validate checks c; each message names its key within the section.
+func (c *Config) Validate() error {
+	var errs []error
+	for i, ns := range c.ExtraNamespaces {
+		switch {
+		case !namespaceRE.MatchString(ns):
+			errs = append(errs, fmt.Errorf("extraNamespaces[%d]: %q is not a namespace (lowercase letters and digits, no trailing _)", i, ns))
+		case ns == "personal":
+			errs = append(errs, fmt.Errorf("extraNamespaces[%d]: personal holds signing methods and is never forwarded", i))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Deps are the stage's collaborators.
+type Deps struct {
+	// ClientVersion is the answer to web3_clientVersion, e.g. "web3gate/v0.1.0".
+	ClientVersion string
+	// Signer serves the signing methods; nil refuses them with -32601.
+	Signer proxy.Handler
+}
+
+// Stage is the method-policy stage.
+type Stage struct {
+	forward       map[string]bool // namespace → forwarded
+	clientVersion []byte
+	signer        proxy.Handler
+}
+
+var _ proxy.Stage = (*Stage)(nil)
+
+// New builds the stage.
+func New(cfg Config, deps Deps) (*Stage, error) {
+	s := &Stage{
+		forward:       map[string]bool{"eth": true, "net": true, "web3": true},
+		clientVersion: strconv.AppendQuote(nil, deps.ClientVersion),
+		signer:        deps.Signer,
+	}
+	for _, ns := range cfg.ExtraNamespaces {
+		s.forward[ns] = true
+	}
+	return s, nil
+}
+
+// Serve implements proxy.Stage.
+func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error) {
+	m := c.Method()
+	switch m {
+	case "eth_chainId":
+		return &proxy.Response{Result: strconv.AppendQuote(nil, "0x"+strconv.FormatUint(c.ChainID, 16))}, nil
+	case "net_version":
+		return &proxy.Response{Result: strconv.AppendQuote(nil, strconv.FormatUint(c.ChainID, 10))}, nil
+	case "web3_clientVersion":
+		return &proxy.Response{Result: s.clientVersion}, nil
+	}
+	if jsonrpc.IsSigningMethod(m) {
+		if s.signer == nil {
+			return nil, jsonrpc.ErrMethodNotFound.Withf("the method %s does not exist/is not available", quoteMethod(m))
+		}
+		return s.signer.Serve(c)
+	}
+	ns, _, ok := strings.Cut(m, "_")
+	if !ok || !s.forward[ns] {
+		return nil, jsonrpc.ErrMethodNotFound.Withf("the method %s does not exist/is not available", quoteMethod(m))
+	}
+	return next.Serve(c)
+}
+
+// quoteMethod bounds a client's method name before it goes into a message.
+func quoteMethod(m string) string {
+	if len(m) > 64 {
+		m = m[:64] + "…"
+	}
+	return strconv.Quote(m)
+}

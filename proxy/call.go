@@ -1,0 +1,103 @@
+// Package proxy is web3gate's request pipeline: the fasthttp server, the Call that flows
+// through the stages, the stage and handler shapes, route compilation and the one writer that
+// turns any error into the wire form.
+package proxy
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
+)
+
+// Call is one JSON-RPC request flowing through the compiled chain of stages. The calls of a
+// batch share one Exchange.
+type Call struct {
+	Ctx      context.Context
+	Exchange *Exchange
+	Route    *Route
+	ChainID  uint64 // the chain of the path, with "mainnet" resolved
+	Request  jsonrpc.Request
+
+	// Principal is set by the auth stage.
+	Principal *Principal
+}
+
+// Method is the JSON-RPC method of c.
+func (c *Call) Method() string { return c.Request.Method }
+
+// Exchange is one HTTP request as the stages see it. Its fields are copies: nothing in it
+// aliases fasthttp's buffers.
+type Exchange struct {
+	RequestID string
+	ClientID  string // the X-API-Key header, empty when absent
+	Bearer    string // the bearer token of the Authorization header, empty when absent; never log it
+	// BadAuthHeader is set when an Authorization header was sent but is not "Bearer <token>".
+	BadAuthHeader bool
+	Start         time.Time
+
+	authOnce  sync.Once
+	principal *Principal
+	fatal     error
+}
+
+// Authenticate runs verify once per exchange and returns its outcome to every call of the
+// exchange. An error from verify answers the whole HTTP request: a batch gets one error
+// object, not one per element.
+func (e *Exchange) Authenticate(verify func() (*Principal, error)) (*Principal, error) {
+	e.authOnce.Do(func() { e.principal, e.fatal = verify() })
+	return e.principal, e.fatal
+}
+
+// Fatal is the error that answers the whole exchange, if any.
+func (e *Exchange) Fatal() error { return e.fatal }
+
+// Principal is who a request acts for.
+type Principal struct {
+	ID       string // empty when only the client id was verified
+	ClientID string
+}
+
+// Authenticated reports whether a bearer token identified a principal.
+func (p *Principal) Authenticated() bool { return p != nil && p.ID != "" }
+
+// Response is a successful answer: the raw JSON result.
+type Response struct {
+	Result []byte
+	// Cached is set when the result came from the response cache (for metrics and headers).
+	Cached bool
+}
+
+// Handler serves a call.
+type Handler interface {
+	Serve(c *Call) (*Response, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(c *Call) (*Response, error)
+
+// Serve implements Handler.
+func (f HandlerFunc) Serve(c *Call) (*Response, error) { return f(c) }
+
+// Stage is one step of the pipeline: it may answer, pass on to next, or wrap next.
+// Stages return errors; they never write to the connection.
+type Stage interface {
+	Serve(c *Call, next Handler) (*Response, error)
+}
+
+// Compile chains stages in front of terminal, back to front, once at start-up.
+func Compile(terminal Handler, stages ...Stage) Handler {
+	h := terminal
+	for i := len(stages) - 1; i >= 0; i-- {
+		h = &link{stage: stages[i], next: h}
+	}
+	return h
+}
+
+type link struct {
+	stage Stage
+	next  Handler
+}
+
+func (l *link) Serve(c *Call) (*Response, error) { return l.stage.Serve(c, l.next) }

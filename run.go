@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/web3gate/web3gate/config"
+	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/middleware/auth"
+	"github.com/web3gate/web3gate/middleware/cache"
+	"github.com/web3gate/web3gate/middleware/route"
+	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/upstreams"
+)
+
+func loadConfig(path string) (*config.Config, error) {
+	return config.Load(path)
+}
+
+func newLogger(level string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.TimeKey = "ts"
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
+	return zap.New(core), nil
+}
+
+// run serves until ctx ends, then drains and stops everything it started. ready, when not
+// nil, is called with the bound addresses once both listeners accept connections.
+func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api, admin net.Addr)) error {
+	log, err := newLogger(cfg.Log.Level, logw)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	embedded := map[uint64]http.Handler{}
+	if cfg.Devchain.Enabled {
+		dc, err := devchain.Start(cfg.Devchain, devchain.Deps{Logger: log.Named("devchain")})
+		if err != nil {
+			return fmt.Errorf("dev chain: %w", err)
+		}
+		defer func() { _ = dc.Close() }()
+		embedded[dc.ChainID()] = dc.Handler()
+	}
+
+	ups, err := upstreams.New(cfg.Upstreams, upstreams.Deps{Logger: log.Named("upstreams"), Registry: reg, Embedded: embedded})
+	if err != nil {
+		return fmt.Errorf("upstreams: %w", err)
+	}
+	ups.Start(ctx)
+	defer ups.Close()
+
+	routes, cacheStage, err := buildRoutes(cfg, log, reg, ups)
+	if err != nil {
+		return err
+	}
+	defer cacheStage.Close()
+
+	srv, err := proxy.New(cfg.Server, proxy.Deps{
+		Logger:   log.Named("proxy"),
+		Registry: reg,
+		Routes:   routes,
+		KnownChain: func(id uint64) bool {
+			_, ok := ups.Pool(id)
+			return ok
+		},
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Server.Listen, err)
+	}
+	adminLn, err := net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("admin listen %s: %w", cfg.Admin.Listen, err)
+	}
+	admin := &http.Server{Handler: adminMux(reg, ups), ReadHeaderTimeout: 10 * time.Second}
+
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- admin.Serve(adminLn) }()
+	if ready != nil {
+		ready(ln.Addr(), adminLn.Addr())
+	}
+	log.Info("serving",
+		zap.String("listen", ln.Addr().String()),
+		zap.String("admin", adminLn.Addr().String()),
+		zap.Uint64("mainnet", cfg.Upstreams.Mainnet),
+		zap.String("version", version))
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	log.Info("shutting down", zap.Duration("drain", cfg.Server.ShutdownTimeout))
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("drain incomplete", zap.Error(err))
+	}
+	if err := admin.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("admin shutdown", zap.Error(err))
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// buildRoutes compiles the stage chains of the public routes, once.
+func buildRoutes(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set) ([]*proxy.Route, *cache.Stage, error) {
+	tokens, err := auth.NewStaticTokens(cfg.Auth.Tokens)
+	if err != nil {
+		return nil, nil, err
+	}
+	authStage, err := auth.New(cfg.Auth, auth.Deps{Verifier: tokens})
+	if err != nil {
+		return nil, nil, err
+	}
+	routeStage, err := route.New(cfg.Routing, route.Deps{ClientVersion: "web3gate/" + version})
+	if err != nil {
+		return nil, nil, err
+	}
+	cacheStage, err := cache.New(cfg.Cache, cache.Deps{Registry: reg, Head: func(id uint64) uint64 {
+		if p, ok := ups.Pool(id); ok {
+			return p.Head()
+		}
+		return 0
+	}})
+	if err != nil {
+		return nil, nil, err
+	}
+	chain := proxy.Compile(ups, authStage, routeStage, cacheStage)
+	return []*proxy.Route{
+		{Name: "mainnet", Method: http.MethodPost, Pattern: "/v1/web3/mainnet", ChainID: cfg.Upstreams.Mainnet, Handler: chain},
+		{Name: "chains", Method: http.MethodPost, Pattern: "/v1/web3/chains/{chain_id}", Handler: chain},
+	}, cacheStage, nil
+}
+
+// adminMux serves /metrics, /healthz (the process is up) and /readyz (every chain has a
+// healthy upstream).
+func adminMux(reg *prometheus.Registry, ups *upstreams.Set) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if err := ups.Ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(w, `{"status":"unavailable","reason":%q}`, err.Error())
+			return
+		}
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	})
+	return mux
+}
