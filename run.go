@@ -54,7 +54,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 
 	embedded := map[uint64]http.Handler{}
 	if cfg.Devchain.Enabled {
-		dc, err := devchain.Start(cfg.Devchain, devchain.Deps{Logger: log.Named("devchain")})
+		dc, err := devchain.Start(cfg.Devchain, devchain.Deps{Logger: log})
 		if err != nil {
 			return fmt.Errorf("dev chain: %w", err)
 		}

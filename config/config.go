@@ -47,10 +47,11 @@ const (
 	DevToken    = "dev-access-token"
 )
 
-// Default is the configuration before a file is applied: the defaults that are not zero
-// values (booleans that default to true).
+// Default is the configuration before a file is applied: the defaults that a zero value
+// could not tell from an explicit setting (booleans that default to true, maxLag: 0).
 func Default() Config {
 	var c Config
+	c.Upstreams = upstreams.DefaultConfig()
 	c.Cache.Enabled = true
 	c.Cache.Coalesce = true
 	return c

@@ -41,9 +41,10 @@ type Server struct {
 	metrics *metrics
 	srv     *fasthttp.Server
 
-	// ctx is the lifetime of the calls: canceled when shutdown gives up waiting.
-	ctx    context.Context
-	cancel context.CancelFunc
+	// ctx is the context of every call. It is never canceled: fasthttp gives no signal when
+	// a client goes away, upstream attempts carry their own deadlines, and a context that
+	// cannot be canceled lets the pool make its requests inline, without a goroutine each.
+	ctx context.Context
 
 	idPrefix string
 	idSeq    atomic.Uint64
@@ -64,21 +65,20 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return nil, fmt.Errorf("request id prefix: %w", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg:      cfg,
 		log:      deps.Logger,
 		router:   rt,
 		known:    deps.KnownChain,
 		metrics:  m,
-		ctx:      ctx,
-		cancel:   cancel,
+		ctx:      context.Background(),
 		idPrefix: hex.EncodeToString(rnd[:]) + "-",
 	}
 	s.srv = &fasthttp.Server{
 		Handler:                      s.handle,
 		ErrorHandler:                 s.handleReadError,
 		Name:                         "web3gate",
+		Logger:                       fasthttpLogger{deps.Logger},
 		MaxRequestBodySize:           cfg.MaxBodyBytes,
 		ReadTimeout:                  cfg.ReadTimeout,
 		WriteTimeout:                 cfg.WriteTimeout,
@@ -94,12 +94,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 // Serve serves the public API on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
 
-// Shutdown stops accepting connections and waits for in-flight requests until ctx ends;
-// then it cancels the calls still running.
+// Shutdown stops accepting connections and waits for in-flight requests until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.srv.ShutdownWithContext(ctx)
-	s.cancel()
-	return err
+	return s.srv.ShutdownWithContext(ctx)
 }
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
@@ -389,4 +386,14 @@ func truncate(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// fasthttpLogger sends fasthttp's own messages (connection errors it already answered) to
+// the debug level.
+type fasthttpLogger struct{ log *zap.Logger }
+
+func (l fasthttpLogger) Printf(format string, args ...any) {
+	if ce := l.log.Check(zapcore.DebugLevel, "fasthttp"); ce != nil {
+		ce.Write(zap.String("detail", fmt.Sprintf(format, args...)))
+	}
 }

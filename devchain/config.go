@@ -1,0 +1,62 @@
+package devchain
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ethereum/go-ethereum/params"
+)
+
+// Limits of the configuration.
+const (
+	MaxAccounts = 1000
+	// MinGasLimit is the smallest block gas limit accepted: one plain transfer must fit.
+	MinGasLimit = params.TxGas
+	// MaxChainID is the largest chain id EIP-2294 allows: floor(MAX_UINT64 / 2) - 36.
+	MaxChainID = 1<<63 - 1 - 36
+)
+
+// Config is the `devchain:` section of config.yaml.
+type Config struct {
+	Enabled      bool   `yaml:"enabled"`
+	ChainID      uint64 `yaml:"chainId"`      // default 1337
+	Accounts     int    `yaml:"accounts"`     // default 10, max 1000
+	BalanceEther uint64 `yaml:"balanceEther"` // default 10000
+	GasLimit     uint64 `yaml:"gasLimit"`     // default 30000000
+}
+
+// SetDefaults fills unset fields with their defaults. Enabled is left as it is.
+func (c *Config) SetDefaults() {
+	setDefault(&c.ChainID, 1337)
+	setDefault(&c.Accounts, 10)
+	setDefault(&c.BalanceEther, 10000)
+	setDefault(&c.GasLimit, 30_000_000)
+}
+
+// Validate checks c; each message names its key within the section.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.ChainID == 0 {
+		errs = append(errs, errors.New("chainId: must be > 0"))
+	}
+	if c.ChainID > MaxChainID {
+		errs = append(errs, fmt.Errorf("chainId: must be at most %d (EIP-2294)", uint64(MaxChainID)))
+	}
+	if c.Accounts < 1 || c.Accounts > MaxAccounts {
+		errs = append(errs, fmt.Errorf("accounts: must be between 1 and %d", MaxAccounts))
+	}
+	if c.BalanceEther == 0 {
+		errs = append(errs, errors.New("balanceEther: must be > 0"))
+	}
+	if c.GasLimit < MinGasLimit || c.GasLimit > params.MaxGasLimit {
+		errs = append(errs, fmt.Errorf("gasLimit: must be between %d and %d", MinGasLimit, params.MaxGasLimit))
+	}
+	return errors.Join(errs...)
+}
+
+func setDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}

@@ -1,0 +1,137 @@
+package jsonrpc
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func TestParseEchoesIDsByteForByte(t *testing.T) {
+	for _, id := range []string{`1`, `0`, `-7`, `1.0`, `1e3`, `18446744073709551616`, `"abc"`, `"a\u0041\n"`, `""`, `null`, `"ünï"`} {
+		t.Run(id, func(t *testing.T) {
+			body := []byte(`{"jsonrpc":"2.0","method":"eth_chainId","id": ` + id + ` }`)
+			msg, err := Parse(body, 10)
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if got := msg.Requests[0].ID; !bytes.Equal(got, []byte(id)) {
+				t.Fatalf("id %s, want %s", got, id)
+			}
+			out := AppendResponse(nil, msg.Requests[0].ID, []byte(`"0x1"`), nil)
+			want := `{"jsonrpc":"2.0","id":` + id + `,"result":"0x1"}`
+			if string(out) != want {
+				t.Fatalf("response %s, want %s", out, want)
+			}
+		})
+	}
+}
+
+func TestParseWholeBodyErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       *Error
+		msg        string
+	}{
+		{"empty", ``, ErrParse, "parse error"},
+		{"truncated", `{"jsonrpc":"2.0"`, ErrParse, "parse error"},
+		{"trailing", `{} {}`, ErrParse, "parse error"},
+		{"number", `1`, ErrInvalidRequest, "request must be an object or an array"},
+		{"null", `null`, ErrInvalidRequest, "request must be an object or an array"},
+		{"empty batch", `[]`, ErrInvalidRequest, "empty batch"},
+		{"big batch", `[{},{},{}]`, ErrInvalidRequest, "batch exceeds the limit of 2 requests"},
+		{"no version", `{"id":1,"method":"m"}`, ErrInvalidRequest, `jsonrpc must be "2.0"`},
+		{"method object", `{"jsonrpc":"2.0","id":1,"method":{}}`, ErrInvalidRequest, "method must be a string"},
+		{"params number", `{"jsonrpc":"2.0","id":1,"method":"m","params":1}`, ErrInvalidRequest, "params must be an array"},
+		{"params object", `{"jsonrpc":"2.0","id":1,"method":"m","params":{}}`, ErrInvalidParams, "params must be an array"},
+		{"id bool", `{"jsonrpc":"2.0","id":false,"method":"m"}`, ErrInvalidRequest, "id must be a string, a number or null"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.body), 2)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !errors.Is(err, tc.want) || err.Message != tc.msg {
+				t.Fatalf("error %d %q, want %d %q", err.Code, err.Message, tc.want.Code, tc.msg)
+			}
+		})
+	}
+}
+
+func TestParseBatchMarksInvalidElements(t *testing.T) {
+	msg, err := Parse([]byte(`[1,{"jsonrpc":"2.0","id":2,"method":"a","params":[1,{"x":[]}]},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":"x","method":""}]`), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !msg.Batch || len(msg.Requests) != 4 {
+		t.Fatalf("batch %v with %d requests", msg.Batch, len(msg.Requests))
+	}
+	r := msg.Requests
+	if r[0].Invalid == nil || string(r[0].ID) != "null" {
+		t.Errorf("element 0: %+v", r[0])
+	}
+	if r[1].Invalid != nil || r[1].Method != "a" || string(r[1].Params) != `[1,{"x":[]}]` || string(r[1].ID) != "2" {
+		t.Errorf("element 1: %+v", r[1])
+	}
+	if r[2].Invalid != nil || !r[2].Notification() {
+		t.Errorf("element 2: %+v", r[2])
+	}
+	if r[3].Invalid == nil || string(r[3].ID) != `"x"` {
+		t.Errorf("element 3: %+v", r[3])
+	}
+}
+
+func TestErrorIsSentinel(t *testing.T) {
+	e := ErrInvalidParams.With("nonce must be omitted")
+	if !errors.Is(e, ErrInvalidParams) || errors.Is(e, ErrInvalidRequest) {
+		t.Fatal("errors.Is does not follow the sentinel")
+	}
+	if !errors.Is(e.WithData("x"), ErrInvalidParams) {
+		t.Fatal("WithData loses the sentinel")
+	}
+	if ErrInvalidParams.Message != "invalid params" {
+		t.Fatal("With changed the sentinel")
+	}
+}
+
+func TestAppendErrorEscapes(t *testing.T) {
+	got := string(AppendError(nil, &Error{Code: 3, Message: "execution reverted: \"x\"\n<b>"}))
+	want := `{"code":3,"message":"execution reverted: \"x\"\n\u003cb\u003e"}`
+	if got != want {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+	got = string(AppendError(nil, FromUpstream(3, "execution reverted", []byte(`"0x08c379a0"`))))
+	if want := `{"code":3,"message":"execution reverted","data":"0x08c379a0"}`; got != want {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"b"}]`,
+		`[]`, `[1]`, `{"id":{}}`, `{"jsonrpc":"2.0","id":"\u00e9","method":"\u0065th_x"}`, ``, `nul`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		msg, err := Parse(body, 8)
+		if err != nil {
+			if err.Code == 0 || err.Message == "" {
+				t.Fatalf("error without code or message: %+v", err)
+			}
+			return
+		}
+		if len(msg.Requests) == 0 || len(msg.Requests) > 8 {
+			t.Fatalf("%d requests", len(msg.Requests))
+		}
+		for _, r := range msg.Requests {
+			if r.Invalid == nil && r.Method == "" {
+				t.Fatal("valid request without a method")
+			}
+			out := AppendResponse(nil, r.ID, r.Params, r.Invalid)
+			if !validJSON(out) {
+				t.Fatalf("response is not JSON: %s", out)
+			}
+		}
+	})
+}

@@ -1,0 +1,207 @@
+package upstreams
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// EmbeddedURL is the node URL that stands for the in-process JSON-RPC handler of a chain
+// (Deps.Embedded), i.e. the embedded dev chain.
+const EmbeddedURL = "embedded"
+
+// MaxNodesPerChain is the largest number of urls one chain may list.
+const MaxNodesPerChain = 64
+
+// Config is the `upstreams:` section.
+type Config struct {
+	// Mainnet is the chain id that /v1/web3/mainnet serves. 0 means the first chain.
+	Mainnet uint64 `yaml:"mainnet"`
+	// Timeout bounds one upstream attempt.
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxAttempts bounds the attempts of one read across the pool (failover and retry).
+	MaxAttempts int `yaml:"maxAttempts"`
+	// PollInterval is how often each node's head (eth_blockNumber) is polled.
+	PollInterval time.Duration `yaml:"pollInterval"`
+	// MaxLag: a node more than this many blocks behind the best head is skipped for reads
+	// while other nodes are in range.
+	MaxLag uint64 `yaml:"maxLag"`
+	// EjectAfter consecutive failures eject a node for Cooldown.
+	EjectAfter int           `yaml:"ejectAfter"`
+	Cooldown   time.Duration `yaml:"cooldown"`
+	// MaxResponseBytes is the largest upstream response body accepted.
+	MaxResponseBytes int           `yaml:"maxResponseBytes"`
+	Chains           []ChainConfig `yaml:"chains"`
+}
+
+// ChainConfig is one element of `upstreams.chains`.
+type ChainConfig struct {
+	ChainID uint64 `yaml:"chainId"`
+	// Name labels the chain in logs and metrics. Empty means the decimal chain id.
+	Name string `yaml:"name"`
+	// URLs are the chain's nodes: http(s) URLs, or "embedded" for the in-process handler.
+	URLs []string `yaml:"urls"`
+}
+
+// The defaults of the section, as documented in config.yaml.
+const (
+	DefaultTimeout          = 10 * time.Second
+	DefaultMaxAttempts      = 3
+	DefaultPollInterval     = time.Second
+	DefaultMaxLag           = 5
+	DefaultEjectAfter       = 3
+	DefaultCooldown         = 10 * time.Second
+	DefaultMaxResponseBytes = 32 << 20
+)
+
+// DefaultConfig returns the section with every default set and no chains. A loader that
+// decodes YAML onto it keeps explicit zeros (maxLag: 0), which SetDefaults cannot tell from
+// unset keys.
+func DefaultConfig() Config {
+	var c Config
+	c.SetDefaults()
+	return c
+}
+
+// SetDefaults fills unset (zero) fields with their defaults. An empty chain name becomes the
+// decimal chain id; Mainnet 0 becomes the first chain's id. It adds no chains.
+func (c *Config) SetDefaults() {
+	setDefault(&c.Timeout, DefaultTimeout)
+	setDefault(&c.MaxAttempts, DefaultMaxAttempts)
+	setDefault(&c.PollInterval, DefaultPollInterval)
+	setDefault(&c.MaxLag, DefaultMaxLag)
+	setDefault(&c.EjectAfter, DefaultEjectAfter)
+	setDefault(&c.Cooldown, DefaultCooldown)
+	setDefault(&c.MaxResponseBytes, DefaultMaxResponseBytes)
+	for i := range c.Chains {
+		if c.Chains[i].Name == "" && c.Chains[i].ChainID != 0 {
+			c.Chains[i].Name = strconv.FormatUint(c.Chains[i].ChainID, 10)
+		}
+	}
+	if c.Mainnet == 0 && len(c.Chains) > 0 {
+		c.Mainnet = c.Chains[0].ChainID
+	}
+}
+
+// Validate checks c (after SetDefaults). The errors are joined; each message starts with the
+// key path relative to the section. Messages never repeat a URL, which may hold a secret.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"timeout", c.Timeout}, {"pollInterval", c.PollInterval}, {"cooldown", c.Cooldown}} {
+		if d.v <= 0 {
+			add("%s: must be a positive duration", d.key)
+		}
+	}
+	if c.MaxAttempts < 1 || c.MaxAttempts > 100 {
+		add("maxAttempts: must be between 1 and 100")
+	}
+	if c.EjectAfter < 1 {
+		add("ejectAfter: must be at least 1")
+	}
+	if c.MaxResponseBytes < 1024 {
+		add("maxResponseBytes: must be at least 1024")
+	}
+
+	if len(c.Chains) == 0 {
+		add("chains: at least one chain is required")
+	}
+	byID := make(map[uint64]int, len(c.Chains))
+	byName := make(map[string]int, len(c.Chains))
+	for i, ch := range c.Chains {
+		key := fmt.Sprintf("chains[%d]", i)
+		switch j, dup := byID[ch.ChainID]; {
+		case ch.ChainID == 0:
+			add("%s.chainId: must be a positive integer", key)
+		case dup:
+			add("%s.chainId: duplicate of chains[%d]", key, j)
+		default:
+			byID[ch.ChainID] = i
+		}
+		switch j, dup := byName[ch.Name]; {
+		case ch.Name == "":
+			add("%s.name: must not be empty", key)
+		case !validName(ch.Name):
+			add("%s.name: must be 1 to 64 characters of letters, digits, '.', '_' or '-'", key)
+		case dup:
+			add("%s.name: duplicate of chains[%d]", key, j)
+		default:
+			byName[ch.Name] = i
+		}
+		if len(ch.URLs) == 0 {
+			add("%s.urls: at least one url is required", key)
+		}
+		if len(ch.URLs) > MaxNodesPerChain {
+			add("%s.urls: at most %d urls per chain", key, MaxNodesPerChain)
+		}
+		seen := make(map[string]int, len(ch.URLs))
+		for k, u := range ch.URLs {
+			ukey := fmt.Sprintf("%s.urls[%d]", key, k)
+			if j, dup := seen[u]; dup {
+				add("%s: duplicate of urls[%d]", ukey, j)
+				continue
+			}
+			seen[u] = k
+			if u == EmbeddedURL {
+				continue
+			}
+			if _, err := parseNodeURL(u); err != nil {
+				add("%s: must be an http(s) URL or %q", ukey, EmbeddedURL)
+			}
+		}
+	}
+	if _, ok := byID[c.Mainnet]; !ok && len(c.Chains) > 0 {
+		add("mainnet: chain %d is not configured", c.Mainnet)
+	}
+	return errors.Join(errs...)
+}
+
+// parseNodeURL parses an http(s) node URL: scheme http or https, a host, no fragment.
+func parseNodeURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, errors.New("malformed URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, errors.New("scheme must be http or https")
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return nil, errors.New("missing host")
+	}
+	if u.Fragment != "" || u.Opaque != "" {
+		return nil, errors.New("unexpected fragment or opaque part")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, errors.New("bad port")
+		}
+	}
+	return u, nil
+}
+
+// validName reports whether s is a usable chain name: it ends up in logs and metric labels.
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func setDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}

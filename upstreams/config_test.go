@@ -1,0 +1,150 @@
+package upstreams
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func validConfig() Config {
+	c := Config{Chains: []ChainConfig{
+		{ChainID: 1337, Name: "dev", URLs: []string{"embedded"}},
+		{ChainID: 1, Name: "ethereum", URLs: []string{"https://a.example/v3/key", "http://user:pw@10.0.0.1:8545"}},
+	}}
+	c.SetDefaults()
+	return c
+}
+
+func TestSetDefaults(t *testing.T) {
+	c := Config{Chains: []ChainConfig{{ChainID: 137, URLs: []string{"https://p.example"}}, {ChainID: 1, Name: "eth"}}}
+	c.SetDefaults()
+	want := Config{
+		Mainnet:          137,
+		Timeout:          10 * time.Second,
+		MaxAttempts:      3,
+		PollInterval:     time.Second,
+		MaxLag:           5,
+		EjectAfter:       3,
+		Cooldown:         10 * time.Second,
+		MaxResponseBytes: 32 << 20,
+		Chains:           []ChainConfig{{ChainID: 137, Name: "137", URLs: []string{"https://p.example"}}, {ChainID: 1, Name: "eth"}},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Errorf("SetDefaults =\n%+v\nwant\n%+v", c, want)
+	}
+	if d := DefaultConfig(); d.Timeout != DefaultTimeout || d.MaxLag != DefaultMaxLag || d.Chains != nil {
+		t.Errorf("DefaultConfig = %+v", d)
+	}
+}
+
+func TestValidateAccepts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+	}{
+		{"example", func(*Config) {}},
+		{"mainnet a later chain", func(c *Config) { c.Mainnet = 1 }},
+		{"ipv6 host", func(c *Config) { c.Chains[1].URLs = []string{"http://[::1]:8545/"} }},
+		{"name with dots and dashes", func(c *Config) { c.Chains[1].Name = "eth-main_1.a" }},
+		{"64 urls", func(c *Config) {
+			c.Chains[1].URLs = nil
+			for i := range MaxNodesPerChain {
+				c.Chains[1].URLs = append(c.Chains[1].URLs, "http://n"+strings.Repeat("x", i)+".example")
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validConfig()
+			tc.mutate(&c)
+			if err := c.Validate(); err != nil {
+				t.Errorf("Validate: %v", err)
+			}
+		})
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		want   []string // the messages, in order
+	}{
+		{"no chains", func(c *Config) { c.Chains = nil; c.Mainnet = 1 },
+			[]string{"chains: at least one chain is required"}},
+		{"mainnet not configured", func(c *Config) { c.Mainnet = 5 },
+			[]string{"mainnet: chain 5 is not configured"}},
+		{"bad url", func(c *Config) { c.Chains[1].URLs[0] = "ftp://a.example" },
+			[]string{`chains[1].urls[0]: must be an http(s) URL or "embedded"`}},
+		{"url without host", func(c *Config) { c.Chains[1].URLs[1] = "https:///rpc" },
+			[]string{`chains[1].urls[1]: must be an http(s) URL or "embedded"`}},
+		{"not a url", func(c *Config) { c.Chains[0].URLs[0] = "localhost:8545" },
+			[]string{`chains[0].urls[0]: must be an http(s) URL or "embedded"`}},
+		{"duplicate url", func(c *Config) { c.Chains[1].URLs[1] = c.Chains[1].URLs[0] },
+			[]string{"chains[1].urls[1]: duplicate of urls[0]"}},
+		{"no urls", func(c *Config) { c.Chains[1].URLs = nil },
+			[]string{"chains[1].urls: at least one url is required"}},
+		{"too many urls", func(c *Config) {
+			for i := range MaxNodesPerChain {
+				c.Chains[0].URLs = append(c.Chains[0].URLs, "http://n"+strings.Repeat("x", i)+".example")
+			}
+		}, []string{"chains[0].urls: at most 64 urls per chain"}},
+		{"duplicate chain id", func(c *Config) {
+			c.Chains = append(c.Chains, ChainConfig{ChainID: 1337, Name: "dev2", URLs: []string{"http://x.example"}})
+		}, []string{"chains[2].chainId: duplicate of chains[0]"}},
+		{"zero chain id", func(c *Config) { c.Chains[1].ChainID = 0; c.Chains[1].Name = "x" },
+			[]string{"chains[1].chainId: must be a positive integer"}},
+		{"duplicate name", func(c *Config) { c.Chains[1].Name = "dev" },
+			[]string{"chains[1].name: duplicate of chains[0]"}},
+		{"empty name", func(c *Config) { c.Chains[1].Name = "" },
+			[]string{"chains[1].name: must not be empty"}},
+		{"bad name", func(c *Config) { c.Chains[1].Name = "eth main" },
+			[]string{"chains[1].name: must be 1 to 64 characters of letters, digits, '.', '_' or '-'"}},
+		{"durations and counts", func(c *Config) {
+			c.Timeout, c.PollInterval, c.Cooldown = -1, -1, -1
+			c.MaxAttempts, c.EjectAfter, c.MaxResponseBytes = -1, -1, 10
+		}, []string{
+			"timeout: must be a positive duration",
+			"pollInterval: must be a positive duration",
+			"cooldown: must be a positive duration",
+			"maxAttempts: must be between 1 and 100",
+			"ejectAfter: must be at least 1",
+			"maxResponseBytes: must be at least 1024",
+		}},
+		{"several chains wrong at once", func(c *Config) {
+			c.Chains[0].URLs = nil
+			c.Chains[1].URLs[0] = "ws://a.example"
+		}, []string{
+			"chains[0].urls: at least one url is required",
+			`chains[1].urls[0]: must be an http(s) URL or "embedded"`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validConfig()
+			tc.mutate(&c)
+			err := c.Validate()
+			if err == nil {
+				t.Fatal("Validate = nil")
+			}
+			if got := strings.Split(err.Error(), "\n"); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Validate =\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateNeverEchoesURL(t *testing.T) {
+	c := validConfig()
+	c.Chains[1].URLs[0] = "ftp://user:s3cr3t@a.example/?key=s3cr3t"
+	if err := c.Validate(); err == nil || strings.Contains(err.Error(), "s3cr3t") {
+		t.Errorf("Validate = %v", err)
+	}
+}
+
+func TestNewRejectsInvalidConfig(t *testing.T) {
+	c := validConfig()
+	c.Mainnet = 99
+	if _, err := New(c, Deps{}); err == nil || !strings.Contains(err.Error(), "mainnet: chain 99 is not configured") {
+		t.Errorf("New = %v", err)
+	}
+}

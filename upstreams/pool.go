@@ -1,0 +1,352 @@
+package upstreams
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
+)
+
+// Pool is the set of nodes of one chain. Forward is safe for concurrent use.
+type Pool struct {
+	set     *Set
+	chainID uint64
+	name    string
+	nodes   []*node
+	log     *zap.Logger
+
+	timeout     time.Duration
+	maxAttempts int
+	maxLag      uint64
+	ejectAfter  int
+	cooldown    time.Duration
+
+	best   atomic.Uint64 // best head among verified, non-ejected nodes
+	bestMu sync.Mutex    // serializes refresh
+	nextID atomic.Uint64 // JSON-RPC ids of our upstream requests
+}
+
+// ChainID is the pool's EIP-155 chain id.
+func (p *Pool) ChainID() uint64 { return p.chainID }
+
+// Name is the pool's chain name (the `chain` label of its metrics).
+func (p *Pool) Name() string { return p.name }
+
+// Head is the best head block number among the nodes in rotation (0 before any is known).
+func (p *Pool) Head() uint64 { return p.best.Load() }
+
+// Nodes returns a snapshot of every node's state, in configuration order.
+func (p *Pool) Nodes() []NodeStatus {
+	out := make([]NodeStatus, len(p.nodes))
+	for i, n := range p.nodes {
+		out[i] = n.status()
+	}
+	return out
+}
+
+// healthy reports whether at least one node is in rotation.
+func (p *Pool) healthy() bool {
+	best := p.best.Load()
+	for _, n := range p.nodes {
+		if n.healthy(best) {
+			return true
+		}
+	}
+	return false
+}
+
+// refresh recomputes the best head and every node's healthy gauge after a head or state
+// change. It runs on pollers and on ejection, never per request.
+func (p *Pool) refresh() {
+	p.bestMu.Lock()
+	defer p.bestMu.Unlock()
+	var best uint64
+	for _, n := range p.nodes {
+		if n.state.Load() == stVerified {
+			best = max(best, n.head.Load())
+		}
+	}
+	p.best.Store(best)
+	for _, n := range p.nodes {
+		if n.healthy(best) {
+			n.m.healthy.Set(1)
+		} else {
+			n.m.healthy.Set(0)
+		}
+	}
+}
+
+// Node tiers of pick, best first.
+const (
+	tierInRange = iota // in rotation and within maxLag
+	tierLagging        // in rotation, more than maxLag behind: used when no node is in range
+	tierEjected        // ejected: used only when every verified node is ejected
+)
+
+// pick returns the node to try next, skipping those in tried: the lowest tier, then the
+// lowest lag, then the lowest latency. Ejected nodes are candidates only when no verified
+// node is in rotation at all (tried or not): then the best known is tried rather than
+// failing without trying. Unverified and wrong-chain nodes are never picked. It does not
+// allocate.
+func (p *Pool) pick(tried uint64) *node {
+	best := p.best.Load()
+	var (
+		pick     *node
+		pickTier int
+		pickLag  uint64
+		pickLat  int64
+		live     bool
+	)
+	for _, n := range p.nodes {
+		st := n.state.Load()
+		if st&stVerified == 0 || st&stWrongChain != 0 {
+			continue
+		}
+		tier := tierInRange
+		if st&stEjected != 0 {
+			tier = tierEjected
+		} else {
+			live = true
+		}
+		if tried&n.bit != 0 {
+			continue
+		}
+		l := lag(best, n.head.Load())
+		if tier == tierInRange && l > p.maxLag {
+			tier = tierLagging
+		}
+		lat := n.ewma.Load()
+		if pick == nil || tier < pickTier ||
+			tier == pickTier && (l < pickLag || l == pickLag && lat < pickLat) {
+			pick, pickTier, pickLag, pickLat = n, tier, l, lat
+		}
+	}
+	if pick != nil && pickTier == tierEjected && live {
+		return nil
+	}
+	return pick
+}
+
+// Errors of Forward besides the upstream's own and jsonrpc.ErrUpstreamTimeout. Their
+// messages name no node and no URL.
+var (
+	errNoNode   = jsonrpc.ErrUpstreamUnavailable.With("no healthy upstream node")
+	errAllFail  = jsonrpc.ErrUpstreamUnavailable.With("all upstream attempts failed")
+	errTooLarge = jsonrpc.ErrUpstreamUnavailable.With("upstream response too large")
+	errCanceled = jsonrpc.ErrUpstreamUnavailable.With("request canceled")
+	errClosed   = jsonrpc.ErrUpstreamUnavailable.With("upstreams closed")
+)
+
+// Backoff before trying again nodes that already failed this call (e.g. the only node).
+const (
+	backoffBase = 50 * time.Millisecond
+	backoffMax  = 500 * time.Millisecond
+)
+
+// Forward sends the JSON-RPC call method(params) to the pool and returns the raw JSON result,
+// owned by the caller. params is a raw JSON array, or nil for none.
+//
+// Reads go to the best node (see pick); on a transport error, a timeout, a closed
+// connection, HTTP 429 or 5xx, or a body that is not a JSON-RPC response, the next node is
+// tried, up to MaxAttempts attempts in all; once every candidate has failed, they are tried
+// again after a short backoff (so a single node is retried). eth_sendRawTransaction goes
+// at most once to each node. When every verified node is ejected, the best known of them is
+// still tried rather than failing without trying; unverified and wrong-chain nodes never are.
+//
+// The error is a *jsonrpc.Error: the upstream's JSON-RPC error passed through unchanged
+// (never retried), jsonrpc.ErrUpstreamTimeout when the last failure was a timeout or ctx's
+// deadline passed, else jsonrpc.ErrUpstreamUnavailable with a short reason.
+func (p *Pool) Forward(ctx context.Context, method string, params []byte) ([]byte, error) {
+	if p.set.closed.Load() {
+		return nil, errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, ctxError(err)
+	}
+	label := jsonrpc.MethodLabel(method)
+	oncePerNode := sentAtMostOncePerNode(method)
+	id := p.nextID.Add(1)
+	reqBuf, respBuf := getBuffer(), getBuffer()
+	defer putBuffer(reqBuf)
+	defer putBuffer(respBuf)
+	*reqBuf = appendRequest((*reqBuf)[:0], id, method, params)
+
+	var (
+		tried   uint64
+		last    = outcomeOK
+		retries int
+	)
+	for attempt := 0; attempt < p.maxAttempts; attempt++ {
+		n := p.pick(tried)
+		if n == nil && tried != 0 && !oncePerNode {
+			// Every candidate failed this call: back off, then go round again.
+			if err := sleepCtx(ctx, min(backoffBase<<retries, backoffMax)); err != nil {
+				return nil, ctxError(err)
+			}
+			retries++
+			tried = 0
+			n = p.pick(0)
+		}
+		if n == nil {
+			break
+		}
+		tried |= n.bit
+		res, o, err := p.exchange(ctx, n, label, id, *reqBuf, respBuf, false)
+		switch {
+		case o == outcomeOK:
+			return append([]byte(nil), res...), nil
+		case o == outcomeRPCError:
+			return nil, err
+		case o == outcomeCanceled:
+			return nil, ctxError(err)
+		case errors.Is(err, errResponseTooLarge):
+			return nil, errTooLarge
+		case o == outcomeTimeout && deadlinePassed(ctx):
+			return nil, jsonrpc.ErrUpstreamTimeout
+		}
+		last = o
+	}
+	switch {
+	case tried == 0 && last == outcomeOK:
+		return nil, errNoNode
+	case last == outcomeTimeout:
+		return nil, jsonrpc.ErrUpstreamTimeout
+	default:
+		return nil, errAllFail
+	}
+}
+
+// call is an internal request of the pool (chain id check, head poll): one attempt to n,
+// the result copied.
+func (p *Pool) call(ctx context.Context, n *node, method string) ([]byte, error) {
+	id := p.nextID.Add(1)
+	reqBuf, respBuf := getBuffer(), getBuffer()
+	defer putBuffer(reqBuf)
+	defer putBuffer(respBuf)
+	*reqBuf = appendRequest((*reqBuf)[:0], id, method, nil)
+	res, o, err := p.exchange(ctx, n, jsonrpc.MethodLabel(method), id, *reqBuf, respBuf, true)
+	if o != outcomeOK {
+		return nil, err
+	}
+	return append([]byte(nil), res...), nil
+}
+
+// exchange makes one attempt of body to n, records its metrics and the node's health, and
+// classifies it; poll marks the pool's own checks and head polls. On outcomeOK, result
+// aliases *buf; on outcomeRPCError, err is the upstream's *jsonrpc.Error; otherwise err says
+// what failed.
+func (p *Pool) exchange(ctx context.Context, n *node, label string, id uint64, body []byte, buf *[]byte, poll bool) (result []byte, o outcome, err error) {
+	start := time.Now()
+	deadline := start.Add(p.timeout)
+	ctxBound := false
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline, ctxBound = d, true
+	}
+	status, out, err := n.t.roundTrip(ctx, deadline, body, (*buf)[:0])
+	*buf = out
+	elapsed := time.Since(start)
+
+	counts := true // whether a failure counts against the node
+	switch {
+	case err == nil && (status == 429 || status >= 500):
+		o, err = outcomeHTTPError, httpStatusError(status)
+	case err == nil:
+		var rpcErr *jsonrpc.Error
+		result, rpcErr, err = parseResponse(out, id)
+		switch {
+		case err != nil && status/100 != 2:
+			o, err = outcomeHTTPError, httpStatusError(status)
+		case err != nil:
+			o = outcomeBadResponse
+		case status/100 != 2 && rpcErr == nil:
+			o, err = outcomeHTTPError, httpStatusError(status)
+		case rpcErr != nil:
+			o, err = outcomeRPCError, rpcErr
+		default:
+			o = outcomeOK
+		}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		o, counts = outcomeCanceled, false
+		if errors.Is(err, context.DeadlineExceeded) {
+			o = outcomeTimeout
+		}
+	case errors.Is(err, errAttemptTimeout):
+		// A deadline set by the caller's context is no fault of the node.
+		o, counts = outcomeTimeout, !ctxBound
+	case errors.Is(err, errResponseTooLarge):
+		// Our limit, not the node's fault; no other node would do better.
+		o, counts = outcomeBadResponse, false
+	case errors.Is(err, errBusy):
+		// Our own connection limit: ejecting the node would only move the load.
+		o, counts = outcomeTransportError, false
+	default:
+		o = outcomeTransportError
+	}
+
+	n.m.request(label, o)
+	n.m.duration.Observe(elapsed.Seconds())
+	switch {
+	case o == outcomeOK || o == outcomeRPCError:
+		n.succeeded(elapsed, poll)
+	case counts:
+		n.failed(poll)
+	}
+	if o != outcomeOK && o != outcomeRPCError {
+		if ce := n.log.Check(zap.DebugLevel, "upstream attempt failed"); ce != nil {
+			ce.Write(zap.String("method", label), zap.Stringer("outcome", o), zap.Error(err),
+				zap.Duration("elapsed", elapsed))
+		}
+	}
+	return result, o, err
+}
+
+type httpStatusError int
+
+func (e httpStatusError) Error() string { return "upstream answered HTTP " + strconv.Itoa(int(e)) }
+
+// ctxError maps the caller's context error to the error Forward returns.
+func ctxError(err error) *jsonrpc.Error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return jsonrpc.ErrUpstreamTimeout
+	}
+	return errCanceled
+}
+
+// deadlinePassed reports whether ctx's deadline, if any, has passed.
+func deadlinePassed(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Pooled byte buffers for request and response bodies. Buffers that grew past
+// maxPooledBuffer (a large eth_getLogs answer) are left to the collector.
+const maxPooledBuffer = 1 << 20
+
+var bufferPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+func getBuffer() *[]byte { return bufferPool.Get().(*[]byte) }
+
+func putBuffer(b *[]byte) {
+	if cap(*b) > maxPooledBuffer {
+		return
+	}
+	*b = (*b)[:0]
+	bufferPool.Put(b)
+}

@@ -1,0 +1,137 @@
+package upstreams
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
+)
+
+// appendRequest appends the JSON-RPC request {"jsonrpc":"2.0","id":id,"method":m,"params":p}
+// to dst. params is a raw JSON array, or nil for "[]".
+func appendRequest(dst []byte, id uint64, method string, params []byte) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = strconv.AppendUint(dst, id, 10)
+	dst = append(dst, `,"method":`...)
+	dst = appendJSONString(dst, method)
+	dst = append(dst, `,"params":`...)
+	if len(params) == 0 {
+		dst = append(dst, "[]"...)
+	} else {
+		dst = append(dst, params...)
+	}
+	return append(dst, '}')
+}
+
+// appendJSONString appends s as a JSON string; plain ASCII (every method name in practice)
+// takes no allocation.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+var (
+	errNotJSON      = errors.New("response is not JSON")
+	errNotResponse  = errors.New("response is not a JSON-RPC response object")
+	errIDMismatch   = errors.New("response id does not match the request")
+	errBadErrorObj  = errors.New("response error is not a JSON-RPC error object")
+	errNoResultOrEr = errors.New("response has neither result nor error")
+)
+
+// parseResponse parses a JSON-RPC response body to the request with id. It returns the raw
+// result (aliasing body), or the upstream's error object (copied out of body), or an error
+// when body is not a valid JSON-RPC response to that request.
+func parseResponse(body []byte, id uint64) (result []byte, rpcErr *jsonrpc.Error, err error) {
+	s := bytesToString(body)
+	if !gjson.Valid(s) {
+		return nil, nil, errNotJSON
+	}
+	root := gjson.Parse(s)
+	if !root.IsObject() {
+		return nil, nil, errNotResponse
+	}
+	var (
+		idv, res, errv gjson.Result
+		hasRes         bool
+	)
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "id":
+			idv = v
+		case "result":
+			res, hasRes = v, true
+		case "error":
+			errv = v
+		}
+		return true
+	})
+	hasErr := errv.Exists() && errv.Type != gjson.Null
+	// An error may come with id null (the upstream could not read the id); a result may not.
+	if (idv.Type != gjson.Number || idv.Uint() != id) && !(hasErr && idv.Type == gjson.Null) {
+		return nil, nil, errIDMismatch
+	}
+	if hasErr {
+		if !errv.IsObject() {
+			return nil, nil, errBadErrorObj
+		}
+		code, msg, data := errv.Get("code"), errv.Get("message"), errv.Get("data")
+		if code.Type != gjson.Number || float64(int64(code.Num)) != code.Num {
+			return nil, nil, errBadErrorObj
+		}
+		var raw json.RawMessage
+		if data.Exists() {
+			raw = json.RawMessage(append([]byte(nil), data.Raw...))
+		}
+		// msg.String() may alias body, which is reused: the error outlives it.
+		return nil, jsonrpc.FromUpstream(int(code.Int()), strings.Clone(msg.String()), raw), nil
+	}
+	if !hasRes {
+		return nil, nil, errNoResultOrEr
+	}
+	return stringToBytes(res.Raw), nil, nil
+}
+
+// parseHexQuantity parses a JSON-RPC quantity result such as "0x1a" (quoted).
+func parseHexQuantity(raw []byte) (uint64, error) {
+	if len(raw) < 5 || raw[0] != '"' || raw[len(raw)-1] != '"' || raw[1] != '0' || (raw[2] != 'x' && raw[2] != 'X') {
+		return 0, errors.New("not a hex quantity")
+	}
+	digits := raw[3 : len(raw)-1]
+	if len(digits) > 16 {
+		return 0, errors.New("hex quantity overflows 64 bits")
+	}
+	var v uint64
+	for _, c := range digits {
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, errors.New("not a hex quantity")
+		}
+		v = v<<4 | uint64(d)
+	}
+	return v, nil
+}
+
+// bytesToString and stringToBytes alias without copying; the callers never modify the bytes
+// while the alias lives.
+func bytesToString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+func stringToBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
