@@ -168,6 +168,13 @@ func (c *Config) crossCheck() []string {
 			}
 		}
 	}
+	if c.Devchain.Enabled {
+		for i, ns := range c.Routing.ExtraNamespaces {
+			if ns == "admin" || ns == "debug" || ns == "miner" {
+				problems = append(problems, fmt.Sprintf("routing.extraNamespaces[%d]: %s is refused while the embedded dev chain runs: its in-process node would act on the web3gate process itself", i, ns))
+			}
+		}
+	}
 	if mainnetEmbedded {
 		return problems
 	}

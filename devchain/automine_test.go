@@ -64,8 +64,9 @@ func TestUnminableTransactionStopsMining(t *testing.T) {
 	}
 	var head hexutil.Uint64
 	mustCall(t, h, &head, "eth_blockNumber")
-	if head != 1+maxIdleCommits {
-		t.Fatalf("eth_blockNumber = %d, want %d (one block, then %d without progress)", head, 1+maxIdleCommits, maxIdleCommits)
+	// Block 1 is sealed at start; then one block, then maxIdleCommits without progress.
+	if head != 2+maxIdleCommits {
+		t.Fatalf("eth_blockNumber = %d, want %d (block 1 at start, one block, then %d without progress)", head, 2+maxIdleCommits, maxIdleCommits)
 	}
 
 	hash, err := sendRaw(t, h, signTransfer(t, c.ChainID(), c.Accounts()[1], 0, to, big.NewInt(1)))

@@ -109,6 +109,14 @@ func Start(cfg Config, deps Deps) (*Chain, error) {
 		// A failed Start stops what it started and closes the node.
 		return nil, fmt.Errorf("start node: %w", err)
 	}
+	// The transaction indexer starts on the first head event and, until its first pass is
+	// done, every by-hash lookup answers "transaction indexing is in progress". At genesis
+	// there is no head event, so block 1 is sealed here (nothing else can reach the pool
+	// yet), and the chain is served once the index has caught up.
+	beacon.Commit()
+	if err := waitIndexed(backend, 10*time.Second); err != nil {
+		return nil, errors.Join(err, stack.Close())
+	}
 	handler, err := stack.RPCHandler()
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("rpc handler: %w", err), stack.Close())
@@ -209,4 +217,22 @@ func (c *Chain) Close() error {
 		}
 	})
 	return c.closeErr
+}
+
+// waitIndexed waits until the transaction indexer has caught up with the chain.
+func waitIndexed(backend *eth.Ethereum, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		p, err := backend.BlockChain().TxIndexProgress()
+		if err != nil {
+			return fmt.Errorf("transaction index: %w", err)
+		}
+		if p.Done() {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("transaction index not ready after %s", limit)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }

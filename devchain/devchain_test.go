@@ -265,8 +265,14 @@ func TestStartServesConfiguredChain(t *testing.T) {
 	}
 	var head hexutil.Uint64
 	mustCall(t, h, &head, "eth_blockNumber")
-	if head != 0 {
-		t.Fatalf("eth_blockNumber = %d before any transaction, want 0", head)
+	if head != 1 {
+		t.Fatalf("eth_blockNumber = %d before any transaction, want 1 (sealed at start for the tx indexer)", head)
+	}
+	// By-hash lookups answer at once: the transaction index is ready when Start returns.
+	var receipt json.RawMessage
+	mustCall(t, h, &receipt, "eth_getTransactionReceipt", common.Hash{1})
+	if string(receipt) != "null" {
+		t.Fatalf("receipt of an unknown hash = %s, want null", receipt)
 	}
 }
 

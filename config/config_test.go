@@ -1,0 +1,116 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestShippedConfigLoads(t *testing.T) {
+	c, err := Load("../config.yaml")
+	if err != nil {
+		t.Fatalf("config.yaml: %v", err)
+	}
+	if c.Upstreams.Mainnet != 1337 || !c.Devchain.Enabled || c.Server.Listen != "127.0.0.1:8545" || c.Admin.Listen != "127.0.0.1:9545" {
+		t.Fatalf("unexpected shipped config: %+v", c)
+	}
+}
+
+const minimal = `
+auth:
+  clients: [{id: c1}]
+upstreams:
+  mainnet: 1
+  chains:
+    - chainId: 1
+      urls: [http://127.0.0.1:1/]
+`
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.MaxBodyBytes != 5<<20 || c.Server.MaxBatch != 100 || !c.Cache.Enabled || !c.Cache.Coalesce || c.Log.Level != "info" || c.Upstreams.MaxLag != 5 {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+	c, err = Parse([]byte(minimal + "cache: {enabled: false, coalesce: false}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Cache.Enabled || c.Cache.Coalesce {
+		t.Fatal("explicit false overridden by a default")
+	}
+}
+
+func TestEnvExpansion(t *testing.T) {
+	t.Setenv("W3G_TEST_URL", "http://127.0.0.1:2/")
+	c, err := Parse([]byte(strings.Replace(minimal, "http://127.0.0.1:1/", "${W3G_TEST_URL}", 1) + "log: {level: ${W3G_TEST_LEVEL:-warn}}\n# ${NOT_SET_BUT_A_COMMENT}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Upstreams.Chains[0].URLs[0] != "http://127.0.0.1:2/" || c.Log.Level != "warn" {
+		t.Fatalf("not expanded: %v %q", c.Upstreams.Chains[0].URLs, c.Log.Level)
+	}
+	_, err = Parse([]byte(minimal + "log: {level: ${W3G_TEST_UNSET_VAR}}\n"))
+	if err == nil || !strings.Contains(err.Error(), "line 9: environment variable W3G_TEST_UNSET_VAR is not set") {
+		t.Fatalf("unset variable: %v", err)
+	}
+}
+
+func TestRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown key", minimal + "server: {listen: 127.0.0.1:1, colour: red}\n", []string{"field colour not found"}},
+		{"unknown section", minimal + "nope: 1\n", []string{"field nope not found"}},
+		{"bad listen", minimal + "server: {listen: nowhere}\n", []string{`server.listen: "nowhere" is not host:port`}},
+		{"bad limits", minimal + "server: {maxBatch: -1, maxBodyBytes: 10}\n", []string{"server.maxBatch: must be between 1 and 10000", "server.maxBodyBytes: must be at least 1024"}},
+		{"bad level", minimal + "log: {level: loud}\n", []string{`log.level: "loud" is not one of debug, info, warn, error`}},
+		{"bad duration", minimal + "server: {readTimeout: soon}\n", []string{"cannot unmarshal"}},
+		{"no clients", strings.Replace(minimal, "clients: [{id: c1}]", "clients: []", 1), []string{"auth.clients: at least one client id is required"}},
+		{"bad url", strings.Replace(minimal, "http://127.0.0.1:1/", "ftp://x", 1), []string{"upstreams.chains[0].urls[0]"}},
+		{"second url bad", strings.Replace(minimal, "urls: [http://127.0.0.1:1/]", "urls: [http://127.0.0.1:1/, nope]", 1), []string{"upstreams.chains[0].urls[1]"}},
+		{"mainnet not configured", strings.Replace(minimal, "mainnet: 1", "mainnet: 5", 1), []string{"upstreams.mainnet"}},
+		{"embedded without devchain", strings.Replace(minimal, "http://127.0.0.1:1/", "embedded", 1), []string{"upstreams.chains[0].urls[0]: embedded needs devchain.enabled: true"}},
+		{"debug with devchain", strings.Replace(minimal, "http://127.0.0.1:1/", "embedded", 1) + "devchain: {enabled: true, chainId: 1}\nrouting: {extraNamespaces: [txpool, debug]}\n", []string{"routing.extraNamespaces[1]: debug is refused"}},
+		{"personal namespace", minimal + "routing: {extraNamespaces: [personal]}\n", []string{"routing.extraNamespaces[0]: personal holds signing methods"}},
+		{"dev token with real mainnet", strings.Replace(minimal, "clients: [{id: c1}]", "clients: [{id: web3gate-dev}]\n  tokens: [{sha256: b1e46dbebcf3fa8cd6338efbcd8a0e6d8a4efe3e802280151c1bad9eea00a361, principal: dev}]", 1), []string{
+			`auth.tokens[0]: the dev token "dev-access-token" is accepted only while the embedded dev chain serves mainnet`,
+			`auth.clients[0]: the dev client id "web3gate-dev" is accepted only while the embedded dev chain serves mainnet`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestTokenHashValidation(t *testing.T) {
+	_, err := Parse([]byte(strings.Replace(minimal, "clients: [{id: c1}]", "clients: [{id: c1}]\n  tokens: [{sha256: abc, principal: p}, {sha256: "+strings.Repeat("0", 64)+", principal: ''}]", 1)))
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("error %v", err)
+	}
+	want := []string{"auth.tokens[0].sha256: must be 64 hex digits (the SHA-256 of the token)", "auth.tokens[1].principal: must not be empty"}
+	if strings.Join(ve.Problems, "|") != strings.Join(want, "|") {
+		t.Fatalf("problems %q\nwant %q", ve.Problems, want)
+	}
+}
+
+func TestMissingFile(t *testing.T) {
+	_, err := Load("does-not-exist.yaml")
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("error %v", err)
+	}
+}
