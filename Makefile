@@ -1,0 +1,40 @@
+# web3gate: `make test` runs every test (CI runs it through .ci/run); `make bench` measures.
+GO       ?= go
+FUZZTIME ?= 10s
+GOFILES   = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/node_modules/*')
+
+.PHONY: build run test vet fuzz deps bench clean
+
+build:
+	$(GO) build -o bin/web3gate .
+
+run:
+	$(GO) run .
+
+# Pinned npm packages for the tests: anvil, cast, ethers, viem (e2e/package-lock.json).
+deps: e2e/node_modules/.package-lock.json
+
+e2e/node_modules/.package-lock.json: e2e/package-lock.json e2e/package.json
+	npm ci --prefix e2e
+	@touch $@
+
+vet:
+	@unformatted=$$(gofmt -l $(GOFILES)); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+test: deps vet
+	$(GO) test -race -count=1 -timeout 15m ./...
+	$(MAKE) fuzz
+
+# Each fuzz target runs briefly; what it finds lands in the package's testdata/fuzz.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./proxy/jsonrpc
+	$(GO) test -run '^$$' -fuzz '^FuzzRouterMatch$$' -fuzztime $(FUZZTIME) ./proxy
+
+# Load benchmark: ratios against baselines measured in the same run (needs Debian's wrk).
+bench: deps
+	@command -v wrk >/dev/null || (apt-get update && apt-get install -y wrk)
+	$(GO) run ./bench
+
+clean:
+	rm -rf bin
