@@ -1,0 +1,111 @@
+package cache
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
+)
+
+// counting is a terminal handler answering every call with result, counting the calls.
+type counting struct {
+	result string
+	n      atomic.Int32
+}
+
+func (h *counting) Serve(*proxy.Call) (*proxy.Response, error) {
+	h.n.Add(1)
+	return &proxy.Response{Result: []byte(h.result)}, nil
+}
+
+func newStage(t *testing.T, head uint64) *Stage {
+	cfg := Config{Enabled: true, Coalesce: true}
+	cfg.SetDefaults()
+	s, err := New(cfg, Deps{Registry: prometheus.NewRegistry(), Head: func(uint64) uint64 { return head }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func call(method, params string) *proxy.Call {
+	return &proxy.Call{ChainID: 1, Request: jsonrpc.Request{ID: []byte("1"), Method: method, Params: []byte(params)}}
+}
+
+func TestReceiptCachingFollowsFinality(t *testing.T) {
+	receipt := func(block uint64) string {
+		return fmt.Sprintf(`{"blockHash":"0xabc","blockNumber":"0x%x","status":"0x1"}`, block)
+	}
+	for _, tc := range []struct {
+		name    string
+		result  string
+		head    uint64
+		sleep   time.Duration
+		upcalls int32
+	}{
+		{"final: cached", receipt(100), 200, 0, 1},
+		{"recent: cached briefly", receipt(195), 200, 0, 1},
+		{"recent: expired after the ttl", receipt(195), 200, 2500 * time.Millisecond, 2},
+		{"null: never cached", "null", 200, 0, 2},
+		{"pending (no block hash): never cached", `{"blockHash":null,"blockNumber":null}`, 200, 0, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStage(t, tc.head)
+			h := &counting{result: tc.result}
+			chain := proxy.Compile(h, s)
+			c := call("eth_getTransactionReceipt", `["0x01"]`)
+			if _, err := chain.Serve(c); err != nil {
+				t.Fatal(err)
+			}
+			s.Wait()
+			time.Sleep(tc.sleep)
+			resp, err := chain.Serve(call("eth_getTransactionReceipt", `["0x01"]`))
+			if err != nil || string(resp.Result) != tc.result {
+				t.Fatalf("second answer %v %v", resp, err)
+			}
+			if got := h.n.Load(); got != tc.upcalls {
+				t.Fatalf("%d upstream calls, want %d", got, tc.upcalls)
+			}
+		})
+	}
+}
+
+func TestOnlyAllowListedMethodsAreCached(t *testing.T) {
+	s := newStage(t, 0)
+	h := &counting{result: `"0x1"`}
+	chain := proxy.Compile(h, s)
+	for range 3 {
+		if _, err := chain.Serve(call("eth_getBalance", `["0x01","latest"]`)); err != nil {
+			t.Fatal(err)
+		}
+		s.Wait()
+	}
+	if got := h.n.Load(); got != 3 {
+		t.Fatalf("eth_getBalance reached the upstream %d times, want 3", got)
+	}
+}
+
+func TestCacheKeySeparatesChainsAndParams(t *testing.T) {
+	s := newStage(t, 0)
+	h := &counting{result: `{"hash":"0x1"}`}
+	chain := proxy.Compile(h, s)
+	for _, c := range []*proxy.Call{
+		call("eth_getBlockByHash", `["0x01",false]`),
+		call("eth_getBlockByHash", `["0x01",true]`),
+		{ChainID: 2, Request: jsonrpc.Request{Method: "eth_getBlockByHash", Params: []byte(`["0x01",false]`)}},
+	} {
+		if _, err := chain.Serve(c); err != nil {
+			t.Fatal(err)
+		}
+		s.Wait()
+	}
+	if got := h.n.Load(); got != 3 {
+		t.Fatalf("%d upstream calls, want 3 distinct entries", got)
+	}
+}
