@@ -1,0 +1,290 @@
+// Command bench measures web3gate's throughput and latency against baselines measured the
+// same way in the same run, and prints the ratios next to their targets:
+//
+//	(a) bench/bare, a bare fasthttp server answering a constant JSON-RPC reply
+//	(b) web3gate answering eth_chainId itself (the shipped config.yaml, embedded dev chain)
+//	(c) an anvil node answering eth_getBalance at "latest"
+//	(d) web3gate forwarding that eth_getBalance to the anvil node, cache and coalescing off
+//	(e) with -forwarder, bench/bare -upstream: the least a forwarder does, in front of the same
+//	    anvil; e/c is the ceiling of d/c on the machine
+//
+// Targets: throughput b/a ≥ 0.85, d/c ≥ 0.60, and the p50 latency at concurrency 1 that web3gate
+// adds in front of anvil (d − c) ≤ 50 µs. It is a measurement, not a test: it exits 0 whether
+// the targets are met or not, and 1 when something could not run or the load got errors.
+//
+// Every server runs as a child process on free 127.0.0.1 ports, built from this module
+// (web3gate with `go build .`, bench/bare), anvil from `npm ci --prefix e2e`; the load is
+// wrk (`apt-get install wrk`). With -pin (the default on 2 CPUs or more) wrk runs on CPU 0 and
+// the servers on the others, so that the load generator never takes the servers' CPU and the
+// rate ratios are ratios of the servers' capacities; -pin=false lets them share every CPU,
+// which pulls every ratio towards 1 by wrk's own cost per request.
+//
+// Other processes on the machine make the rates noisy: the rounds run in alternating order,
+// the summary takes medians, and it also gives the ratios of the servers' CPU time per
+// request, which depend little on how much CPU the servers got.
+//
+// Run it from the module root: go run ./bench [-duration 4s] [-rounds 3]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// anvilRel is the anvil binary inside the module, as `npm ci --prefix e2e` installs it.
+const anvilRel = "e2e/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil"
+
+// options are the command line.
+type options struct {
+	duration, warmup, latDuration time.Duration
+	rounds, threads, conns        int
+	pin, forwarder                bool
+	src                           string
+}
+
+func main() {
+	code := 0
+	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, context.Canceled) {
+			err = errors.New("interrupted")
+		}
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		code = 1
+		if errors.Is(err, flag.ErrHelp) {
+			code = 2
+		}
+	}
+	os.Exit(code)
+}
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.DurationVar(&o.duration, "duration", 4*time.Second, "measured load per target and round (whole seconds)")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before each measured run (whole seconds, 0 for none)")
+	fs.DurationVar(&o.latDuration, "lat-duration", 2*time.Second, "measured load at concurrency 1 for the p50 latency of (c) and (d)")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds over the targets, order alternating; the summary takes the median")
+	fs.IntVar(&o.threads, "threads", 1, "wrk threads")
+	fs.IntVar(&o.conns, "connections", 32, "wrk connections")
+	fs.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "pin wrk to CPU 0 and the servers to the other CPUs (taskset)")
+	fs.BoolVar(&o.forwarder, "forwarder", false, "also measure (e), the least a forwarder does (bench/bare -upstream) in front of the same anvil: the ceiling of d/c on this machine")
+	fs.StringVar(&o.src, "src", "", "web3gate module to build and measure (default: this module); e.g. a patched copy")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		min  time.Duration
+	}{{"duration", o.duration, time.Second}, {"warmup", o.warmup, 0}, {"lat-duration", o.latDuration, time.Second}} {
+		if d.v < d.min || d.v%time.Second != 0 {
+			return o, fmt.Errorf("-%s %v: must be whole seconds, at least %v (wrk counts seconds)", d.name, d.v, d.min)
+		}
+	}
+	if o.rounds < 1 || o.threads < 1 || o.conns < o.threads {
+		return o, errors.New("-rounds and -threads must be at least 1, -connections at least -threads")
+	}
+	return o, nil
+}
+
+func run(args []string) (err error) {
+	o, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	wrk, wrkVersion, err := findWrk()
+	if err != nil {
+		return err
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	anvilBin := filepath.Join(root, filepath.FromSlash(anvilRel))
+	if fi, err := os.Stat(anvilBin); err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("anvil is not installed at %s; install it from %s with: npm ci --prefix e2e", anvilBin, root)
+	}
+	src := root
+	if o.src != "" {
+		if src, err = filepath.Abs(o.src); err != nil {
+			return err
+		}
+	}
+	var serverCPUs, loadCPUs string
+	var serverCPUList []int
+	if o.pin {
+		if _, err := exec.LookPath("taskset"); err != nil {
+			return fmt.Errorf("-pin needs taskset (util-linux): %w; or run with -pin=false", err)
+		}
+		n := runtime.NumCPU()
+		if n < 2 {
+			return fmt.Errorf("-pin needs at least 2 CPUs, this machine has %d; run with -pin=false", n)
+		}
+		loadCPUs, serverCPUs = "0", "1"
+		if n > 2 {
+			serverCPUs = fmt.Sprintf("1-%d", n-1)
+		}
+		for i := 1; i < n; i++ {
+			serverCPUList = append(serverCPUList, i)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C ends the bench at once; the kernel then kills the children
+	}()
+
+	tmp, err := os.MkdirTemp("", "web3gate-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	cs := &children{}
+	defer func() {
+		n, cerr := cs.stopAll()
+		if cerr != nil {
+			err = errors.Join(err, cerr)
+			return
+		}
+		fmt.Printf("cleanup: %d server processes stopped, none left running\n", n)
+	}()
+
+	info := collectInfo(root, src, wrkVersion, anvilBin)
+	fmt.Printf("building web3gate (%s) and bench/bare...\n", src)
+	web3gateBin, bareBin := filepath.Join(tmp, "web3gate"), filepath.Join(tmp, "bare")
+	if err := goBuild(ctx, src, ".", web3gateBin); err != nil {
+		return err
+	}
+	if err := goBuild(ctx, root, "./bench/bare", bareBin); err != nil {
+		return err
+	}
+
+	fmt.Println("starting servers...")
+	targets, err := startTargets(ctx, cs, serverCPUs, root, tmp, web3gateBin, bareBin, anvilBin, o.forwarder)
+	if err != nil {
+		return err
+	}
+	if err := check(targets); err != nil {
+		return err
+	}
+	for _, t := range targets {
+		if t.script, err = writeScript(tmp, t); err != nil {
+			return err
+		}
+	}
+
+	cfg := runConfig{
+		wrk: wrk, loadCPUs: loadCPUs, serverCPUs: serverCPUs, serverCPUList: serverCPUList, rounds: o.rounds, warmup: o.warmup,
+		load:    load{threads: o.threads, conns: o.conns, duration: o.duration},
+		latency: load{threads: 1, conns: 1, duration: o.latDuration},
+	}
+	rounds, err := measureAll(ctx, cs, cfg, targets)
+	if err != nil {
+		return err
+	}
+	report(os.Stdout, info, cfg, targets, rounds)
+	if bad := failures(rounds); bad != "" {
+		return fmt.Errorf("the load got errors, so the rates above are not valid:\n%s", bad)
+	}
+	return nil
+}
+
+// startTargets starts the servers of every target, each ready to answer, on cpus.
+func startTargets(ctx context.Context, cs *children, cpus, root, tmp, web3gateBin, bareBin, anvilBin string, forwarder bool) ([]*target, error) {
+	cred, err := newCredentials()
+	if err != nil {
+		return nil, err
+	}
+	// Every target gets the same request bytes but for the path: the headers that web3gate
+	// reads go to the baselines too, so that parsing them is no part of the ratios.
+	a := &target{key: "a", name: "bare fasthttp", body: chainIDBody, headers: devHeaders}
+	b := &target{key: "b", name: "web3gate eth_chainId", body: chainIDBody, headers: devHeaders}
+	c := &target{key: "c", name: "anvil eth_getBalance", body: balanceBody, headers: cred.headers()}
+	d := &target{key: "d", name: "web3gate → anvil", body: balanceBody, headers: cred.headers()}
+	targets := []*target{a, b, c, d}
+	if err := startBare(ctx, cs, cpus, bareBin, a, ""); err != nil {
+		return nil, err
+	}
+	if err := startAnvil(ctx, cs, cpus, anvilBin, c); err != nil {
+		return nil, err
+	}
+	wb, api, admin, err := startWeb3gate(ctx, cs, cpus, web3gateBin, "web3gate (dev chain)", devConfig(root, tmp))
+	if err != nil {
+		return nil, err
+	}
+	b.url, b.admin, b.servers = api+"/v1/web3/mainnet", admin, []*child{wb}
+	wd, api, admin, err := startWeb3gate(ctx, cs, cpus, web3gateBin, "web3gate (anvil)", forwardConfig(tmp, c.url, cred))
+	if err != nil {
+		return nil, err
+	}
+	d.url, d.admin, d.servers = api+"/v1/web3/mainnet", admin, []*child{wd, c.servers[0]}
+	if forwarder {
+		e := &target{key: "e", name: "bare forwarder → anvil", body: balanceBody, headers: cred.headers()}
+		if err := startBare(ctx, cs, cpus, bareBin, e, c.url); err != nil {
+			return nil, err
+		}
+		e.servers = append(e.servers, c.servers[0])
+		targets = append(targets, e)
+	}
+	return targets, nil
+}
+
+// check sends one request to each target and verifies the answer, before any load: a load
+// of error answers would measure the error path.
+func check(ts []*target) error {
+	results := map[string]string{}
+	for _, t := range ts {
+		res, err := rpcResult(t)
+		if err != nil {
+			return fmt.Errorf("check (%s) %s at %s: %w", t.key, t.name, t.url, err)
+		}
+		results[t.key] = string(res)
+	}
+	if want := `"0x539"`; results["a"] != want || results["b"] != want {
+		return fmt.Errorf("check: eth_chainId answered %s by (a) and %s by (b), want %s", results["a"], results["b"], want)
+	}
+	if !strings.HasPrefix(results["c"], `"0x`) || results["c"] == `"0x0"` {
+		return fmt.Errorf("check: anvil's balance of %s is %s, want the funded dev account's", balanceOf, results["c"])
+	}
+	for _, k := range []string{"d", "e"} {
+		if r, ok := results[k]; ok && r != results["c"] {
+			return fmt.Errorf("check: (%s) answered eth_getBalance with %s, anvil with %s", k, r, results["c"])
+		}
+	}
+	return nil
+}
+
+// moduleRoot walks up from the working directory to web3gate's go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if raw, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil {
+			if !strings.Contains(string(raw), "module github.com/web3gate/web3gate\n") {
+				return "", fmt.Errorf("%s/go.mod is not web3gate's; run the bench from inside the web3gate module", d)
+			}
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.mod in %s or above; run the bench from inside the web3gate module", dir)
+		}
+	}
+}

@@ -1,0 +1,453 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// target is one server under load.
+type target struct {
+	key     string // a, b, c, d
+	name    string
+	url     string
+	body    string
+	headers [][2]string
+	script  string   // the wrk Lua script
+	servers []*child // the processes whose CPU is the target's server side
+	admin   string   // web3gate's admin base URL, for /metrics; "" for other servers
+}
+
+// The requests of the load.
+const (
+	chainIDBody = `{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}`
+	// balanceOf is anvil's first dev account, funded at genesis.
+	balanceOf   = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+	balanceBody = `{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["` + balanceOf + `","latest"]}`
+	// anvilChainID is the chain of the anvil node (anvil's default).
+	anvilChainID = 31337
+	// devChainID is the dev chain id of the shipped config.yaml.
+	devChainID = 1337
+)
+
+// Bounds of the start of a server.
+const (
+	readyTimeout  = 30 * time.Second
+	pollInterval  = 25 * time.Millisecond
+	probeTimeout  = 2 * time.Second
+	startAttempts = 3
+)
+
+// probeClient talks to the servers outside the load: readiness, checks, metrics.
+var probeClient = &http.Client{
+	Timeout:   probeTimeout,
+	Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, IdleConnTimeout: 10 * time.Second},
+}
+
+// goBuild builds pkg (relative to dir) into out.
+func goBuild(ctx context.Context, dir, pkg, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build -o %s %s (in %s): %w\n%s", out, pkg, dir, err, indent(string(b)))
+	}
+	return nil
+}
+
+// startServer starts a server with fresh free ports until it is ready, retrying on another
+// port when the chosen one was taken meanwhile. args gets the ports chosen.
+func startServer(ctx context.Context, cs *children, name, cpus, bin string, nports int,
+	args func(ports []int) ([]string, error), ready func(ports []int) error) (*child, []int, error) {
+	var errs []error
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		ports := make([]int, nports)
+		for i := range ports {
+			p, err := freePort()
+			if err != nil {
+				return nil, nil, err
+			}
+			ports[i] = p
+		}
+		a, err := args(ports)
+		if err != nil {
+			return nil, nil, err
+		}
+		c, err := cs.start(name, cpus, bin, a...)
+		if err != nil {
+			return nil, nil, err
+		}
+		err = waitReady(ctx, c, func() error { return ready(ports) })
+		if err == nil {
+			return c, ports, nil
+		}
+		c.kill()
+		if ctx.Err() != nil || !strings.Contains(strings.ToLower(c.out.String()), "address already in use") {
+			return nil, nil, err
+		}
+		errs = append(errs, fmt.Errorf("attempt %d: %w", attempt, err))
+	}
+	return nil, nil, fmt.Errorf("%s: no free port after %d attempts: %w", name, startAttempts, errors.Join(errs...))
+}
+
+// waitReady polls probe until it succeeds, the child exits, ctx ends or readyTimeout passes.
+func waitReady(ctx context.Context, c *child, probe func() error) error {
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		if c.exited() {
+			return fmt.Errorf("%s exited before it was ready: %v\n%s", c.name, c.err, indent(c.out.String()))
+		}
+		err := probe()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready within %v (last probe: %v)\n%s", c.name, readyTimeout, err, indent(c.out.String()))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// post sends one request of t and returns the HTTP status and body.
+func post(url, body string, headers [][2]string) (int, []byte, error) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	for _, h := range headers {
+		req.Header.Set(h[0], h[1])
+	}
+	resp, err := probeClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, b, err
+}
+
+// rpcResult sends one request of t and returns its JSON-RPC result, checking everything else
+// about the answer: HTTP 200, JSON-RPC 2.0, the id echoed, no error member.
+func rpcResult(t *target) (json.RawMessage, error) {
+	status, body, err := post(t.url, t.body, t.headers)
+	if err != nil {
+		return nil, err
+	}
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d: %s", status, bytes.TrimSpace(body))
+	}
+	var r struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Result  json.RawMessage `json:"result"`
+		Error   json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, fmt.Errorf("answer %q: %w", body, err)
+	}
+	if r.JSONRPC != "2.0" || string(r.ID) != "1" || len(r.Error) > 0 || len(r.Result) == 0 {
+		return nil, fmt.Errorf("answer is not a JSON-RPC 2.0 result to id 1: %s", body)
+	}
+	return r.Result, nil
+}
+
+// startBare starts bench/bare for t: target (a) answering by itself, or with upstream the
+// reference forwarder (e).
+func startBare(ctx context.Context, cs *children, cpus, bin string, t *target, upstream string) error {
+	c, _, err := startServer(ctx, cs, "bare "+t.key, cpus, bin, 1,
+		func(p []int) ([]string, error) {
+			t.url = fmt.Sprintf("http://127.0.0.1:%d/", p[0])
+			args := []string{"-listen", fmt.Sprintf("127.0.0.1:%d", p[0])}
+			if upstream != "" {
+				args = append(args, "-upstream", upstream)
+			}
+			return args, nil
+		},
+		func([]int) error {
+			_, err := rpcResult(t)
+			return err
+		})
+	if err != nil {
+		return err
+	}
+	t.servers = []*child{c}
+	return nil
+}
+
+// startAnvil starts an anvil node for t: target (c).
+func startAnvil(ctx context.Context, cs *children, cpus, bin string, t *target) error {
+	want := `"0x` + strconv.FormatUint(anvilChainID, 16) + `"`
+	c, _, err := startServer(ctx, cs, "anvil", cpus, bin, 1,
+		func(p []int) ([]string, error) {
+			t.url = fmt.Sprintf("http://127.0.0.1:%d", p[0])
+			return []string{"--host", "127.0.0.1", "--port", strconv.Itoa(p[0]),
+				"--chain-id", strconv.Itoa(anvilChainID), "--quiet"}, nil
+		},
+		func([]int) error {
+			probe := *t
+			probe.body = chainIDBody
+			res, err := rpcResult(&probe)
+			if err == nil && string(res) != want {
+				err = fmt.Errorf("eth_chainId answered %s, want %s: another server has the port", res, want)
+			}
+			return err
+		})
+	if err != nil {
+		return err
+	}
+	t.servers = []*child{c}
+	return nil
+}
+
+// startWeb3gate starts the web3gate binary with the config file written by config(api,
+// admin ports), once it passes `web3gate config check`, and waits until /readyz says every
+// chain has a healthy upstream.
+func startWeb3gate(ctx context.Context, cs *children, cpus, bin, name string, config func(api, admin int) (string, error)) (*child, string, string, error) {
+	var api, admin string
+	c, _, err := startServer(ctx, cs, name, cpus, bin, 2,
+		func(p []int) ([]string, error) {
+			path, err := config(p[0], p[1])
+			if err != nil {
+				return nil, err
+			}
+			if out, err := exec.Command(bin, "config", "check", "--config", path).CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("web3gate config check --config %s: %w\n%s", path, err, indent(string(out)))
+			}
+			api, admin = fmt.Sprintf("http://127.0.0.1:%d", p[0]), fmt.Sprintf("http://127.0.0.1:%d", p[1])
+			return []string{"serve", "--config", path}, nil
+		},
+		func([]int) error {
+			resp, err := probeClient.Get(admin + "/readyz")
+			if err != nil {
+				return err
+			}
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("/readyz: HTTP %d %s", resp.StatusCode, bytes.TrimSpace(b))
+			}
+			return nil
+		})
+	return c, api, admin, err
+}
+
+// devConfig is the shipped config.yaml with the listeners on the given ports and the log
+// level at warn: target (b) on the embedded dev chain, with the dev credentials.
+func devConfig(root, dir string) func(api, admin int) (string, error) {
+	return func(api, admin int) (string, error) {
+		raw, err := os.ReadFile(filepath.Join(root, "config.yaml"))
+		if err != nil {
+			return "", err
+		}
+		out, err := devConfigBytes(raw, api, admin)
+		if err != nil {
+			return "", fmt.Errorf("config.yaml: %w", err)
+		}
+		path := filepath.Join(dir, "web3gate-dev.yaml")
+		return path, os.WriteFile(path, out, 0o600)
+	}
+}
+
+func devConfigBytes(raw []byte, api, admin int) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	for _, set := range []struct{ path, value string }{
+		{"server.listen", fmt.Sprintf("127.0.0.1:%d", api)},
+		{"admin.listen", fmt.Sprintf("127.0.0.1:%d", admin)},
+		{"log.level", "warn"},
+	} {
+		if err := setYAML(&doc, set.path, set.value); err != nil {
+			return nil, err
+		}
+	}
+	return yaml.Marshal(&doc)
+}
+
+// setYAML sets the scalar at a dotted key path of a YAML document.
+func setYAML(doc *yaml.Node, path, value string) error {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	for _, key := range strings.Split(path, ".") {
+		if n.Kind != yaml.MappingNode {
+			return fmt.Errorf("%s: %s is not a mapping", path, key)
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			return fmt.Errorf("%s: no key %s", path, key)
+		}
+		n = next
+	}
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("%s: not a scalar", path)
+	}
+	n.Value = value
+	return nil
+}
+
+// credentials are a client id and bearer token made for one run.
+type credentials struct {
+	clientID, token string
+}
+
+func newCredentials() (credentials, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return credentials{}, err
+	}
+	return credentials{clientID: "bench-" + hex.EncodeToString(b[:4]), token: hex.EncodeToString(b[4:])}, nil
+}
+
+func (c credentials) headers() [][2]string {
+	return [][2]string{{"Content-Type", "application/json"}, {"X-API-Key", c.clientID}, {"Authorization", "Bearer " + c.token}}
+}
+
+// forwardConfig is target (d): mainnet is the anvil node, nothing cached or coalesced, so
+// that every call goes upstream; the credentials are the run's own, since the dev ones are
+// refused once mainnet is a real upstream.
+func forwardConfig(dir, anvilURL string, cred credentials) func(api, admin int) (string, error) {
+	return func(api, admin int) (string, error) {
+		sum := sha256.Sum256([]byte(cred.token))
+		cfg := fmt.Sprintf(`# generated by go run ./bench: web3gate forwarding to one anvil node
+server:
+  listen: 127.0.0.1:%d
+admin:
+  listen: 127.0.0.1:%d
+log:
+  level: warn
+auth:
+  clients:
+    - id: %s
+  tokens:
+    - sha256: %s
+      principal: bench
+cache:
+  enabled: false
+  coalesce: false
+upstreams:
+  mainnet: %d
+  chains:
+    - chainId: %d
+      name: anvil
+      urls: [%s]
+devchain:
+  enabled: false
+`, api, admin, cred.clientID, hex.EncodeToString(sum[:]), anvilChainID, anvilChainID, anvilURL)
+		path := filepath.Join(dir, "web3gate-anvil.yaml")
+		return path, os.WriteFile(path, []byte(cfg), 0o600)
+	}
+}
+
+// devHeaders are the quickstart credentials of the shipped config.yaml (target b).
+var devHeaders = [][2]string{{"Content-Type", "application/json"}, {"X-API-Key", "web3gate-dev"}, {"Authorization", "Bearer dev-access-token"}}
+
+// counters are web3gate's request counters: calls by JSON-RPC outcome code, and upstream
+// exchanges by outcome.
+type counters struct {
+	calls    map[string]float64 // web3gate_rpc_requests_total by code
+	upstream map[string]float64 // web3gate_upstream_requests_total by outcome
+}
+
+// scrape reads the counters from web3gate's /metrics.
+func scrape(admin string) (counters, error) {
+	c := counters{calls: map[string]float64{}, upstream: map[string]float64{}}
+	resp, err := probeClient.Get(admin + "/metrics")
+	if err != nil {
+		return c, fmt.Errorf("scrape %s/metrics: %w", admin, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return c, fmt.Errorf("scrape %s/metrics: %w", admin, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return c, fmt.Errorf("scrape %s/metrics: HTTP %d", admin, resp.StatusCode)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		var dst map[string]float64
+		var label string
+		switch {
+		case strings.HasPrefix(line, "web3gate_rpc_requests_total{"):
+			dst, label = c.calls, "code"
+		case strings.HasPrefix(line, "web3gate_upstream_requests_total{"):
+			dst, label = c.upstream, "outcome"
+		default:
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			return c, fmt.Errorf("metrics line %q: %w", line, err)
+		}
+		dst[labelValue(line[:i], label)] += v
+	}
+	return c, nil
+}
+
+// labelValue returns the value of label in a series name{...}.
+func labelValue(series, label string) string {
+	_, rest, ok := strings.Cut(series, label+`="`)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, `"`)
+	return v
+}
+
+// sub returns c − before, keeping the keys that changed.
+func (c counters) sub(before counters) counters {
+	d := counters{calls: map[string]float64{}, upstream: map[string]float64{}}
+	for k, v := range c.calls {
+		if n := v - before.calls[k]; n != 0 {
+			d.calls[k] = n
+		}
+	}
+	for k, v := range c.upstream {
+		if n := v - before.upstream[k]; n != 0 {
+			d.upstream[k] = n
+		}
+	}
+	return d
+}
+
+// failures spells out the calls not answered ok and the upstream exchanges not ok.
+func (c counters) failures() string {
+	var parts []string
+	for k, v := range c.calls {
+		if k != "ok" {
+			parts = append(parts, fmt.Sprintf("%.0f calls answered with JSON-RPC code %s", v, k))
+		}
+	}
+	for k, v := range c.upstream {
+		if k != "ok" {
+			parts = append(parts, fmt.Sprintf("%.0f upstream exchanges %s", v, k))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
