@@ -141,7 +141,11 @@ func buildRoutes(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer,
 	if err != nil {
 		return nil, nil, err
 	}
-	routeStage, err := route.New(cfg.Routing, route.Deps{ClientVersion: "web3gate/" + version})
+	chains := make([]uint64, 0, len(cfg.Upstreams.Chains))
+	for _, ch := range cfg.Upstreams.Chains {
+		chains = append(chains, ch.ChainID)
+	}
+	routeStage, err := route.New(cfg.Routing, route.Deps{ClientVersion: "web3gate/" + version, Chains: chains})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -38,16 +38,26 @@ type Exchange struct {
 	Start         time.Time
 
 	authOnce  sync.Once
-	principal *Principal
+	principal Principal
 	fatal     error
+
+	single Call // the call of a non-batch request, allocated with the exchange
 }
 
-// Authenticate runs verify once per exchange and returns its outcome to every call of the
-// exchange. An error from verify answers the whole HTTP request: a batch gets one error
-// object, not one per element.
-func (e *Exchange) Authenticate(verify func() (*Principal, error)) (*Principal, error) {
-	e.authOnce.Do(func() { e.principal, e.fatal = verify() })
-	return e.principal, e.fatal
+// Authenticate runs verify once per exchange, on a principal the exchange holds, and
+// returns its outcome to every call of the exchange. An error from verify answers the whole
+// HTTP request: a batch gets one error object, not one per element.
+func (e *Exchange) Authenticate(v Verifier) (*Principal, error) {
+	e.authOnce.Do(func() { e.fatal = v.VerifyExchange(e, &e.principal) })
+	if e.fatal != nil {
+		return nil, e.fatal
+	}
+	return &e.principal, nil
+}
+
+// Verifier authenticates an exchange, filling in its principal.
+type Verifier interface {
+	VerifyExchange(e *Exchange, p *Principal) error
 }
 
 // Fatal is the error that answers the whole exchange, if any.

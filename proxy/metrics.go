@@ -2,7 +2,7 @@ package proxy
 
 import (
 	"errors"
-	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,16 +11,70 @@ import (
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
 
+// codeLabels are the outcome label values: "ok", the documented error codes, "other".
+var codeLabels = []string{"ok", "-32700", "-32600", "-32601", "-32602", "-32603", "-32000", "-32002", "-32003", "-32005", "-32011", "4100", "4901", "3", "other"}
+
+const codeOther = 14
+
+func codeIndex(err error) int {
+	if err == nil {
+		return 0
+	}
+	var e *jsonrpc.Error
+	if !errors.As(err, &e) {
+		return 5 // internal: answered -32603
+	}
+	switch e.Code {
+	case -32700:
+		return 1
+	case -32600:
+		return 2
+	case -32601:
+		return 3
+	case -32602:
+		return 4
+	case -32603:
+		return 5
+	case -32000:
+		return 6
+	case -32002:
+		return 7
+	case -32003:
+		return 8
+	case -32005:
+		return 9
+	case -32011:
+		return 10
+	case 4100:
+		return 11
+	case 4901:
+		return 12
+	case 3:
+		return 13
+	}
+	return codeOther
+}
+
+// metrics are the request metrics. The series of each (route, method, code) are resolved
+// once, on first use, into a table: WithLabelValues hashes and locks on every call.
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	methods  int
+	table    []atomic.Pointer[series] // [route][method][code]
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+type series struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+func newMetrics(reg prometheus.Registerer, routes int) (*metrics, error) {
 	if reg == nil {
 		return nil, errors.New("proxy: a metrics registry is required")
 	}
 	f := promauto.With(reg)
+	methods := len(jsonrpc.MethodLabels()) + 1 // + "none", for requests refused before parsing
 	return &metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "web3gate_rpc_requests_total",
@@ -31,29 +85,31 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time to answer a JSON-RPC call, by route and method.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route", "method"}),
+		methods: methods,
+		table:   make([]atomic.Pointer[series], routes*methods*len(codeLabels)),
 	}, nil
 }
 
-func codeLabel(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	var e *jsonrpc.Error
-	if !errors.As(err, &e) {
-		return "-32603"
-	}
-	switch e.Code {
-	case -32700, -32600, -32601, -32602, -32603, -32000, -32002, -32003, -32005, -32011, 4100, 4901, 3:
-		return strconv.Itoa(e.Code)
-	}
-	return "other"
-}
-
-func (m *metrics) observe(route, method string, err error, _ *Response, d time.Duration) {
-	ml := "none"
+// observe records one call of route; method "" is a request refused before it was parsed.
+func (m *metrics) observe(route *Route, method string, err error, d time.Duration) {
+	mi := len(jsonrpc.MethodLabels()) // "none"
 	if method != "" {
-		ml = jsonrpc.MethodLabel(method)
+		mi = jsonrpc.MethodIndex(method)
 	}
-	m.requests.WithLabelValues(route, ml, codeLabel(err)).Inc()
-	m.duration.WithLabelValues(route, ml).Observe(d.Seconds())
+	ci := codeIndex(err)
+	slot := &m.table[(route.idx*m.methods+mi)*len(codeLabels)+ci]
+	sr := slot.Load()
+	if sr == nil {
+		ml := "none"
+		if mi < len(jsonrpc.MethodLabels()) {
+			ml = jsonrpc.MethodLabels()[mi]
+		}
+		sr = &series{
+			requests: m.requests.WithLabelValues(route.Name, ml, codeLabels[ci]),
+			duration: m.duration.WithLabelValues(route.Name, ml),
+		}
+		slot.Store(sr)
+	}
+	sr.requests.Inc()
+	sr.duration.Observe(d.Seconds())
 }

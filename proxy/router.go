@@ -18,6 +18,7 @@ type Route struct {
 	Handler Handler
 
 	segs []segment
+	idx  int // position in the router, for metric tables
 }
 
 type segment struct {
@@ -46,7 +47,8 @@ type router struct {
 }
 
 func newRouter(routes []*Route) (*router, error) {
-	for _, r := range routes {
+	for i, r := range routes {
+		r.idx = i
 		if !strings.HasPrefix(r.Pattern, "/") {
 			return nil, fmt.Errorf("route %s: pattern %q must start with /", r.Name, r.Pattern)
 		}

@@ -57,7 +57,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(deps.Registry)
+	m, err := newMetrics(deps.Registry, len(deps.Routes))
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +102,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	start := time.Now()
 	reqID := s.requestID(ctx)
-	ctx.Response.Header.Set("X-Request-Id", reqID)
+	ctx.Response.Header.SetCanonical(headerRequestID, s2b(reqID))
 	route, params, allowed := s.router.match(b2s(ctx.Method()), b2s(ctx.Path()))
 	if route == nil {
 		if len(allowed) > 0 {
@@ -160,7 +160,8 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 
 	if !msg.Batch {
 		r := msg.Requests[0]
-		resp, err := s.serveCall(route, chainID, ex, r)
+		ex.single = Call{Ctx: s.ctx, Exchange: ex, Route: route, ChainID: chainID, Request: r}
+		resp, err := s.serveCall(&ex.single, start)
 		if f := ex.Fatal(); f != nil {
 			s.writeRPCError(ctx, route, r.ID, s.wireError(f, ex, r.Method), start)
 			return
@@ -193,7 +194,8 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 			out[i].err = r.Invalid
 			return
 		}
-		out[i].resp, out[i].err = s.serveCall(route, chainID, ex, r)
+		c := &Call{Ctx: s.ctx, Exchange: ex, Route: route, ChainID: chainID, Request: r}
+		out[i].resp, out[i].err = s.serveCall(c, time.Now())
 	})
 	if f := ex.Fatal(); f != nil {
 		s.writeRPCError(ctx, route, nil, s.wireError(f, ex, ""), start)
@@ -226,14 +228,14 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 	s.putBuf(buf)
 }
 
-// serveCall runs one request through the route's compiled chain and records its metrics.
-func (s *Server) serveCall(route *Route, chainID uint64, ex *Exchange, r jsonrpc.Request) (*Response, error) {
-	t := time.Now()
-	c := &Call{Ctx: s.ctx, Exchange: ex, Route: route, ChainID: chainID, Request: r}
-	resp, err := route.Handler.Serve(c)
-	s.metrics.observe(route.Name, r.Method, err, resp, time.Since(t))
+// serveCall runs one call through its route's compiled chain and records its metrics,
+// timed from t.
+func (s *Server) serveCall(c *Call, t time.Time) (*Response, error) {
+	resp, err := c.Route.Handler.Serve(c)
+	took := time.Since(t)
+	s.metrics.observe(c.Route, c.Request.Method, err, took)
 	if ce := s.log.Check(zapcore.DebugLevel, "call"); ce != nil {
-		fields := []zap.Field{zap.String("req_id", ex.RequestID), zap.String("method", jsonrpc.MethodLabel(r.Method)), zap.Uint64("chain", chainID), zap.Duration("took", time.Since(t))}
+		fields := []zap.Field{zap.String("req_id", c.Exchange.RequestID), zap.String("method", jsonrpc.MethodLabel(c.Request.Method)), zap.Uint64("chain", c.ChainID), zap.Duration("took", took)}
 		if err != nil {
 			fields = append(fields, zap.String("error", err.Error()))
 		}
@@ -280,7 +282,7 @@ func (s *Server) wireError(err error, ex *Exchange, method string) *jsonrpc.Erro
 
 // writeRPCError answers the whole HTTP request with one JSON-RPC error object.
 func (s *Server) writeRPCError(ctx *fasthttp.RequestCtx, route *Route, id []byte, e *jsonrpc.Error, start time.Time) {
-	s.metrics.observe(route.Name, "", e, nil, time.Since(start))
+	s.metrics.observe(route, "", e, time.Since(start))
 	buf := s.getBuf()
 	*buf = jsonrpc.AppendResponse((*buf)[:0], id, nil, e)
 	s.writeJSON(ctx, e.Status(), *buf)
@@ -397,3 +399,8 @@ func (l fasthttpLogger) Printf(format string, args ...any) {
 		ce.Write(zap.String("detail", fmt.Sprintf(format, args...)))
 	}
 }
+
+// Handler is the fasthttp handler of the public API, for in-process benchmarks and tests.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
+
+var headerRequestID = []byte("X-Request-Id")

@@ -116,7 +116,7 @@ type Deps struct {
 
 // Stage is the authentication stage.
 type Stage struct {
-	clients   map[[sha256.Size]byte]struct{}
+	clients   map[string]struct{}
 	verifier  TokenVerifier
 	allowRead bool
 }
@@ -128,9 +128,9 @@ func New(cfg Config, deps Deps) (*Stage, error) {
 	if deps.Verifier == nil {
 		return nil, errors.New("auth: a token verifier is required")
 	}
-	s := &Stage{clients: map[[sha256.Size]byte]struct{}{}, verifier: deps.Verifier, allowRead: cfg.AllowReadsWithClientID}
+	s := &Stage{clients: map[string]struct{}{}, verifier: deps.Verifier, allowRead: cfg.AllowReadsWithClientID}
 	for _, c := range cfg.Clients {
-		s.clients[sha256.Sum256([]byte(c.ID))] = struct{}{}
+		s.clients[c.ID] = struct{}{}
 	}
 	return s, nil
 }
@@ -140,7 +140,7 @@ func New(cfg Config, deps Deps) (*Stage, error) {
 // A missing token does too, unless reads with a client id alone are allowed and the method
 // does not sign.
 func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error) {
-	p, err := c.Exchange.Authenticate(func() (*proxy.Principal, error) { return s.verify(c.Exchange) })
+	p, err := c.Exchange.Authenticate(s)
 	if err != nil {
 		return nil, err
 	}
@@ -151,34 +151,36 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 	return next.Serve(c)
 }
 
-func (s *Stage) verify(ex *proxy.Exchange) (*proxy.Principal, error) {
+// VerifyExchange implements proxy.Verifier: the client id, then the bearer token.
+func (s *Stage) VerifyExchange(ex *proxy.Exchange, p *proxy.Principal) error {
 	if ex.ClientID == "" {
-		return nil, jsonrpc.ErrUnauthorized.With("Not Authorized: the X-API-Key header with a client id is required")
+		return jsonrpc.ErrUnauthorized.With("Not Authorized: the X-API-Key header with a client id is required")
 	}
 	if !s.knownClient(ex.ClientID) {
-		return nil, jsonrpc.ErrUnauthorized.With("Not Authorized: unknown client id")
+		return jsonrpc.ErrUnauthorized.With("Not Authorized: unknown client id")
 	}
 	if ex.BadAuthHeader {
-		return nil, jsonrpc.ErrUnauthorized.With("Not Authorized: the Authorization header must be \"Bearer <token>\"")
+		return jsonrpc.ErrUnauthorized.With("Not Authorized: the Authorization header must be \"Bearer <token>\"")
 	}
-	p := &proxy.Principal{ClientID: ex.ClientID}
+	p.ClientID = ex.ClientID
 	if ex.Bearer == "" {
 		if !s.allowRead {
-			return nil, jsonrpc.ErrUnauthorized.With("Not Authorized: a bearer access token is required")
+			return jsonrpc.ErrUnauthorized.With("Not Authorized: a bearer access token is required")
 		}
-		return p, nil
+		return nil
 	}
 	id, err := s.verifier.Verify(ex.Bearer)
 	if err != nil {
-		return nil, jsonrpc.ErrUnauthorized.With("Not Authorized: invalid access token")
+		return jsonrpc.ErrUnauthorized.With("Not Authorized: invalid access token")
 	}
 	p.ID = id
-	return p, nil
+	return nil
 }
 
-// knownClient looks the client id up by its SHA-256: the lookup compares hashes, so its time
-// says nothing about how much of a stored id a guess shares.
+// knownClient reports whether id is a configured client id. Client ids identify the
+// application (like OAuth's client_id); they are not secrets, the bearer token is, and only
+// the token's hash is ever compared.
 func (s *Stage) knownClient(id string) bool {
-	_, ok := s.clients[sha256.Sum256([]byte(id))]
+	_, ok := s.clients[id]
 	return ok
 }

@@ -45,12 +45,17 @@ type Deps struct {
 	ClientVersion string
 	// Signer serves the signing methods; nil refuses them with -32601.
 	Signer proxy.Handler
+	// Chains are the configured chain ids, whose eth_chainId and net_version answers are
+	// built once.
+	Chains []uint64
 }
 
 // Stage is the method-policy stage.
 type Stage struct {
 	forward       map[string]bool // namespace → forwarded
-	clientVersion []byte
+	clientVersion *proxy.Response
+	chainID       map[uint64]*proxy.Response // shared, read-only answers
+	netVersion    map[uint64]*proxy.Response
 	signer        proxy.Handler
 }
 
@@ -60,8 +65,14 @@ var _ proxy.Stage = (*Stage)(nil)
 func New(cfg Config, deps Deps) (*Stage, error) {
 	s := &Stage{
 		forward:       map[string]bool{"eth": true, "net": true, "web3": true},
-		clientVersion: strconv.AppendQuote(nil, deps.ClientVersion),
+		clientVersion: &proxy.Response{Result: strconv.AppendQuote(nil, deps.ClientVersion)},
+		chainID:       map[uint64]*proxy.Response{},
+		netVersion:    map[uint64]*proxy.Response{},
 		signer:        deps.Signer,
+	}
+	for _, id := range deps.Chains {
+		s.chainID[id] = &proxy.Response{Result: strconv.AppendQuote(nil, "0x"+strconv.FormatUint(id, 16))}
+		s.netVersion[id] = &proxy.Response{Result: strconv.AppendQuote(nil, strconv.FormatUint(id, 10))}
 	}
 	for _, ns := range cfg.ExtraNamespaces {
 		s.forward[ns] = true
@@ -74,11 +85,17 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 	m := c.Method()
 	switch m {
 	case "eth_chainId":
+		if r, ok := s.chainID[c.ChainID]; ok {
+			return r, nil
+		}
 		return &proxy.Response{Result: strconv.AppendQuote(nil, "0x"+strconv.FormatUint(c.ChainID, 16))}, nil
 	case "net_version":
+		if r, ok := s.netVersion[c.ChainID]; ok {
+			return r, nil
+		}
 		return &proxy.Response{Result: strconv.AppendQuote(nil, strconv.FormatUint(c.ChainID, 10))}, nil
 	case "web3_clientVersion":
-		return &proxy.Response{Result: s.clientVersion}, nil
+		return s.clientVersion, nil
 	}
 	if jsonrpc.IsSigningMethod(m) {
 		if s.signer == nil {

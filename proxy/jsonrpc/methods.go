@@ -1,5 +1,7 @@
 package jsonrpc
 
+import "sort"
+
 // standardMethods are the method names used as metric label values. Any other method is
 // labeled "other", so a client cannot grow the label set.
 var standardMethods = setOf(
@@ -20,6 +22,30 @@ var standardMethods = setOf(
 	"eth_syncing", "eth_uninstallFilter", "net_listening", "net_peerCount", "net_version",
 	"personal_sign", "web3_clientVersion", "web3_sha3",
 )
+
+// methodLabels lists the label values: index 0 is "other", then the standard methods.
+var methodLabels, methodIndex = indexOf(standardMethods)
+
+func indexOf(set map[string]string) ([]string, map[string]int) {
+	labels := []string{"other"}
+	for m := range set {
+		labels = append(labels, m)
+	}
+	sort.Strings(labels[1:])
+	index := make(map[string]int, len(labels))
+	for i, l := range labels {
+		index[l] = i
+	}
+	index["other"] = 0
+	return labels, index
+}
+
+// MethodIndex is the position of method's label in MethodLabels (0 for "other"), for
+// metric series resolved once instead of per request.
+func MethodIndex(method string) int { return methodIndex[method] }
+
+// MethodLabels are the label values by MethodIndex.
+func MethodLabels() []string { return methodLabels }
 
 func setOf(names ...string) map[string]string {
 	m := make(map[string]string, len(names))

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tidwall/gjson"
+	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/web3gate/web3gate/config"
+	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/upstreams"
+)
+
+// BenchmarkHandleLocal measures the whole public handler, auth to response, on a locally
+// answered eth_chainId: web3gate's own cost per request without sockets.
+func BenchmarkHandleLocal(b *testing.B) {
+	cfg, err := config.Parse([]byte(upstreamConfig("", "http://127.0.0.1:9")))
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	ups, err := upstreams.New(cfg.Upstreams, upstreams.Deps{Logger: zap.NewNop(), Registry: reg})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ups.Close()
+	routes, cacheStage, err := buildRoutes(cfg, zap.NewNop(), reg, ups)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cacheStage.Close()
+	srv, err := proxy.New(cfg.Server, proxy.Deps{Logger: zap.NewNop(), Registry: reg, Routes: routes, KnownChain: func(uint64) bool { return true }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := srv.Handler()
+	var req fasthttp.Request
+	req.Header.SetMethod("POST")
+	req.SetRequestURI("/v1/web3/mainnet")
+	req.Header.SetContentType("application/json")
+	req.Header.Set("X-API-Key", "test-client")
+	req.Header.Set("Authorization", "Bearer test-token")
+	req.SetBodyString(`{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}`)
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, nil, nil)
+	h(&ctx)
+	if got := string(ctx.Response.Body()); got != `{"jsonrpc":"2.0","id":1,"result":"0x1"}` {
+		b.Fatalf("response %s", got)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx.Response.Reset()
+		h(&ctx)
+	}
+}
+
+// constNode is a fasthttp JSON-RPC node on loopback answering every request with result.
+func constNode(b *testing.B, chainID uint64) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	chain := []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%%s,"result":"0x%x"}`, chainID))
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		id := gjson.GetBytes(ctx.PostBody(), "id").Raw
+		if gjson.GetBytes(ctx.PostBody(), "method").Str == "eth_chainId" {
+			ctx.SetBodyString(fmt.Sprintf(string(chain), id))
+			return
+		}
+		ctx.SetBodyString(`{"jsonrpc":"2.0","id":` + id + `,"result":"0x21e19e0c9bab2400000"}`)
+	}}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Shutdown() })
+	return "http://" + ln.Addr().String()
+}
+
+// BenchmarkHandleForward measures the public handler forwarding an uncacheable read to a
+// loopback node; BenchmarkDirectNode is the same node asked directly, the baseline.
+func BenchmarkHandleForward(b *testing.B) {
+	url := constNode(b, 1)
+	cfg, err := config.Parse([]byte(upstreamConfig("cache: {enabled: false, coalesce: false}\n", url)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	ups, err := upstreams.New(cfg.Upstreams, upstreams.Deps{Logger: zap.NewNop(), Registry: reg})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ups.Start(context.Background())
+	defer ups.Close()
+	routes, cacheStage, err := buildRoutes(cfg, zap.NewNop(), reg, ups)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cacheStage.Close()
+	srv, err := proxy.New(cfg.Server, proxy.Deps{Logger: zap.NewNop(), Registry: reg, Routes: routes, KnownChain: func(uint64) bool { return true }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := srv.Handler()
+	var req fasthttp.Request
+	req.Header.SetMethod("POST")
+	req.SetRequestURI("/v1/web3/mainnet")
+	req.Header.SetContentType("application/json")
+	req.Header.Set("X-API-Key", "test-client")
+	req.Header.Set("Authorization", "Bearer test-token")
+	req.SetBodyString(`{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266","latest"]}`)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var ctx fasthttp.RequestCtx
+		ctx.Init(&req, nil, nil)
+		for pb.Next() {
+			ctx.Response.Reset()
+			h(&ctx)
+			if ctx.Response.StatusCode() != 200 {
+				b.Fatalf("%d %s", ctx.Response.StatusCode(), ctx.Response.Body())
+			}
+		}
+	})
+}
+
+func BenchmarkDirectNode(b *testing.B) {
+	url := constNode(b, 1)
+	hc := &fasthttp.HostClient{Addr: strings.TrimPrefix(url, "http://"), MaxConns: 512}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var req fasthttp.Request
+		var resp fasthttp.Response
+		for pb.Next() {
+			req.Header.SetMethod("POST")
+			req.SetRequestURI(url + "/")
+			req.Header.SetContentType("application/json")
+			req.SetBodyString(`{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266","latest"]}`)
+			if err := hc.Do(&req, &resp); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
