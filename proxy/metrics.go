@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -60,6 +61,8 @@ func codeIndex(err error) int {
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	rest     *prometheus.CounterVec
+	restDur  *prometheus.HistogramVec
 	methods  int
 	table    []atomic.Pointer[series] // [route][method][code]
 }
@@ -85,6 +88,15 @@ func newMetrics(reg prometheus.Registerer, routes int) (*metrics, error) {
 			Help:    "Time to answer a JSON-RPC call, by route and method.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route", "method"}),
+		rest: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "web3gate_rest_requests_total",
+			Help: "REST requests answered, by route and HTTP status.",
+		}, []string{"route", "status"}),
+		restDur: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "web3gate_rest_request_duration_seconds",
+			Help:    "Time to answer a REST request, by route.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"route"}),
 		methods: methods,
 		table:   make([]atomic.Pointer[series], routes*methods*len(codeLabels)),
 	}, nil
@@ -112,4 +124,10 @@ func (m *metrics) observe(route *Route, method string, err error, d time.Duratio
 	}
 	sr.requests.Inc()
 	sr.duration.Observe(d.Seconds())
+}
+
+// observeREST records one REST request. Statuses come from the handlers' own small set.
+func (m *metrics) observeREST(route *Route, status int, d time.Duration) {
+	m.rest.WithLabelValues(route.Name, strconv.Itoa(status)).Inc()
+	m.restDur.WithLabelValues(route.Name).Observe(d.Seconds())
 }

@@ -1,11 +1,178 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/valyala/fasthttp"
+	"go.uber.org/zap"
+
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
+
+// RESTHandler serves a REST route.
+type RESTHandler interface {
+	ServeREST(r *RESTRequest) (*RESTResponse, error)
+}
+
+// RESTHandlerFunc adapts a function to RESTHandler.
+type RESTHandlerFunc func(r *RESTRequest) (*RESTResponse, error)
+
+// ServeREST implements RESTHandler.
+func (f RESTHandlerFunc) ServeREST(r *RESTRequest) (*RESTResponse, error) { return f(r) }
+
+// RESTRequest is one REST request as a handler sees it. Body and the values it returns are
+// copies: they may be kept.
+type RESTRequest struct {
+	Ctx       context.Context
+	RequestID string
+	Method    string
+	Params    Params // path parameters
+	Body      []byte
+
+	args   *fasthttp.Args
+	header *fasthttp.RequestHeader
+}
+
+// Header returns a request header's value, "" when absent.
+func (r *RESTRequest) Header(name string) string { return string(r.header.Peek(name)) }
+
+// Query returns the last value of a query parameter and whether it was present.
+func (r *RESTRequest) Query(name string) (string, bool) {
+	if !r.args.Has(name) {
+		return "", false
+	}
+	return string(r.args.Peek(name)), true
+}
+
+// QueryList returns every value of an array query parameter in the three encodings clients
+// use: repeated keys (a=1&a=2), comma lists (a=1,2) and bracket keys (a[]=1&a[]=2). Empty
+// items are dropped.
+func (r *RESTRequest) QueryList(name string) []string {
+	var out []string
+	add := func(v []byte) {
+		for _, item := range strings.Split(string(v), ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				out = append(out, item)
+			}
+		}
+	}
+	for _, v := range r.args.PeekMulti(name) {
+		add(v)
+	}
+	for _, v := range r.args.PeekMulti(name + "[]") {
+		add(v)
+	}
+	return out
+}
+
+// RESTResponse is a REST answer. With Member set the body is {"<Member>": Body, "error":
+// null}; without, Body is the whole document (e.g. an OAuth2 token response).
+type RESTResponse struct {
+	Status int // 200 when zero
+	Member string
+	Body   []byte // raw JSON
+	Header map[string]string
+}
+
+// HTTPError is a REST failure with its HTTP status and a message for the client.
+type HTTPError struct {
+	Status  int
+	Message string
+}
+
+func (e *HTTPError) Error() string { return e.Message }
+
+// Errorf returns an *HTTPError with status and a formatted message.
+func Errorf(status int, format string, args ...any) *HTTPError {
+	return &HTTPError{Status: status, Message: fmt.Sprintf(format, args...)}
+}
+
+// serveREST answers a REST route.
+func (s *Server) serveREST(ctx *fasthttp.RequestCtx, route *Route, params Params, reqID string, start time.Time) {
+	r := &RESTRequest{
+		Ctx:       s.ctx,
+		RequestID: reqID,
+		Method:    string(ctx.Method()),
+		Params:    params.clone(),
+		Body:      append([]byte(nil), ctx.PostBody()...),
+		args:      ctx.QueryArgs(),
+		header:    &ctx.Request.Header,
+	}
+	resp, err := route.REST.ServeREST(r)
+	status := http.StatusOK
+	if err != nil {
+		status = s.restStatus(err, reqID, route)
+		writeRESTError(ctx, status, reqID, restMessage(err, status))
+	} else {
+		if resp.Status != 0 {
+			status = resp.Status
+		}
+		for k, v := range resp.Header {
+			ctx.Response.Header.Set(k, v)
+		}
+		body := resp.Body
+		if resp.Member != "" {
+			body = make([]byte, 0, len(resp.Member)+len(resp.Body)+24)
+			body = append(body, '{')
+			body = jsonString(body, resp.Member)
+			body = append(body, ':')
+			body = append(body, resp.Body...)
+			body = append(body, `,"error":null}`...)
+		}
+		s.writeJSON(ctx, status, body)
+	}
+	s.metrics.observeREST(route, status, time.Since(start))
+}
+
+// restStatus maps an error to its HTTP status; an error the handler did not classify is
+// internal: logged here with its cause, answered 500.
+func (s *Server) restStatus(err error, reqID string, route *Route) int {
+	var he *HTTPError
+	if errors.As(err, &he) {
+		return he.Status
+	}
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		switch {
+		case errors.Is(je, jsonrpc.ErrUpstreamTimeout):
+			return http.StatusGatewayTimeout
+		case errors.Is(je, jsonrpc.ErrUpstreamUnavailable):
+			return http.StatusBadGateway
+		case je.HTTPStatus >= 400 && je.HTTPStatus != http.StatusInternalServerError:
+			return je.HTTPStatus
+		case je.HTTPStatus == 0 || je.HTTPStatus == http.StatusOK:
+			return http.StatusBadGateway // an upstream's JSON-RPC error
+		}
+	}
+	s.log.Error("internal error", zap.String("req_id", reqID), zap.String("route", route.Name), zap.Error(err))
+	return http.StatusInternalServerError
+}
+
+func restMessage(err error, status int) string {
+	var he *HTTPError
+	if errors.As(err, &he) {
+		return he.Message
+	}
+	switch status {
+	case http.StatusInternalServerError:
+		return "internal error"
+	case http.StatusBadGateway:
+		return "upstream failure"
+	case http.StatusGatewayTimeout:
+		return "upstream timeout"
+	}
+	var je *jsonrpc.Error
+	if errors.As(err, &je) {
+		return je.Message
+	}
+	return http.StatusText(status)
+}
 
 // RESTError is the `error` member of REST responses (shared/reference/api-objects.md).
 type RESTError struct {
@@ -23,4 +190,13 @@ func writeRESTError(ctx *fasthttp.RequestCtx, status int, reqID, message string)
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(body)
+}
+
+func jsonString(dst []byte, s string) []byte {
+	b, _ := json.Marshal(s)
+	return append(dst, b...)
+}
+
+func (p Params) clone() Params {
+	return Params{names: p.names, values: append([]string(nil), p.values...)}
 }

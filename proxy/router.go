@@ -16,6 +16,8 @@ type Route struct {
 	ChainID uint64
 	// Handler is the compiled chain of stages that serves each JSON-RPC call of the route.
 	Handler Handler
+	// REST, when set, makes this a REST route: it answers the request, and Handler is unused.
+	REST RESTHandler
 
 	segs []segment
 	idx  int // position in the router, for metric tables

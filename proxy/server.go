@@ -115,6 +115,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		writeRESTError(ctx, http.StatusNotFound, reqID, "no such route")
 		return
 	}
+	if route.REST != nil {
+		s.serveREST(ctx, route, params, reqID, start)
+		return
+	}
 	s.serveRPC(ctx, route, params, reqID, start)
 }
 
