@@ -1,0 +1,110 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+)
+
+// Client is an OAuth2 client of the client-credentials grant. SecretHash is the encoded hash
+// of the secret (hashing is the caller's job); String, GoString and MarshalLogObject leave it out, and
+// so must every log line.
+type Client struct {
+	ID         string
+	SecretHash string
+	Principal  string // the principal its tokens act for
+	Scopes     []string
+	CreatedAt  time.Time
+	DisabledAt *time.Time // nil while the client is enabled
+}
+
+// String describes c without its secret hash.
+func (c Client) String() string {
+	return fmt.Sprintf("client %s (principal %s, scopes %q)", c.ID, c.Principal, c.Scopes)
+}
+
+// GoString is String, so %#v does not print the secret hash either.
+func (c Client) GoString() string { return c.String() }
+
+// MarshalLogObject lets zap.Object(c) log c without its secret hash.
+func (c Client) MarshalLogObject(e zapcore.ObjectEncoder) error {
+	e.AddString("id", c.ID)
+	e.AddString("principal", c.Principal)
+	e.AddString("scopes", strings.Join(c.Scopes, " "))
+	e.AddBool("disabled", c.DisabledAt != nil)
+	return nil
+}
+
+// AddClient records c. A zero CreatedAt is set to now. An id in use is ErrExists.
+func (db *DB) AddClient(ctx context.Context, c Client) error {
+	switch {
+	case c.ID == "":
+		return errors.New("add client: id is empty")
+	case c.SecretHash == "":
+		return fmt.Errorf("add client %s: secret hash is empty", c.ID)
+	case c.Principal == "":
+		return fmt.Errorf("add client %s: principal is empty", c.ID)
+	}
+	for _, s := range c.Scopes {
+		if s == "" || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return fmt.Errorf("add client %s: scope %q is empty or contains a space or control character", c.ID, s)
+		}
+	}
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = time.Now()
+	}
+	var disabled sql.NullString
+	if c.DisabledAt != nil {
+		disabled = sql.NullString{String: formatTime(*c.DisabledAt), Valid: true}
+	}
+	err := db.Write(ctx, func(tx *Tx) error {
+		_, err := tx.ExecContext(ctx,
+			`INSERT INTO oauth_clients (id, secret_hash, principal, scopes, created_at, disabled_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			c.ID, c.SecretHash, c.Principal, strings.Join(c.Scopes, " "), formatTime(c.CreatedAt), disabled)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("add client %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// Client is the client with id, or ErrNotFound. A disabled client is returned too, with
+// DisabledAt set: refusing it is the caller's decision.
+func (db *DB) Client(ctx context.Context, id string) (Client, error) {
+	c := Client{ID: id}
+	err := db.Read(ctx, func(tx *Tx) error {
+		var scopes, created string
+		var disabled sql.NullString
+		err := tx.QueryRowContext(ctx,
+			`SELECT secret_hash, principal, scopes, created_at, disabled_at FROM oauth_clients WHERE id = ?`, id).
+			Scan(&c.SecretHash, &c.Principal, &scopes, &created, &disabled)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		c.Scopes = strings.Fields(scopes)
+		if c.CreatedAt, err = parseTime(created); err != nil {
+			return fmt.Errorf("created_at: %w", err)
+		}
+		if disabled.Valid {
+			t, err := parseTime(disabled.String)
+			if err != nil {
+				return fmt.Errorf("disabled_at: %w", err)
+			}
+			c.DisabledAt = &t
+		}
+		return nil
+	})
+	if err != nil {
+		return Client{}, fmt.Errorf("client %s: %w", id, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,97 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestClientRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, testConfig(t), options{})
+	created := time.Date(2025, 3, 4, 5, 6, 7, 8, time.UTC)
+	disabled := created.Add(time.Hour)
+	for _, want := range []Client{
+		{ID: "enabled", SecretHash: "$argon2id$v=19$m=65536,t=3,p=2$c2FsdA$aGFzaA", Principal: "alice",
+			Scopes: []string{"eth_sign", "products:write"}, CreatedAt: created},
+		{ID: "disabled", SecretHash: "$2a$10$abcdefghijklmnopqrstuv", Principal: "bob",
+			Scopes: []string{"eth_sign"}, CreatedAt: created, DisabledAt: &disabled},
+		{ID: "no scopes", SecretHash: "h", Principal: "carol", CreatedAt: created},
+	} {
+		t.Run(want.ID, func(t *testing.T) {
+			if err := db.AddClient(ctx, want); err != nil {
+				t.Fatalf("AddClient: %v", err)
+			}
+			got, err := db.Client(ctx, want.ID)
+			if err != nil {
+				t.Fatalf("Client: %v", err)
+			}
+			if got.ID != want.ID || got.SecretHash != want.SecretHash || got.Principal != want.Principal ||
+				!slices.Equal(got.Scopes, want.Scopes) || !got.CreatedAt.Equal(want.CreatedAt) ||
+				(got.DisabledAt == nil) != (want.DisabledAt == nil) ||
+				(got.DisabledAt != nil && !got.DisabledAt.Equal(*want.DisabledAt)) {
+				t.Fatalf("Client = %#v, want %#v", got, want)
+			}
+		})
+	}
+}
+
+func TestClientErrors(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, testConfig(t), options{})
+	if err := db.AddClient(ctx, Client{ID: "c1", SecretHash: "h1", Principal: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("exists", func(t *testing.T) {
+		err := db.AddClient(ctx, Client{ID: "c1", SecretHash: "h2", Principal: "bob"})
+		if !errors.Is(err, ErrExists) {
+			t.Fatalf("AddClient duplicate = %v, want ErrExists", err)
+		}
+		if strings.Contains(err.Error(), "h2") {
+			t.Fatalf("error %q carries the secret hash", err)
+		}
+	})
+	t.Run("not found", func(t *testing.T) {
+		if _, err := db.Client(ctx, "c2"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Client unknown = %v, want ErrNotFound", err)
+		}
+	})
+}
+
+func TestAddClientRejects(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, testConfig(t), options{})
+	for _, tc := range []struct {
+		name string
+		c    Client
+		want string
+	}{
+		{"no id", Client{SecretHash: "h", Principal: "p"}, "add client: id is empty"},
+		{"no hash", Client{ID: "c", Principal: "p"}, "add client c: secret hash is empty"},
+		{"no principal", Client{ID: "c", SecretHash: "h"}, "add client c: principal is empty"},
+		{"empty scope", Client{ID: "c", SecretHash: "h", Principal: "p", Scopes: []string{""}},
+			`add client c: scope "" is empty or contains a space or control character`},
+		{"scope with space", Client{ID: "c", SecretHash: "h", Principal: "p", Scopes: []string{"a b"}},
+			`add client c: scope "a b" is empty or contains a space or control character`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := db.AddClient(ctx, tc.c)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("AddClient = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestClientStringHidesSecretHash(t *testing.T) {
+	c := Client{ID: "c1", SecretHash: "SECRETHASH", Principal: "alice", Scopes: []string{"eth_sign"}}
+	for _, s := range []string{c.String(), fmt.Sprint(c), fmt.Sprintf("%v", c), fmt.Sprintf("%s", c), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c)} {
+		if strings.Contains(s, "SECRETHASH") || !strings.Contains(s, "c1") {
+			t.Fatalf("formatted client %q: want the id without the secret hash", s)
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// migration is one file NNNN_name.sql of a migration set.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+var migrationName = regexp.MustCompile(`^([0-9]{4})_([a-z0-9_]+)\.sql$`)
+
+// loadMigrations reads the .sql files at the root of fsys, sorted by version. Every .sql file
+// must be named NNNN_name.sql with a version from 1 up and no version used twice.
+func loadMigrations(fsys fs.FS) ([]migration, error) {
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	var migs []migration
+	seen := map[int]string{}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		m := migrationName.FindStringSubmatch(e.Name())
+		if m == nil {
+			return nil, fmt.Errorf("migrations: %s: name must be NNNN_name.sql (lowercase)", e.Name())
+		}
+		v, _ := strconv.Atoi(m[1])
+		if v == 0 {
+			return nil, fmt.Errorf("migrations: %s: versions start at 0001", e.Name())
+		}
+		if other, ok := seen[v]; ok {
+			return nil, fmt.Errorf("migrations: %s and %s have the same version", other, e.Name())
+		}
+		seen[v] = e.Name()
+		body, err := fs.ReadFile(fsys, e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("migrations: %w", err)
+		}
+		migs = append(migs, migration{version: v, name: m[2], sql: string(body)})
+	}
+	slices.SortFunc(migs, func(a, b migration) int { return a.version - b.version })
+	return migs, nil
+}
+
+// migrate brings the database to the newest version in migs, each migration in its own write
+// transaction together with its row in schema_migrations, so a failing migration leaves the
+// database at the version before it. It returns the resulting version.
+//
+// Because each migration runs inside a transaction, it cannot switch PRAGMA foreign_keys; a
+// migration that rebuilds a referenced table uses PRAGMA defer_foreign_keys = ON instead.
+func (db *DB) migrate(ctx context.Context, migs []migration) (int, error) {
+	if _, err := db.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT NOT NULL,
+		applied_at TEXT NOT NULL
+	)`); err != nil {
+		return 0, fmt.Errorf("create schema_migrations: %w", err)
+	}
+	known := 0
+	if len(migs) > 0 {
+		known = migs[len(migs)-1].version
+	}
+	current, err := schemaVersion(ctx, db.write)
+	if err != nil {
+		return 0, err
+	}
+	if current > known {
+		return current, fmt.Errorf("%w: the database is at version %d, this binary knows up to %d; run a newer web3gate or restore a backup made for this one",
+			ErrSchemaTooNew, current, known)
+	}
+	for _, m := range migs {
+		if m.version <= current {
+			continue
+		}
+		applied := false
+		err := db.Write(ctx, func(tx *Tx) error {
+			// Another process may have migrated since we looked; the write lock is ours now.
+			v, err := schemaVersion(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if v >= m.version {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err = tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+				m.version, m.name, formatTime(time.Now()))
+			applied = err == nil
+			return err
+		})
+		if err != nil {
+			return current, fmt.Errorf("migration %04d_%s: %w", m.version, m.name, err)
+		}
+		current = m.version
+		if applied {
+			db.log.Info("store migration applied", zap.Int("version", m.version), zap.String("name", m.name))
+		}
+	}
+	return current, nil
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func schemaVersion(ctx context.Context, q querier) (int, error) {
+	var v sql.NullInt64
+	if err := q.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return int(v.Int64), nil
+}

@@ -1,0 +1,225 @@
+// Package store is web3gate's SQL persistence: accounts, OAuth clients and, later, nonces and
+// transaction records. SQLite, in one file, is the embedded default; the code is shaped so that
+// a PostgreSQL backend can follow without touching callers: repositories are written once
+// against Tx with `?` placeholders, and everything that differs between databases (driver,
+// placeholders, how a duplicate key is reported, the migrations directory) is one dialect value
+// (dialect.go; the SQLite one and its connection settings in sqlite.go).
+//
+// The SQLite driver is modernc.org/sqlite: SQLite translated to Go, so the binary builds with
+// CGO_ENABLED=0 and stays static, with no C toolchain in the build or the image.
+//
+// Concurrency: SQLite has one writer at a time. The DB holds two pools on the same file: a
+// write pool of exactly one connection, so our own writers queue in Go (honouring their
+// contexts) instead of failing with SQLITE_BUSY, and a read pool of several connections, which
+// in WAL mode read a consistent snapshot without waiting for the writer. Write transactions
+// start with BEGIN IMMEDIATE, so a second process on the same file (a CLI command next to the
+// running server) takes the write lock up front and waits for it under busy_timeout, rather
+// than failing on a read-to-write lock upgrade that no timeout can help.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Drivers.
+const (
+	DriverSQLite   = "sqlite"
+	DriverPostgres = "postgres"
+)
+
+// Config is the `store:` section.
+type Config struct {
+	// Driver is "sqlite" (the default); "postgres" is reserved.
+	Driver string `yaml:"driver"`
+	// Path is the SQLite file, created with its directory when missing.
+	Path string `yaml:"path"`
+	// BusyTimeout is how long a write waits for another process holding the file's lock.
+	BusyTimeout time.Duration `yaml:"busyTimeout"`
+}
+
+// SetDefaults fills unset fields with their defaults.
+func (c *Config) SetDefaults() {
+	if c.Driver == "" {
+		c.Driver = DriverSQLite
+	}
+	if c.Path == "" {
+		c.Path = "web3gate.db"
+	}
+	if c.BusyTimeout == 0 {
+		c.BusyTimeout = 5 * time.Second
+	}
+}
+
+// Validate checks c; each message names its key within the section.
+func (c *Config) Validate() error {
+	var errs []error
+	switch c.Driver {
+	case DriverSQLite:
+	case DriverPostgres:
+		errs = append(errs, errors.New(`driver: "postgres" is not supported yet`))
+	default:
+		errs = append(errs, fmt.Errorf(`driver: must be "sqlite", got %q`, c.Driver))
+	}
+	switch {
+	case c.Path == "":
+		errs = append(errs, errors.New("path: must not be empty"))
+	case c.Path == ":memory:":
+		// Accounts, nonces and transaction records must survive a restart; an in-memory
+		// database would silently lose them. Tests use a file in a temporary directory.
+		errs = append(errs, errors.New("path: an in-memory database is not allowed: state must survive restarts"))
+	case strings.HasPrefix(c.Path, "file:"):
+		// Open builds the URI itself (escaping the path); a URI here would carry parameters
+		// such as mode=memory past this check.
+		errs = append(errs, errors.New("path: must be a file path, not a URI"))
+	}
+	if c.BusyTimeout < time.Millisecond {
+		errs = append(errs, errors.New("busyTimeout: must be at least 1ms"))
+	}
+	return errors.Join(errs...)
+}
+
+// Deps are the store's collaborators.
+type Deps struct {
+	// Logger receives start-up messages (migrations applied); nil discards them.
+	Logger *zap.Logger
+}
+
+// Errors callers branch on with errors.Is.
+var (
+	// ErrNotFound: no row with that key.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a row with that key exists already.
+	ErrExists = errors.New("already exists")
+	// ErrSchemaTooNew: the database was migrated by a newer web3gate than this one.
+	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
+)
+
+// DB is an open store.
+type DB struct {
+	d      *dialect
+	write  *sql.DB // exactly one connection: the single writer
+	read   *sql.DB // read-only connections, snapshot reads in WAL mode
+	log    *zap.Logger
+	schema int // schema version after migrations
+}
+
+// options are the knobs tests turn; Open uses the defaults.
+type options struct {
+	migrations  fs.FS  // migration files at the root; nil = the embedded set of the dialect
+	synchronous string // PRAGMA synchronous; "" = FULL
+}
+
+// Open opens (creating if missing) the database of cfg and applies pending migrations. It
+// refuses a database whose schema is newer than this binary knows (ErrSchemaTooNew).
+func Open(ctx context.Context, cfg Config, deps Deps) (*DB, error) {
+	return open(ctx, cfg, deps, options{})
+}
+
+func open(ctx context.Context, cfg Config, deps Deps, o options) (*DB, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("store: config: %w", err)
+	}
+	log := deps.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	d := sqliteDialect
+	if o.migrations == nil {
+		o.migrations = d.migrations()
+	}
+	if o.synchronous == "" {
+		o.synchronous = "FULL"
+	}
+	migs, err := loadMigrations(o.migrations)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+
+	path, err := prepareFile(cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	db := &DB{d: d, log: log}
+	if db.write, err = sql.Open(d.driver, sqliteDSN(path, cfg.BusyTimeout, o.synchronous, true)); err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", cfg.Path, err)
+	}
+	db.write.SetMaxOpenConns(1)
+	db.write.SetMaxIdleConns(1)
+	db.write.SetConnMaxLifetime(0)
+	db.write.SetConnMaxIdleTime(0)
+
+	if err := db.enableWAL(ctx, cfg.BusyTimeout); err != nil {
+		db.write.Close()
+		return nil, fmt.Errorf("store: open %s: %w", cfg.Path, err)
+	}
+	if db.schema, err = db.migrate(ctx, migs); err != nil {
+		db.write.Close()
+		return nil, fmt.Errorf("store: %s: %w", cfg.Path, err)
+	}
+
+	// Readers are opened after the writer has switched the file to WAL and migrated it.
+	if db.read, err = sql.Open(d.driver, sqliteDSN(path, cfg.BusyTimeout, o.synchronous, false)); err != nil {
+		db.write.Close()
+		return nil, fmt.Errorf("store: open %s: %w", cfg.Path, err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	db.read.SetMaxOpenConns(n)
+	db.read.SetMaxIdleConns(n)
+	db.read.SetConnMaxLifetime(0)
+	db.read.SetConnMaxIdleTime(0)
+	if err := db.read.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", cfg.Path, err)
+	}
+	log.Info("store opened", zap.String("driver", cfg.Driver), zap.String("path", cfg.Path),
+		zap.Int("schema_version", db.schema))
+	return db, nil
+}
+
+// prepareFile creates the directory of path and, when the file does not exist yet, the file
+// itself with mode 0600: it will hold client secret hashes and account ownership. SQLite gives
+// its -wal and -shm files the mode of the database file.
+func prepareFile(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("path %s: %w", path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return "", fmt.Errorf("create directory: %w", err)
+	}
+	f, err := os.OpenFile(abs, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("create %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("create %s: %w", path, err)
+	}
+	return abs, nil
+}
+
+// SchemaVersion is the schema version of the open database.
+func (db *DB) SchemaVersion() int { return db.schema }
+
+// Close closes both pools; transactions in progress fail.
+func (db *DB) Close() error {
+	var errs []error
+	if db.read != nil {
+		errs = append(errs, db.read.Close())
+	}
+	errs = append(errs, db.write.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,422 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+)
+
+// testConfig is a valid config for a file in a fresh temporary directory (with a missing
+// subdirectory, which Open creates).
+func testConfig(t *testing.T) Config {
+	t.Helper()
+	c := Config{Path: filepath.Join(t.TempDir(), "data", "web3gate.db")}
+	c.SetDefaults()
+	return c
+}
+
+func openTest(t *testing.T, cfg Config, o options) *DB {
+	t.Helper()
+	db, err := open(context.Background(), cfg, Deps{Logger: zaptest.NewLogger(t)}, o)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return db
+}
+
+func TestConfigSetDefaults(t *testing.T) {
+	var c Config
+	c.SetDefaults()
+	want := Config{Driver: "sqlite", Path: "web3gate.db", BusyTimeout: 5 * time.Second}
+	if c != want {
+		t.Fatalf("defaults = %+v, want %+v", c, want)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+}
+
+func TestConfigValidateAccepts(t *testing.T) {
+	for _, c := range []Config{
+		{Driver: "sqlite", Path: "web3gate.db", BusyTimeout: 5 * time.Second},
+		{Driver: "sqlite", Path: "/var/lib/web3gate/state.db", BusyTimeout: time.Millisecond},
+		{Driver: "sqlite", Path: "data dir/with space.db", BusyTimeout: time.Minute},
+	} {
+		t.Run(c.Path, func(t *testing.T) {
+			if err := c.Validate(); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+		})
+	}
+}
+
+func TestConfigValidateRejects(t *testing.T) {
+	ok := Config{Driver: "sqlite", Path: "web3gate.db", BusyTimeout: 5 * time.Second}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"postgres reserved", func(c *Config) { c.Driver = "postgres" }, `driver: "postgres" is not supported yet`},
+		{"unknown driver", func(c *Config) { c.Driver = "mysql" }, `driver: must be "sqlite", got "mysql"`},
+		{"empty driver", func(c *Config) { c.Driver = "" }, `driver: must be "sqlite", got ""`},
+		{"empty path", func(c *Config) { c.Path = "" }, "path: must not be empty"},
+		{"memory", func(c *Config) { c.Path = ":memory:" }, "path: an in-memory database is not allowed: state must survive restarts"},
+		{"memory uri", func(c *Config) { c.Path = "file:x?mode=memory" }, "path: must be a file path, not a URI"},
+		{"uri", func(c *Config) { c.Path = "file:web3gate.db" }, "path: must be a file path, not a URI"},
+		{"zero busy timeout", func(c *Config) { c.BusyTimeout = 0 }, "busyTimeout: must be at least 1ms"},
+		{"negative busy timeout", func(c *Config) { c.BusyTimeout = -time.Second }, "busyTimeout: must be at least 1ms"},
+		{"two at once", func(c *Config) { c.Driver = "postgres"; c.Path = "" },
+			"driver: \"postgres\" is not supported yet\npath: must not be empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.edit(&c)
+			err := c.Validate()
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("Validate = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestOpenRejectsInvalidConfig(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Path = ":memory:"
+	if _, err := Open(context.Background(), cfg, Deps{}); err == nil || !strings.Contains(err.Error(), "in-memory") {
+		t.Fatalf("Open(:memory:) = %v, want the in-memory refusal", err)
+	}
+}
+
+func TestOpenPathWithURICharacters(t *testing.T) {
+	// '?', '#' and '%' in a path are file name characters, not URI syntax.
+	ctx := context.Background()
+	cfg := testConfig(t)
+	cfg.Path = filepath.Join(t.TempDir(), "we?ird #dir%20", "state.db")
+	db := openTest(t, cfg, options{})
+	if err := db.AddAccount(ctx, Account{Address: addrN(1), Owner: "alice", Source: SourceDev}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cfg.Path); err != nil {
+		t.Fatalf("database not at the configured path: %v", err)
+	}
+}
+
+func TestOpenRejectsNonDatabaseFile(t *testing.T) {
+	cfg := testConfig(t)
+	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg.Path, []byte(strings.Repeat("not sqlite ", 1000)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(context.Background(), cfg, Deps{})
+	if err == nil || !strings.Contains(err.Error(), "not a database") {
+		t.Fatalf("Open of a non-database file = %v, want an error saying so", err)
+	}
+}
+
+func TestOpenMigrateReopenKeepsData(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t)
+	db, err := Open(ctx, cfg, Deps{Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if v := db.SchemaVersion(); v != 1 {
+		t.Fatalf("schema version = %d, want 1", v)
+	}
+	acct := Account{Address: common.HexToAddress("0x00000000000000000000000000000000000000a1"), Owner: "alice",
+		Source: SourceKeystore, CreatedAt: time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)}
+	if err := db.AddAccount(ctx, acct); err != nil {
+		t.Fatalf("AddAccount: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	fi, err := os.Stat(cfg.Path)
+	if err != nil {
+		t.Fatalf("stat: %v", err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("file mode = %v, want 0600", fi.Mode().Perm())
+	}
+
+	db, err = Open(ctx, cfg, Deps{})
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer db.Close()
+	if v := db.SchemaVersion(); v != 1 {
+		t.Fatalf("schema version after reopen = %d, want 1", v)
+	}
+	got, err := db.Account(ctx, acct.Address)
+	if err != nil {
+		t.Fatalf("Account after reopen: %v", err)
+	}
+	if got.Address != acct.Address || got.Owner != acct.Owner || got.Source != acct.Source || !got.CreatedAt.Equal(acct.CreatedAt) {
+		t.Fatalf("Account after reopen = %+v, want %+v", got, acct)
+	}
+	var n int
+	if err := db.Read(ctx, func(tx *Tx) error {
+		return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("schema_migrations rows = %d, want 1 (a reopen applies nothing twice)", n)
+	}
+}
+
+func TestOpenSetsPragmas(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, testConfig(t), options{})
+	for _, pool := range []struct {
+		name string
+		run  func(context.Context, func(*Tx) error) error
+	}{{"write", db.Write}, {"read", db.Read}} {
+		t.Run(pool.name, func(t *testing.T) {
+			var mode string
+			var fk, sync, busy int
+			err := pool.run(ctx, func(tx *Tx) error {
+				if err := tx.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+					return err
+				}
+				if err := tx.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil {
+					return err
+				}
+				if err := tx.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync); err != nil {
+					return err
+				}
+				return tx.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&busy)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mode != "wal" || fk != 1 || sync != 2 || busy != 5000 {
+				t.Fatalf("journal_mode=%s foreign_keys=%d synchronous=%d busy_timeout=%d, want wal 1 2 (FULL) 5000",
+					mode, fk, sync, busy)
+			}
+		})
+	}
+}
+
+// migrationSet is a migration source for tests: file name → SQL.
+func migrationSet(files map[string]string) fstest.MapFS {
+	m := fstest.MapFS{}
+	for name, body := range files {
+		m[name] = &fstest.MapFile{Data: []byte(body)}
+	}
+	return m
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t)
+	real := migrationSet(map[string]string{"0001_accounts_clients.sql": readEmbedded(t, "0001_accounts_clients.sql")})
+	future := migrationSet(map[string]string{
+		"0001_accounts_clients.sql": readEmbedded(t, "0001_accounts_clients.sql"),
+		"0002_future.sql":           `CREATE TABLE future (x INTEGER);`,
+	})
+	db, err := open(ctx, cfg, Deps{}, options{migrations: future})
+	if err != nil {
+		t.Fatalf("open with the future set: %v", err)
+	}
+	db.Close()
+
+	_, err = open(ctx, cfg, Deps{}, options{migrations: real})
+	if !errors.Is(err, ErrSchemaTooNew) {
+		t.Fatalf("open with an older binary = %v, want ErrSchemaTooNew", err)
+	}
+	if !strings.Contains(err.Error(), "version 2, this binary knows up to 1") {
+		t.Fatalf("error %q does not name both versions", err)
+	}
+
+	// The refusal changed nothing: the newer binary still opens it at its version.
+	db = openTest(t, cfg, options{migrations: future})
+	if v := db.SchemaVersion(); v != 2 {
+		t.Fatalf("schema version = %d, want 2", v)
+	}
+}
+
+func TestBrokenMigrationLeavesPreviousVersion(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t)
+	first := `CREATE TABLE a (x INTEGER NOT NULL); INSERT INTO a VALUES (1);`
+	// The first statement of 0002 succeeds, the second fails: both must be undone.
+	broken := migrationSet(map[string]string{
+		"0001_a.sql": first,
+		"0002_b.sql": `CREATE TABLE b (y INTEGER); INSERT INTO b VALUES (1); INSERT INTO missing VALUES (1);`,
+		"0003_c.sql": `CREATE TABLE c (z INTEGER);`,
+	})
+	_, err := open(ctx, cfg, Deps{}, options{migrations: broken})
+	if err == nil || !strings.Contains(err.Error(), "migration 0002_b") {
+		t.Fatalf("open with a broken migration = %v, want an error naming 0002_b", err)
+	}
+
+	db := openTest(t, cfg, options{migrations: migrationSet(map[string]string{"0001_a.sql": first})})
+	if v := db.SchemaVersion(); v != 1 {
+		t.Fatalf("schema version = %d, want 1", v)
+	}
+	tables := tableNames(t, db)
+	if want := "a schema_migrations"; tables != want {
+		t.Fatalf("tables = %q, want %q (nothing of 0002 or 0003)", tables, want)
+	}
+	db.Close()
+
+	fixed := migrationSet(map[string]string{
+		"0001_a.sql": first,
+		"0002_b.sql": `CREATE TABLE b (y INTEGER); INSERT INTO b VALUES (1);`,
+		"0003_c.sql": `CREATE TABLE c (z INTEGER);`,
+	})
+	db = openTest(t, cfg, options{migrations: fixed})
+	if v := db.SchemaVersion(); v != 3 {
+		t.Fatalf("schema version after the fix = %d, want 3", v)
+	}
+	if got, want := tableNames(t, db), "a b c schema_migrations"; got != want {
+		t.Fatalf("tables = %q, want %q", got, want)
+	}
+}
+
+func TestLoadMigrationsRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{"no number", map[string]string{"init.sql": ""}, "migrations: init.sql: name must be NNNN_name.sql (lowercase)"},
+		{"short number", map[string]string{"1_init.sql": ""}, "migrations: 1_init.sql: name must be NNNN_name.sql (lowercase)"},
+		{"upper case", map[string]string{"0001_Init.sql": ""}, "migrations: 0001_Init.sql: name must be NNNN_name.sql (lowercase)"},
+		{"version zero", map[string]string{"0000_init.sql": ""}, "migrations: 0000_init.sql: versions start at 0001"},
+		{"duplicate", map[string]string{"0001_a.sql": "", "0001_b.sql": ""}, "migrations: 0001_a.sql and 0001_b.sql have the same version"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadMigrations(migrationSet(tc.files))
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("loadMigrations = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEmbeddedMigrations(t *testing.T) {
+	migs, err := loadMigrations(sqliteDialect.migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(migs) == 0 || migs[0].version != 1 || migs[0].name != "accounts_clients" {
+		t.Fatalf("embedded migrations = %+v, want 0001_accounts_clients first", migs)
+	}
+	for i, m := range migs {
+		if m.version != i+1 {
+			t.Fatalf("migration %d has version %d: versions must be contiguous", i, m.version)
+		}
+	}
+}
+
+func TestOpenLogsNoSecrets(t *testing.T) {
+	// Open logs its path and version; a client's secret hash never reaches a log line.
+	ctx := context.Background()
+	var buf bytes.Buffer
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
+		zapcore.Lock(zapcore.AddSync(&buf)), zap.DebugLevel))
+	db, err := Open(ctx, testConfig(t), Deps{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := Client{ID: "c1", SecretHash: "$argon2id$v=19$SECRETHASH", Principal: "alice", Scopes: []string{"eth_sign"}}
+	if err := db.AddClient(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	log.Info("client added", zap.Object("client", c), zap.Stringer("as_string", c))
+	joined := buf.String()
+	if !strings.Contains(joined, "store opened") || !strings.Contains(joined, "client added") {
+		t.Fatalf("log lines missing: %s", joined)
+	}
+	if strings.Contains(joined, "SECRETHASH") {
+		t.Fatalf("secret hash logged: %s", joined)
+	}
+}
+
+func readEmbedded(t *testing.T, name string) string {
+	t.Helper()
+	b, err := migrationFiles.ReadFile("migrations/sqlite/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func tableNames(t *testing.T, db *DB) string {
+	t.Helper()
+	ctx := context.Background()
+	var names []string
+	err := db.Read(ctx, func(tx *Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				return err
+			}
+			names = append(names, n)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(names, " ")
+}
+
+// TestConcurrentOpenMigratesOnce: several processes starting at once on a new file (here,
+// several DBs) all open it, and each migration is applied exactly once.
+func TestConcurrentOpenMigratesOnce(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t)
+	const n = 4
+	dbs := make([]*DB, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { dbs[i], errs[i] = Open(ctx, cfg, Deps{}) })
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("Open %d: %v", i, errs[i])
+		}
+		defer dbs[i].Close()
+	}
+	var rows int
+	if err := dbs[0].Read(ctx, func(tx *Tx) error {
+		return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&rows)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 {
+		t.Fatalf("schema_migrations rows = %d, want 1", rows)
+	}
+}

@@ -1,0 +1,27 @@
+package wallet
+
+import (
+	"os"
+	"testing"
+)
+
+// FuzzDecryptKey feeds arbitrary key files to the checked decryption that Import and
+// OpenKeys use: it must return an error or a key, never panic. The KDF limits are tiny here
+// so that the fuzzer cannot make each run allocate a gigabyte.
+func FuzzDecryptKey(f *testing.F) {
+	for _, path := range []string{"testdata/standard-scrypt.json", "testdata/tiny-scrypt.json"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"version":3,"crypto":{"cipher":"aes-128-ctr","cipherparams":{"iv":"00000000000000000000000000000000"},"kdf":"pbkdf2","kdfparams":{"c":1,"dklen":32,"prf":"hmac-sha256","salt":""},"mac":"","ciphertext":""},"id":"a709fd3a-a96d-4faf-b70e-44a5aef2f480"}`))
+	lim := kdfLimits{scryptMem: 1 << 20, scryptWork: 1 << 12, pbkdf2Iter: 1 << 10}
+	f.Fuzz(func(t *testing.T, keyJSON []byte) {
+		key, err := decryptKey(keyJSON, "p", lim)
+		if (key == nil) == (err == nil) {
+			t.Fatalf("decryptKey = %v, %v: want exactly one of a key and an error", key != nil, err)
+		}
+	})
+}

@@ -1,0 +1,68 @@
+package wallet
+
+import (
+	"errors"
+)
+
+// DefaultPassphraseEnv is the environment variable read for the keystore passphrase when
+// wallet.keys.passphraseEnv is not set.
+const DefaultPassphraseEnv = "WEB3GATE_KEYSTORE_PASSPHRASE"
+
+// KeysConfig is the `wallet.keys:` part of config.yaml. The passphrase itself is never part
+// of the configuration: it comes from an environment variable or a file.
+type KeysConfig struct {
+	// Dir is the keystore directory (go-ethereum V3 key files), created with mode 0700 if
+	// missing. Default "keystore".
+	Dir string `yaml:"dir"`
+	// PassphraseEnv names the environment variable holding the passphrase. Default
+	// WEB3GATE_KEYSTORE_PASSPHRASE.
+	PassphraseEnv string `yaml:"passphraseEnv"`
+	// PassphraseFile is read when the environment variable is unset or empty: its first line
+	// (without the line ending) is the passphrase. The file must not be accessible to group
+	// or others (mode 0600 or 0400).
+	PassphraseFile string `yaml:"passphraseFile"`
+	// LightScrypt encrypts new keys with keystore.LightScryptN/P instead of
+	// StandardScryptN/P: fast, and weak. For tests and development only.
+	LightScrypt bool `yaml:"lightScrypt"`
+}
+
+// SetDefaults fills unset fields with their defaults.
+func (c *KeysConfig) SetDefaults() {
+	if c.Dir == "" {
+		c.Dir = "keystore"
+	}
+	if c.PassphraseEnv == "" {
+		c.PassphraseEnv = DefaultPassphraseEnv
+	}
+}
+
+// Validate checks c; each message names its key within the section. A message never repeats
+// the value of passphraseEnv: a passphrase pasted there by mistake must not reach the logs.
+func (c *KeysConfig) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("dir: must not be empty"))
+	}
+	if !isEnvName(c.PassphraseEnv) {
+		errs = append(errs, errors.New("passphraseEnv: must be the name of an environment variable "+
+			"(letters, digits and _, not starting with a digit), not the passphrase itself"))
+	}
+	return errors.Join(errs...)
+}
+
+// isEnvName reports whether s is a portable environment variable name.
+func isEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		switch {
+		case b == '_', 'A' <= b && b <= 'Z', 'a' <= b && b <= 'z':
+		case '0' <= b && b <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
