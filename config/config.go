@@ -20,7 +20,9 @@ import (
 	"github.com/web3gate/web3gate/middleware/cache"
 	"github.com/web3gate/web3gate/middleware/route"
 	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/upstreams"
+	"github.com/web3gate/web3gate/wallet"
 )
 
 // Config is the whole of config.yaml.
@@ -33,6 +35,8 @@ type Config struct {
 	Cache     cache.Config      `yaml:"cache"`
 	Upstreams upstreams.Config  `yaml:"upstreams"`
 	Devchain  devchain.Config   `yaml:"devchain"`
+	Store     store.Config      `yaml:"store"`
+	Wallet    wallet.Config     `yaml:"wallet"`
 }
 
 // LogConfig is the `log:` section.
@@ -97,6 +101,8 @@ func (c *Config) SetDefaults() {
 	c.Cache.SetDefaults()
 	c.Upstreams.SetDefaults()
 	c.Devchain.SetDefaults()
+	c.Store.SetDefaults()
+	c.Wallet.SetDefaults()
 }
 
 // ValidationError lists every problem found, each naming its key path.
@@ -137,6 +143,8 @@ func (c *Config) Validate() error {
 	if c.Devchain.Enabled {
 		add("devchain", c.Devchain.Validate())
 	}
+	add("store", c.Store.Validate())
+	add("wallet", c.Wallet.Validate())
 	problems = append(problems, c.crossCheck()...)
 	if len(problems) > 0 {
 		return &ValidationError{Problems: problems}

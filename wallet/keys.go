@@ -236,13 +236,17 @@ func (k *Keys) New() (common.Address, error) {
 }
 
 // Import decrypts keyJSON, a V3 key file, with filePassphrase, stores it re-encrypted with the
-// service passphrase and keeps it unlocked. A key already held gives ErrKeyExists.
+// service passphrase and keeps it unlocked. A key already held gives ErrKeyExists, with its
+// address.
 func (k *Keys) Import(keyJSON []byte, filePassphrase string) (common.Address, error) {
 	key, err := decryptKey(keyJSON, filePassphrase, defaultKDFLimits())
 	if err != nil {
 		return common.Address{}, fmt.Errorf("import key: %w", err)
 	}
 	path, err := k.store(key)
+	if errors.Is(err, ErrKeyExists) {
+		return key.Address, fmt.Errorf("import key: %w", err)
+	}
 	if err != nil {
 		return common.Address{}, fmt.Errorf("import key: %w", err)
 	}

@@ -1,0 +1,144 @@
+package wallet
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/web3gate/web3gate/store"
+)
+
+// Config is the `wallet:` section.
+type Config struct {
+	Keys KeysConfig `yaml:"keys"`
+	// DevPrincipal owns the embedded dev chain's pre-funded accounts.
+	DevPrincipal string `yaml:"devPrincipal"`
+}
+
+// SetDefaults fills unset fields with their defaults.
+func (c *Config) SetDefaults() {
+	c.Keys.SetDefaults()
+	if c.DevPrincipal == "" {
+		c.DevPrincipal = "dev"
+	}
+}
+
+// Validate checks c; each message names its key within the section.
+func (c *Config) Validate() error {
+	var errs []error
+	if err := c.Keys.Validate(); err != nil {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				errs = append(errs, fmt.Errorf("keys.%w", e))
+			}
+		} else {
+			errs = append(errs, fmt.Errorf("keys.%w", err))
+		}
+	}
+	if strings.TrimSpace(c.DevPrincipal) == "" {
+		errs = append(errs, errors.New("devPrincipal: must not be empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// ErrNotHeld is returned when an account is not held for the principal asking (whether it
+// does not exist or belongs to someone else: the two are not told apart).
+var ErrNotHeld = errors.New("account not held for this principal")
+
+// ErrHeldByOther is returned when importing a key another principal already holds.
+var ErrHeldByOther = errors.New("the key is held for another principal")
+
+// Accounts ties the keys the service holds to the principals they belong to.
+type Accounts struct {
+	keys *Keys
+	db   *store.DB
+}
+
+// NewAccounts builds the account service over keys and their ownership records.
+func NewAccounts(keys *Keys, db *store.DB) *Accounts { return &Accounts{keys: keys, db: db} }
+
+// Create makes a new key for owner.
+func (a *Accounts) Create(ctx context.Context, owner string) (common.Address, error) {
+	addr, err := a.keys.New()
+	if err != nil {
+		return common.Address{}, err
+	}
+	if err := a.db.AddAccount(ctx, store.Account{Address: addr, Owner: owner, Source: store.SourceKeystore}); err != nil {
+		return common.Address{}, fmt.Errorf("record owner of %s: %w", addr.Hex(), err)
+	}
+	return addr, nil
+}
+
+// Import adds a V3 key file for owner. Importing a key the owner already holds again is
+// ErrKeyExists; a key someone else holds is ErrHeldByOther.
+func (a *Accounts) Import(ctx context.Context, owner string, keyJSON []byte, filePassphrase string) (common.Address, error) {
+	addr, err := a.keys.Import(keyJSON, filePassphrase)
+	if err != nil && !errors.Is(err, ErrKeyExists) {
+		return common.Address{}, err
+	}
+	if errors.Is(err, ErrKeyExists) {
+		acc, lerr := a.db.Account(ctx, addr)
+		switch {
+		case lerr == nil && acc.Owner == owner:
+			return addr, ErrKeyExists
+		case lerr == nil:
+			return common.Address{}, ErrHeldByOther
+		case !errors.Is(lerr, store.ErrNotFound):
+			return common.Address{}, lerr
+		}
+		// The key file exists but no owner was recorded (an interrupted import): adopt it.
+	}
+	if err := a.db.AddAccount(ctx, store.Account{Address: addr, Owner: owner, Source: store.SourceKeystore}); err != nil {
+		return common.Address{}, fmt.Errorf("record owner of %s: %w", addr.Hex(), err)
+	}
+	return addr, nil
+}
+
+// List returns owner's accounts, or every account when owner is empty.
+func (a *Accounts) List(ctx context.Context, owner string) ([]store.Account, error) {
+	if owner == "" {
+		return a.db.AllAccounts(ctx)
+	}
+	return a.db.AccountsOf(ctx, owner)
+}
+
+// Holds returns nil when addr is held for owner and its key is loaded, else ErrNotHeld.
+func (a *Accounts) Holds(ctx context.Context, owner string, addr common.Address) error {
+	if !a.keys.Has(addr) {
+		return ErrNotHeld
+	}
+	acc, err := a.db.Account(ctx, addr)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && acc.Owner != owner) {
+		return ErrNotHeld
+	}
+	return err
+}
+
+// AdoptDev loads the dev chain's keys in memory and records them as owner's. A dev account
+// already recorded for another principal is an error: the dev keys are public.
+func (a *Accounts) AdoptDev(ctx context.Context, owner string, keys []*ecdsa.PrivateKey) error {
+	for _, k := range keys {
+		addr := crypto.PubkeyToAddress(k.PublicKey)
+		err := a.db.AddAccount(ctx, store.Account{Address: addr, Owner: owner, Source: store.SourceDev})
+		if errors.Is(err, store.ErrExists) {
+			acc, lerr := a.db.Account(ctx, addr)
+			if lerr != nil {
+				return lerr
+			}
+			if acc.Owner != owner {
+				return fmt.Errorf("dev account %s is recorded for principal %q, not %q", addr.Hex(), acc.Owner, owner)
+			}
+			err = nil
+		}
+		if err != nil {
+			return err
+		}
+		a.keys.AddInMemory(k)
+	}
+	return nil
+}

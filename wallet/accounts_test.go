@@ -1,0 +1,132 @@
+package wallet
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/web3gate/web3gate/store"
+)
+
+func openAccounts(t *testing.T) (*Accounts, *store.DB, string) {
+	t.Helper()
+	dir := t.TempDir()
+	keys := openTest(t, filepath.Join(dir, "keystore"), "service passphrase")
+	cfg := store.Config{Path: filepath.Join(dir, "web3gate.db")}
+	cfg.SetDefaults()
+	db, err := store.Open(context.Background(), cfg, store.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return NewAccounts(keys, db), db, dir
+}
+
+func TestAccountsBelongToTheirOwner(t *testing.T) {
+	ctx := context.Background()
+	a, _, _ := openAccounts(t)
+	alice, err := a.Create(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := a.Create(ctx, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Holds(ctx, "alice", alice); err != nil {
+		t.Fatalf("alice does not hold her account: %v", err)
+	}
+	for _, tc := range []struct{ owner, name string }{{"alice", "bob's"}, {"bob", "alice's"}} {
+		addr := bob
+		if tc.owner == "bob" {
+			addr = alice
+		}
+		if err := a.Holds(ctx, tc.owner, addr); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("%s holds %s account: %v", tc.owner, tc.name, err)
+		}
+	}
+	if err := a.Holds(ctx, "alice", crypto.PubkeyToAddress(mustKey(t).PublicKey)); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("unknown account: %v", err)
+	}
+	list, err := a.List(ctx, "alice")
+	if err != nil || len(list) != 1 || list[0].Address != alice {
+		t.Fatalf("alice's list %v %v", list, err)
+	}
+	all, err := a.List(ctx, "")
+	if err != nil || len(all) != 2 {
+		t.Fatalf("all accounts %v %v", all, err)
+	}
+}
+
+func TestImportOwnership(t *testing.T) {
+	ctx := context.Background()
+	a, _, _ := openAccounts(t)
+	_, keyJSON := storeTinyKey(t, t.TempDir(), "file pass")
+	addr, err := a.Import(ctx, "alice", keyJSON, "file pass")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Holds(ctx, "alice", addr); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Import(ctx, "alice", keyJSON, "file pass"); !errors.Is(err, ErrKeyExists) {
+		t.Fatalf("second import by the owner: %v", err)
+	}
+	if _, err := a.Import(ctx, "bob", keyJSON, "file pass"); !errors.Is(err, ErrHeldByOther) {
+		t.Fatalf("import of alice's key by bob: %v", err)
+	}
+	if err := a.Holds(ctx, "bob", addr); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("bob holds alice's imported key: %v", err)
+	}
+}
+
+func TestAdoptDev(t *testing.T) {
+	ctx := context.Background()
+	a, _, _ := openAccounts(t)
+	k := mustKey(t)
+	addr := crypto.PubkeyToAddress(k.PublicKey)
+	for range 2 { // idempotent across restarts
+		if err := a.AdoptDev(ctx, "dev", []*ecdsa.PrivateKey{k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Holds(ctx, "dev", addr); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AdoptDev(ctx, "someone", []*ecdsa.PrivateKey{k}); err == nil {
+		t.Fatal("a dev account recorded for dev was adopted by another principal")
+	}
+}
+
+func mustKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestConfigValidate(t *testing.T) {
+	c := Config{}
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	c.DevPrincipal = " "
+	c.Keys.Dir = ""
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"devPrincipal: must not be empty", "keys.dir"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q lacks %q", err, want)
+		}
+	}
+}
