@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -128,5 +129,33 @@ func TestConfigValidate(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q lacks %q", err, want)
 		}
+	}
+}
+
+func TestMemoryKeys(t *testing.T) {
+	k := MemoryKeys(Deps{})
+	if _, err := k.New(); !errors.Is(err, ErrNoKeystore) {
+		t.Fatalf("New without keystore: %v", err)
+	}
+	if _, err := k.Import([]byte("{}"), "x"); !errors.Is(err, ErrNoKeystore) {
+		t.Fatalf("Import without keystore: %v", err)
+	}
+	key := mustKey(t)
+	addr := k.AddInMemory(key)
+	if !k.Has(addr) {
+		t.Fatal("in-memory key not held")
+	}
+	dir := t.TempDir()
+	if has, err := HasKeyFiles(KeysConfig{Dir: filepath.Join(dir, "missing")}); has || err != nil {
+		t.Fatalf("missing dir: %v %v", has, err)
+	}
+	storeTinyKey(t, dir, "p")
+	if has, err := HasKeyFiles(KeysConfig{Dir: dir}); !has || err != nil {
+		t.Fatalf("dir with a key: %v %v", has, err)
+	}
+	t.Setenv("W3G_NO_SUCH_PASS_VAR", "")
+	os.Unsetenv("W3G_NO_SUCH_PASS_VAR")
+	if _, err := OpenKeys(KeysConfig{Dir: dir, PassphraseEnv: "W3G_NO_SUCH_PASS_VAR"}, Deps{}); !errors.Is(err, ErrNoPassphrase) {
+		t.Fatalf("OpenKeys without passphrase: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -28,6 +29,10 @@ import (
 var (
 	// ErrUnknownAccount is returned when asked to sign for an address whose key is not held.
 	ErrUnknownAccount = errors.New("unknown account")
+	// ErrNoPassphrase is returned by OpenKeys when no keystore passphrase is configured.
+	ErrNoPassphrase = errors.New("no keystore passphrase")
+	// ErrNoKeystore is returned by New and Import on keys opened without a keystore.
+	ErrNoKeystore = errors.New("no keystore: configure a keystore passphrase to create or import keys")
 	// ErrKeyExists is returned by Import for a key that is already held.
 	ErrKeyExists = errors.New("key already exists")
 )
@@ -122,6 +127,36 @@ func OpenKeys(cfg KeysConfig, deps Deps) (*Keys, error) {
 	return k, nil
 }
 
+// MemoryKeys holds keys in memory only, with no keystore: for a server without a keystore
+// passphrase, which signs with the dev chain's accounts alone. New and Import answer
+// ErrNoKeystore.
+func MemoryKeys(deps Deps) *Keys {
+	log := deps.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Keys{log: log, keys: make(map[common.Address]*ecdsa.PrivateKey), pending: make(map[common.Address]struct{})}
+}
+
+// HasKeyFiles reports whether the keystore directory of cfg holds any key file, without
+// decrypting anything.
+func HasKeyFiles(cfg KeysConfig) (bool, error) {
+	cfg.SetDefaults()
+	entries, err := os.ReadDir(cfg.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("keystore dir: %w", err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() && !skippedFile(e.Name()) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // unlockAll decrypts every key file of the keystore directory into k.keys, up to
 // maxUnlockWorkers at once, and stops at the first failure.
 func (k *Keys) unlockAll() (keys, workers int, err error) {
@@ -132,8 +167,7 @@ func (k *Keys) unlockAll() (keys, workers int, err error) {
 	var paths []string
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() || strings.HasPrefix(name, ".") || strings.HasSuffix(name, "~") ||
-			strings.HasPrefix(strings.ToUpper(name), "README") {
+		if e.IsDir() || skippedFile(name) {
 			continue
 		}
 		paths = append(paths, filepath.Join(k.dir, name))
@@ -217,6 +251,9 @@ func decryptKey(keyJSON []byte, pass string, lim kdfLimits) (*keystore.Key, erro
 // New creates a random key, stores it encrypted in the keystore directory and keeps it
 // unlocked.
 func (k *Keys) New() (common.Address, error) {
+	if k.pass == nil {
+		return common.Address{}, ErrNoKeystore
+	}
 	priv, err := crypto.GenerateKey()
 	if err != nil {
 		return common.Address{}, fmt.Errorf("new key: %w", err)
@@ -239,6 +276,9 @@ func (k *Keys) New() (common.Address, error) {
 // service passphrase and keeps it unlocked. A key already held gives ErrKeyExists, with its
 // address.
 func (k *Keys) Import(keyJSON []byte, filePassphrase string) (common.Address, error) {
+	if k.pass == nil {
+		return common.Address{}, ErrNoKeystore
+	}
 	key, err := decryptKey(keyJSON, filePassphrase, defaultKDFLimits())
 	if err != nil {
 		return common.Address{}, fmt.Errorf("import key: %w", err)
@@ -400,4 +440,11 @@ func keyFileName(addr common.Address, t time.Time) string {
 	return fmt.Sprintf("UTC--%04d-%02d-%02dT%02d-%02d-%02d.%09dZ--%s",
 		t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(),
 		hex.EncodeToString(addr[:]))
+}
+
+// skippedFile reports whether a keystore directory entry is not a key file: temporary files
+// of an interrupted write (".name"), editor backups ("name~") and README files.
+func skippedFile(name string) bool {
+	return strings.HasPrefix(name, ".") || strings.HasSuffix(name, "~") ||
+		strings.HasPrefix(strings.ToUpper(name), "README")
 }

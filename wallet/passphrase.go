@@ -37,8 +37,8 @@ func resolvePassphrase(cfg KeysConfig) (*passphrase, string, error) {
 		return nil, "", fmt.Errorf("keystore passphrase: environment variable %s is empty and "+
 			"wallet.keys.passphraseFile is not set; an empty passphrase is refused", cfg.PassphraseEnv)
 	default:
-		return nil, "", fmt.Errorf("keystore passphrase: set the environment variable %s or "+
-			"configure wallet.keys.passphraseFile", cfg.PassphraseEnv)
+		return nil, "", fmt.Errorf("keystore passphrase: %w: set the environment variable %s or "+
+			"configure wallet.keys.passphraseFile", ErrNoPassphrase, cfg.PassphraseEnv)
 	}
 }
 
