@@ -30,7 +30,7 @@ func BenchmarkHandleLocal(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ups.Close()
-	routes, cacheStage, err := buildRoutes(cfg, zap.NewNop(), reg, ups)
+	routes, cacheStage, err := buildRoutes(cfg, zap.NewNop(), reg, ups, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func BenchmarkHandleForward(b *testing.B) {
 	}
 	ups.Start(context.Background())
 	defer ups.Close()
-	routes, cacheStage, err := buildRoutes(cfg, zap.NewNop(), reg, ups)
+	routes, cacheStage, err := buildRoutes(cfg, zap.NewNop(), reg, ups, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

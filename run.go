@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"io"
@@ -20,8 +21,11 @@ import (
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
 	"github.com/web3gate/web3gate/middleware/route"
+	"github.com/web3gate/web3gate/middleware/sign"
 	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/upstreams"
+	"github.com/web3gate/web3gate/wallet"
 )
 
 func loadConfig(path string) (*config.Config, error) {
@@ -52,6 +56,17 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	db, err := store.Open(ctx, cfg.Store, store.Deps{Logger: log.Named("store")})
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	defer func() { _ = db.Close() }()
+	keys, err := openKeys(cfg, log.Named("wallet"))
+	if err != nil {
+		return err
+	}
+	accounts := wallet.NewAccounts(keys, db)
+
 	embedded := map[uint64]http.Handler{}
 	if cfg.Devchain.Enabled {
 		dc, err := devchain.Start(cfg.Devchain, devchain.Deps{Logger: log})
@@ -60,6 +75,17 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		}
 		defer func() { _ = dc.Close() }()
 		embedded[dc.ChainID()] = dc.Handler()
+		devKeys := make([]*ecdsa.PrivateKey, 0, len(dc.Accounts()))
+		for _, a := range dc.Accounts() {
+			devKeys = append(devKeys, a.Key)
+		}
+		if err := accounts.AdoptDev(ctx, cfg.Wallet.DevPrincipal, devKeys); err != nil {
+			return fmt.Errorf("dev accounts: %w", err)
+		}
+	}
+	signStage, err := sign.New(sign.Deps{Accounts: accounts, Keys: keys})
+	if err != nil {
+		return err
 	}
 
 	ups, err := upstreams.New(cfg.Upstreams, upstreams.Deps{Logger: log.Named("upstreams"), Registry: reg, Embedded: embedded})
@@ -69,7 +95,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	ups.Start(ctx)
 	defer ups.Close()
 
-	routes, cacheStage, err := buildRoutes(cfg, log, reg, ups)
+	routes, cacheStage, err := buildRoutes(cfg, log, reg, ups, signStage)
 	if err != nil {
 		return err
 	}
@@ -132,7 +158,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 }
 
 // buildRoutes compiles the stage chains of the public routes, once.
-func buildRoutes(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set) ([]*proxy.Route, *cache.Stage, error) {
+func buildRoutes(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set, signer *sign.Stage) ([]*proxy.Route, *cache.Stage, error) {
 	tokens, err := auth.NewStaticTokens(cfg.Auth.Tokens)
 	if err != nil {
 		return nil, nil, err
@@ -145,7 +171,7 @@ func buildRoutes(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer,
 	for _, ch := range cfg.Upstreams.Chains {
 		chains = append(chains, ch.ChainID)
 	}
-	routeStage, err := route.New(cfg.Routing, route.Deps{ClientVersion: "web3gate/" + version, Chains: chains})
+	routeStage, err := route.New(cfg.Routing, route.Deps{ClientVersion: "web3gate/" + version, Chains: chains, Signing: signer != nil})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -158,7 +184,11 @@ func buildRoutes(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer,
 	if err != nil {
 		return nil, nil, err
 	}
-	chain := proxy.Compile(ups, authStage, routeStage, cacheStage)
+	stages := []proxy.Stage{authStage, routeStage, cacheStage}
+	if signer != nil {
+		stages = append(stages, signer)
+	}
+	chain := proxy.Compile(ups, stages...)
 	return []*proxy.Route{
 		{Name: "mainnet", Method: http.MethodPost, Pattern: "/v1/web3/mainnet", ChainID: cfg.Upstreams.Mainnet, Handler: chain},
 		{Name: "chains", Method: http.MethodPost, Pattern: "/v1/web3/chains/{chain_id}", Handler: chain},
@@ -184,4 +214,23 @@ func adminMux(reg *prometheus.Registry, ups *upstreams.Set) http.Handler {
 		_, _ = io.WriteString(w, `{"status":"ok"}`)
 	})
 	return mux
+}
+
+// openKeys opens the keystore. Without a passphrase configured and with no key files, the
+// server runs with in-memory keys only (the dev chain's accounts); key files without a
+// passphrase are an error.
+func openKeys(cfg *config.Config, log *zap.Logger) (*wallet.Keys, error) {
+	keys, err := wallet.OpenKeys(cfg.Wallet.Keys, wallet.Deps{Logger: log})
+	if !errors.Is(err, wallet.ErrNoPassphrase) {
+		return keys, err
+	}
+	has, herr := wallet.HasKeyFiles(cfg.Wallet.Keys)
+	if herr != nil {
+		return nil, herr
+	}
+	if has {
+		return nil, fmt.Errorf("keystore %s holds keys: %w", cfg.Wallet.Keys.Dir, err)
+	}
+	log.Info("no keystore passphrase configured: signing with in-memory keys only", zap.String("env", cfg.Wallet.Keys.PassphraseEnv))
+	return wallet.MemoryKeys(wallet.Deps{Logger: log}), nil
 }

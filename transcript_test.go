@@ -35,6 +35,9 @@ func startServer(t testing.TB, cfgText string) *testServer {
 	}
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Admin.Listen = "127.0.0.1:0"
+	dir := t.TempDir()
+	cfg.Store.Path = filepath.Join(dir, "web3gate.db")
+	cfg.Wallet.Keys.Dir = filepath.Join(dir, "keystore")
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan [2]net.Addr, 1)
 	done := make(chan error, 1)

@@ -89,7 +89,7 @@ func startGateway(t *testing.T, cfgText string, args ...string) *gateway {
 	api, admin := freeAddr(t), freeAddr(t)
 	g := &gateway{API: "http://" + api, Admin: "http://" + admin, logs: &lockedBuffer{}, exited: make(chan struct{})}
 	g.cmd = exec.Command(binary, append([]string{"--config", cfgPath, "--listen", api, "--admin-listen", admin}, args...)...)
-	g.cmd.Dir = ".."
+	g.cmd.Dir = t.TempDir() // the store file and keystore land here
 	g.cmd.Stdout, g.cmd.Stderr = g.logs, g.logs
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
 // Package route is the method-policy stage: it answers some methods locally, refuses the
-// signing methods (until a signer serves them) and the namespaces not allowed, and passes the
+// namespaces not allowed, and passes the signing methods (to the sign stage) and the
 // forwardable rest on.
 package route
 
@@ -43,8 +43,9 @@ func (c *Config) Validate() error {
 type Deps struct {
 	// ClientVersion is the answer to web3_clientVersion, e.g. "web3gate/v0.1.0".
 	ClientVersion string
-	// Signer serves the signing methods; nil refuses them with -32601.
-	Signer proxy.Handler
+	// Signing passes the signing methods on to the sign stage; when false they are refused
+	// with -32601. They are never forwarded to an upstream either way.
+	Signing bool
 	// Chains are the configured chain ids, whose eth_chainId and net_version answers are
 	// built once.
 	Chains []uint64
@@ -56,7 +57,7 @@ type Stage struct {
 	clientVersion *proxy.Response
 	chainID       map[uint64]*proxy.Response // shared, read-only answers
 	netVersion    map[uint64]*proxy.Response
-	signer        proxy.Handler
+	signing       bool
 }
 
 var _ proxy.Stage = (*Stage)(nil)
@@ -68,7 +69,7 @@ func New(cfg Config, deps Deps) (*Stage, error) {
 		clientVersion: &proxy.Response{Result: strconv.AppendQuote(nil, deps.ClientVersion)},
 		chainID:       map[uint64]*proxy.Response{},
 		netVersion:    map[uint64]*proxy.Response{},
-		signer:        deps.Signer,
+		signing:       deps.Signing,
 	}
 	for _, id := range deps.Chains {
 		s.chainID[id] = &proxy.Response{Result: strconv.AppendQuote(nil, "0x"+strconv.FormatUint(id, 16))}
@@ -98,10 +99,10 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 		return s.clientVersion, nil
 	}
 	if jsonrpc.IsSigningMethod(m) {
-		if s.signer == nil {
+		if !s.signing {
 			return nil, jsonrpc.ErrMethodNotFound.Withf("the method %s does not exist/is not available", quoteMethod(m))
 		}
-		return s.signer.Serve(c)
+		return next.Serve(c)
 	}
 	ns, _, ok := strings.Cut(m, "_")
 	if !ok || !s.forward[ns] {
