@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/web3gate/web3gate/config"
 	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/upstreams"
 )
 
@@ -30,7 +32,15 @@ func BenchmarkHandleLocal(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ups.Close()
-	routes, cacheStage, err := buildRoutes(cfg, zap.NewNop(), reg, ups, nil)
+	dir := b.TempDir()
+	cfg.Store.Path = filepath.Join(dir, "web3gate.db")
+	cfg.Auth.OAuth.SigningKeyFile = filepath.Join(dir, "jwt-signing-key.pem")
+	db, err := store.Open(context.Background(), cfg.Store, store.Deps{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	routes, cacheStage, err := buildRoutes(context.Background(), cfg, zap.NewNop(), reg, ups, nil, db)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -95,7 +105,15 @@ func BenchmarkHandleForward(b *testing.B) {
 	}
 	ups.Start(context.Background())
 	defer ups.Close()
-	routes, cacheStage, err := buildRoutes(cfg, zap.NewNop(), reg, ups, nil)
+	dir := b.TempDir()
+	cfg.Store.Path = filepath.Join(dir, "web3gate.db")
+	cfg.Auth.OAuth.SigningKeyFile = filepath.Join(dir, "jwt-signing-key.pem")
+	db, err := store.Open(context.Background(), cfg.Store, store.Deps{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	routes, cacheStage, err := buildRoutes(context.Background(), cfg, zap.NewNop(), reg, ups, nil, db)
 	if err != nil {
 		b.Fatal(err)
 	}

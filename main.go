@@ -60,11 +60,13 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return usageError{errors.New("usage: web3gate auth hash-token < token")}
 		case "accounts":
 			return accountsCmd(ctx, args[1:], stdout, stderr)
+		case "clients":
+			return clientsCmd(ctx, args[1:], stdout, stderr)
 		case "version":
 			fmt.Fprintln(stdout, "web3gate", version)
 			return nil
 		default:
-			return usageError{fmt.Errorf("unknown command %q (commands: serve, config check, auth hash-token, accounts, version)", args[0])}
+			return usageError{fmt.Errorf("unknown command %q (commands: serve, config check, auth hash-token, accounts, clients, version)", args[0])}
 		}
 	}
 	return serveCmd(ctx, args, stderr)

@@ -95,7 +95,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	ups.Start(ctx)
 	defer ups.Close()
 
-	routes, cacheStage, err := buildRoutes(cfg, log, reg, ups, signStage)
+	routes, cacheStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, db)
 	if err != nil {
 		return err
 	}
@@ -158,12 +158,16 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 }
 
 // buildRoutes compiles the stage chains of the public routes, once.
-func buildRoutes(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set, signer *sign.Stage) ([]*proxy.Route, *cache.Stage, error) {
+func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set, signer *sign.Stage, db *store.DB) ([]*proxy.Route, *cache.Stage, error) {
 	tokens, err := auth.NewStaticTokens(cfg.Auth.Tokens)
 	if err != nil {
 		return nil, nil, err
 	}
-	authStage, err := auth.New(cfg.Auth, auth.Deps{Verifier: tokens})
+	oauth, err := auth.NewOAuth(ctx, cfg.Auth.OAuth, auth.OAuthDeps{Clients: db, Logger: log.Named("oauth")})
+	if err != nil {
+		return nil, nil, err
+	}
+	authStage, err := auth.New(cfg.Auth, auth.Deps{Verifier: oauth.Chain(tokens)})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -192,6 +196,8 @@ func buildRoutes(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer,
 	return []*proxy.Route{
 		{Name: "mainnet", Method: http.MethodPost, Pattern: "/v1/web3/mainnet", ChainID: cfg.Upstreams.Mainnet, Handler: chain},
 		{Name: "chains", Method: http.MethodPost, Pattern: "/v1/web3/chains/{chain_id}", Handler: chain},
+		{Name: "oauth2_token", Method: http.MethodPost, Pattern: "/v1/oauth2/token", REST: oauth.TokenHandler()},
+		{Name: "oauth2_jwks", Method: http.MethodGet, Pattern: "/v1/oauth2/jwks", REST: oauth.JWKSHandler()},
 	}, cacheStage, nil
 }
 

@@ -38,6 +38,7 @@ func startServer(t testing.TB, cfgText string) *testServer {
 	dir := t.TempDir()
 	cfg.Store.Path = filepath.Join(dir, "web3gate.db")
 	cfg.Wallet.Keys.Dir = filepath.Join(dir, "keystore")
+	cfg.Auth.OAuth.SigningKeyFile = filepath.Join(dir, "jwt-signing-key.pem")
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan [2]net.Addr, 1)
 	done := make(chan error, 1)

@@ -67,6 +67,8 @@ func (e *Exchange) Fatal() error { return e.fatal }
 type Principal struct {
 	ID       string // empty when only the client id was verified
 	ClientID string
+	// Scopes are the access token's scopes (static tokens: all of them); read-only.
+	Scopes []string
 }
 
 // Authenticated reports whether a bearer token identified a principal.

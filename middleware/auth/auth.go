@@ -18,6 +18,7 @@ type Config struct {
 	Clients                []ClientConfig `yaml:"clients"`
 	Tokens                 []TokenConfig  `yaml:"tokens"`
 	AllowReadsWithClientID bool           `yaml:"allowReadsWithClientId"`
+	OAuth                  OAuthConfig    `yaml:"oauth"`
 }
 
 // ClientConfig is one accepted client id.
@@ -31,8 +32,8 @@ type TokenConfig struct {
 	Principal string `yaml:"principal"`
 }
 
-// SetDefaults fills unset fields with their defaults (none yet).
-func (c *Config) SetDefaults() {}
+// SetDefaults fills unset fields with their defaults.
+func (c *Config) SetDefaults() { c.OAuth.SetDefaults() }
 
 // Validate checks c; each message names its key within the section.
 func (c *Config) Validate() error {
@@ -65,8 +66,11 @@ func (c *Config) Validate() error {
 		hashes[h] = i
 		if strings.TrimSpace(t.Principal) == "" {
 			errs = append(errs, fmt.Errorf("tokens[%d].principal: must not be empty", i))
+		} else if err := ValidPrincipal(t.Principal); err != nil {
+			errs = append(errs, fmt.Errorf("tokens[%d].principal: %w", i, err))
 		}
 	}
+	errs = append(errs, c.OAuth.problems()...)
 	return errors.Join(errs...)
 }
 
@@ -118,6 +122,7 @@ type Deps struct {
 type Stage struct {
 	clients   map[string]struct{}
 	verifier  TokenVerifier
+	scoped    ScopedVerifier // verifier, when it reports scopes too
 	allowRead bool
 }
 
@@ -129,6 +134,7 @@ func New(cfg Config, deps Deps) (*Stage, error) {
 		return nil, errors.New("auth: a token verifier is required")
 	}
 	s := &Stage{clients: map[string]struct{}{}, verifier: deps.Verifier, allowRead: cfg.AllowReadsWithClientID}
+	s.scoped, _ = deps.Verifier.(ScopedVerifier)
 	for _, c := range cfg.Clients {
 		s.clients[c.ID] = struct{}{}
 	}
@@ -167,6 +173,14 @@ func (s *Stage) VerifyExchange(ex *proxy.Exchange, p *proxy.Principal) error {
 		if !s.allowRead {
 			return jsonrpc.ErrUnauthorized.With("Not Authorized: a bearer access token is required")
 		}
+		return nil
+	}
+	if s.scoped != nil {
+		id, err := s.scoped.VerifyScoped(ex.Bearer)
+		if err != nil {
+			return jsonrpc.ErrUnauthorized.With("Not Authorized: invalid access token")
+		}
+		p.ID, p.Scopes = id.Principal, id.Scopes
 		return nil
 	}
 	id, err := s.verifier.Verify(ex.Bearer)

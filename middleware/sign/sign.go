@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -13,6 +14,9 @@ import (
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/wallet"
 )
+
+// ScopeSign is the access-token scope every signing method requires.
+const ScopeSign = "eth_sign"
 
 // Deps are the stage's collaborators.
 type Deps struct {
@@ -53,6 +57,9 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 	}
 	if !c.Principal.Authenticated() {
 		return nil, jsonrpc.ErrUnauthorized.With("Not Authorized: signing needs a bearer access token")
+	}
+	if !slices.Contains(c.Principal.Scopes, ScopeSign) {
+		return nil, jsonrpc.ErrUnauthorized.With("Not Authorized: the access token lacks the eth_sign scope")
 	}
 	h := s.methods[m]
 	if h == nil {

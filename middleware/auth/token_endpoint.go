@@ -1,0 +1,296 @@
+package auth
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"net/url"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/store"
+)
+
+// ClientStore finds OAuth clients; *store.DB is one.
+type ClientStore interface {
+	Client(ctx context.Context, id string) (store.Client, error)
+}
+
+// TokenEndpointDeps are the token endpoint's collaborators.
+type TokenEndpointDeps struct {
+	Clients ClientStore
+	Issuer  *Issuer
+	// Logger receives one line per issued token and, at debug, why a request was refused.
+	// Neither ever holds a secret or a token.
+	Logger *zap.Logger
+	// MaxConcurrentHashes bounds the argon2id verifications running at once (each holds
+	// 19 MiB for ~20 ms); further requests wait. Zero is 2 × GOMAXPROCS.
+	MaxConcurrentHashes int
+}
+
+// TokenEndpoint is POST /v1/oauth2/token: the client-credentials grant of RFC 6749 §4.4.
+// It answers with the token response of §5.1 or the error response of §5.2, never with
+// web3gate's REST error object.
+type TokenEndpoint struct {
+	clients   ClientStore
+	issuer    *Issuer
+	log       *zap.Logger
+	dummyHash string // verified against when the client id is unknown, so that takes as long
+	hashes    chan struct{}
+}
+
+var _ proxy.RESTHandler = (*TokenEndpoint)(nil)
+
+// NewTokenEndpoint builds the endpoint.
+func NewTokenEndpoint(deps TokenEndpointDeps) (*TokenEndpoint, error) {
+	if deps.Clients == nil || deps.Issuer == nil {
+		return nil, errors.New("token endpoint: a client store and an issuer are required")
+	}
+	log := deps.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	n := deps.MaxConcurrentHashes
+	if n <= 0 {
+		n = 2 * runtime.GOMAXPROCS(0)
+	}
+	_, secret, err := NewClientSecret()
+	if err != nil {
+		return nil, fmt.Errorf("token endpoint: %w", err)
+	}
+	dummy, err := HashSecret(secret)
+	if err != nil {
+		return nil, fmt.Errorf("token endpoint: %w", err)
+	}
+	return &TokenEndpoint{clients: deps.Clients, issuer: deps.Issuer, log: log, dummyHash: dummy, hashes: make(chan struct{}, n)}, nil
+}
+
+// OAuth error codes of RFC 6749 §5.2.
+const (
+	errInvalidRequest       = "invalid_request"
+	errInvalidClient        = "invalid_client"
+	errUnsupportedGrantType = "unsupported_grant_type"
+	errInvalidScope         = "invalid_scope"
+)
+
+// tokenError is an RFC 6749 §5.2 error response.
+type tokenError struct {
+	Code        string `json:"error"`
+	Description string `json:"error_description"`
+}
+
+// oauthError builds an error response. The description may quote client input; characters
+// RFC 6749 §5.2 does not allow in it (outside %x20-21 / %x23-5B / %x5D-7E: '"', '\', control
+// and non-ASCII characters) become '?'.
+func oauthError(code, format string, args ...any) *tokenError {
+	d := []byte(fmt.Sprintf(format, args...))
+	for i, c := range d {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			d[i] = '?'
+		}
+	}
+	return &tokenError{Code: code, Description: string(d)}
+}
+
+// tokenResponse is the RFC 6749 §5.1 success response.
+type tokenResponse struct {
+	AccessToken string `json:"access_token"`
+	TokenType   string `json:"token_type"`
+	ExpiresIn   int64  `json:"expires_in"`
+	Scope       string `json:"scope"`
+}
+
+// ServeREST implements proxy.RESTHandler. Only a failing store or signer is returned as an
+// error (a 500 with its cause logged by the server); every refusal is an OAuth error body.
+func (e *TokenEndpoint) ServeREST(r *proxy.RESTRequest) (*proxy.RESTResponse, error) {
+	req, terr := parseTokenRequest(r)
+	if terr != nil {
+		return e.refuse(r, terr, "")
+	}
+	client, terr, err := e.authenticate(r.Ctx, req.clientID, req.secret)
+	if err != nil {
+		return nil, err
+	}
+	if terr != nil {
+		return e.refuse(r, terr, client.ID)
+	}
+	scopes := client.Scopes
+	if req.scopes != nil {
+		for _, s := range req.scopes {
+			if !slices.Contains(client.Scopes, s) {
+				return e.refuse(r, oauthError(errInvalidScope, "scope '%s' is not granted to this client", s), client.ID)
+			}
+		}
+		scopes = req.scopes
+	}
+	if len(scopes) == 0 {
+		return e.refuse(r, oauthError(errInvalidScope, "this client has no scopes"), client.ID)
+	}
+	token, jti, err := e.issuer.Issue(client.Principal, client.ID, scopes)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(tokenResponse{
+		AccessToken: token,
+		TokenType:   "Bearer",
+		ExpiresIn:   int64(e.issuer.TTL() / time.Second),
+		Scope:       strings.Join(scopes, " "),
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info("access token issued",
+		zap.String("req_id", r.RequestID), zap.String("client_id", client.ID), zap.String("principal", client.Principal),
+		zap.Strings("scopes", scopes), zap.String("jti", jti), zap.Duration("ttl", e.issuer.TTL()))
+	return &proxy.RESTResponse{Body: body, Header: noStore()}, nil
+}
+
+// refuse answers with an OAuth error. knownID is the client id when it named a stored
+// client: an unknown "id" is not logged, since it may be a secret pasted in the wrong field.
+func (e *TokenEndpoint) refuse(r *proxy.RESTRequest, te *tokenError, knownID string) (*proxy.RESTResponse, error) {
+	if ce := e.log.Check(zap.DebugLevel, "token request refused"); ce != nil {
+		ce.Write(zap.String("req_id", r.RequestID), zap.String("error", te.Code),
+			zap.String("reason", te.Description), zap.String("client_id", knownID))
+	}
+	body, err := json.Marshal(te)
+	if err != nil {
+		return nil, err
+	}
+	h := noStore()
+	status := http.StatusBadRequest
+	if te.Code == errInvalidClient {
+		status = http.StatusUnauthorized
+		h["WWW-Authenticate"] = `Basic realm="web3gate"`
+	}
+	return &proxy.RESTResponse{Status: status, Body: body, Header: h}, nil
+}
+
+// noStore are the headers RFC 6749 §5.1 requires on token responses.
+func noStore() map[string]string {
+	return map[string]string{"Cache-Control": "no-store", "Pragma": "no-cache"}
+}
+
+// authenticate finds the client and checks its secret. An unknown id, a wrong secret and a
+// disabled client are each invalid_client, and each costs one argon2id verification, so
+// timing tells none of them apart. A store failure is returned as err.
+func (e *TokenEndpoint) authenticate(ctx context.Context, id, secret string) (store.Client, *tokenError, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := e.clients.Client(ctx, id)
+	known := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return store.Client{}, nil, fmt.Errorf("token endpoint: %w", err)
+	}
+	hash := c.SecretHash
+	if !known {
+		hash = e.dummyHash
+	}
+	e.hashes <- struct{}{}
+	ok := VerifySecret(hash, secret)
+	<-e.hashes
+	switch {
+	case !known:
+		return store.Client{}, oauthError(errInvalidClient, "client authentication failed"), nil
+	case !ok:
+		return store.Client{ID: c.ID}, oauthError(errInvalidClient, "client authentication failed"), nil
+	case c.DisabledAt != nil:
+		return store.Client{ID: c.ID}, oauthError(errInvalidClient, "client authentication failed: the client is disabled"), nil
+	}
+	return c, nil, nil
+}
+
+// tokenRequest is a parsed, well-formed token request.
+type tokenRequest struct {
+	clientID, secret string
+	scopes           []string // nil when the scope parameter is absent or empty
+}
+
+// parseTokenRequest checks everything that needs no store or hash: content type, form,
+// grant type, the client credentials' form and the scope's syntax.
+func parseTokenRequest(r *proxy.RESTRequest) (tokenRequest, *tokenError) {
+	var req tokenRequest
+	mt, _, err := mime.ParseMediaType(r.Header("Content-Type"))
+	if err != nil || mt != "application/x-www-form-urlencoded" {
+		return req, oauthError(errInvalidRequest, "the body must be application/x-www-form-urlencoded")
+	}
+	form, err := url.ParseQuery(string(r.Body))
+	if err != nil {
+		return req, oauthError(errInvalidRequest, "the body is not a well-formed form")
+	}
+	for k, v := range form {
+		if len(v) > 1 {
+			return req, oauthError(errInvalidRequest, "parameter '%s' is repeated", k)
+		}
+	}
+	switch gt := form.Get("grant_type"); gt {
+	case "":
+		return req, oauthError(errInvalidRequest, "grant_type is required")
+	case "client_credentials":
+	default:
+		return req, oauthError(errUnsupportedGrantType, "only grant_type client_credentials is supported")
+	}
+	if scope := form.Get("scope"); scope != "" {
+		s, err := parseScope(scope)
+		if err != nil {
+			return req, oauthError(errInvalidScope, "%v", err)
+		}
+		req.scopes = s
+	}
+	authz := r.Header("Authorization")
+	_, formSecret := form["client_secret"]
+	if authz == "" {
+		req.clientID, req.secret = form.Get("client_id"), form.Get("client_secret")
+		if req.clientID == "" || req.secret == "" {
+			return req, oauthError(errInvalidClient, "client authentication is required: HTTP Basic, or client_id and client_secret in the body")
+		}
+		return req, nil
+	}
+	if formSecret {
+		return req, oauthError(errInvalidRequest, "use one client authentication method: HTTP Basic or client_secret in the body, not both")
+	}
+	id, secret, ok := parseBasic(authz)
+	if !ok {
+		return req, oauthError(errInvalidClient, "the Authorization header must be HTTP Basic with the form-encoded client_id and client_secret")
+	}
+	if formID, ok := form["client_id"]; ok && formID[0] != id {
+		return req, oauthError(errInvalidRequest, "client_id in the body differs from the one in the Authorization header")
+	}
+	req.clientID, req.secret = id, secret
+	return req, nil
+}
+
+// parseBasic decodes "Basic base64(client_id:client_secret)", each part form-urlencoded
+// first (RFC 6749 §2.3.1).
+func parseBasic(h string) (id, secret string, ok bool) {
+	scheme, cred, found := strings.Cut(h, " ")
+	if !found || !strings.EqualFold(scheme, "Basic") {
+		return "", "", false
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred))
+	if err != nil {
+		return "", "", false
+	}
+	encID, encSecret, found := strings.Cut(string(raw), ":")
+	if !found {
+		return "", "", false
+	}
+	if id, err = url.QueryUnescape(encID); err != nil {
+		return "", "", false
+	}
+	if secret, err = url.QueryUnescape(encSecret); err != nil {
+		return "", "", false
+	}
+	if id == "" || secret == "" {
+		return "", "", false
+	}
+	return id, secret, true
+}
