@@ -22,34 +22,7 @@ import (
 // BenchmarkHandleLocal measures the whole public handler, auth to response, on a locally
 // answered eth_chainId: web3gate's own cost per request without sockets.
 func BenchmarkHandleLocal(b *testing.B) {
-	cfg, err := config.Parse([]byte(upstreamConfig("", "http://127.0.0.1:9")))
-	if err != nil {
-		b.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	ups, err := upstreams.New(cfg.Upstreams, upstreams.Deps{Logger: zap.NewNop(), Registry: reg})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ups.Close()
-	dir := b.TempDir()
-	cfg.Store.Path = filepath.Join(dir, "web3gate.db")
-	cfg.Auth.OAuth.SigningKeyFile = filepath.Join(dir, "jwt-signing-key.pem")
-	db, err := store.Open(context.Background(), cfg.Store, store.Deps{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	routes, cacheStage, err := buildRoutes(context.Background(), cfg, zap.NewNop(), reg, ups, nil, db)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cacheStage.Close()
-	srv, err := proxy.New(cfg.Server, proxy.Deps{Logger: zap.NewNop(), Registry: reg, Routes: routes, KnownChain: func(uint64) bool { return true }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	h := srv.Handler()
+	h := benchHandler(b, upstreamConfig("", "http://127.0.0.1:9"), false)
 	var req fasthttp.Request
 	req.Header.SetMethod("POST")
 	req.SetRequestURI("/v1/web3/mainnet")
@@ -94,35 +67,7 @@ func constNode(b *testing.B, chainID uint64) string {
 // loopback node; BenchmarkDirectNode is the same node asked directly, the baseline.
 func BenchmarkHandleForward(b *testing.B) {
 	url := constNode(b, 1)
-	cfg, err := config.Parse([]byte(upstreamConfig("cache: {enabled: false, coalesce: false}\n", url)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	reg := prometheus.NewRegistry()
-	ups, err := upstreams.New(cfg.Upstreams, upstreams.Deps{Logger: zap.NewNop(), Registry: reg})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ups.Start(context.Background())
-	defer ups.Close()
-	dir := b.TempDir()
-	cfg.Store.Path = filepath.Join(dir, "web3gate.db")
-	cfg.Auth.OAuth.SigningKeyFile = filepath.Join(dir, "jwt-signing-key.pem")
-	db, err := store.Open(context.Background(), cfg.Store, store.Deps{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	routes, cacheStage, err := buildRoutes(context.Background(), cfg, zap.NewNop(), reg, ups, nil, db)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cacheStage.Close()
-	srv, err := proxy.New(cfg.Server, proxy.Deps{Logger: zap.NewNop(), Registry: reg, Routes: routes, KnownChain: func(uint64) bool { return true }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	h := srv.Handler()
+	h := benchHandler(b, upstreamConfig("cache: {enabled: false, coalesce: false}\n", url), true)
 	var req fasthttp.Request
 	req.Header.SetMethod("POST")
 	req.SetRequestURI("/v1/web3/mainnet")
@@ -161,4 +106,41 @@ func BenchmarkDirectNode(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchHandler builds the public handler of a server on cfgText, with the stages compiled
+// as run() compiles them; start starts the upstream pollers.
+func benchHandler(b *testing.B, cfgText string, start bool) fasthttp.RequestHandler {
+	b.Helper()
+	cfg, err := config.Parse([]byte(cfgText))
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	ups, err := upstreams.New(cfg.Upstreams, upstreams.Deps{Logger: zap.NewNop(), Registry: reg})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if start {
+		ups.Start(context.Background())
+	}
+	b.Cleanup(ups.Close)
+	dir := b.TempDir()
+	cfg.Store.Path = filepath.Join(dir, "web3gate.db")
+	cfg.Auth.OAuth.SigningKeyFile = filepath.Join(dir, "jwt-signing-key.pem")
+	db, err := store.Open(context.Background(), cfg.Store, store.Deps{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	routes, cacheStage, err := buildRoutes(context.Background(), cfg, zap.NewNop(), reg, ups, nil, db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cacheStage.Close)
+	srv, err := proxy.New(cfg.Server, proxy.Deps{Logger: zap.NewNop(), Registry: reg, Routes: routes, KnownChain: func(uint64) bool { return true }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return srv.Handler()
 }
