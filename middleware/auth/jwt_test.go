@@ -254,3 +254,36 @@ func BenchmarkVerify(b *testing.B) {
 		}
 	})
 }
+
+// TestVerifiedCacheDoesNotOutliveExp: a token verified once is answered from the cache, and
+// stops verifying when it expires like one never seen; a tampered copy never hits the cache.
+func TestVerifiedCacheDoesNotOutliveExp(t *testing.T) {
+	key := testSigningKey(t)
+	cfg := testOAuthConfig()
+	now := fixedClock()
+	clock := func() time.Time { return now }
+	iss, err := NewIssuer(cfg, key, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := mustVerifier(t, cfg, key, clock)
+	token, _, err := iss.Issue("alice", "w3g_client", []string{ScopeSign})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if id, err := v.VerifyScoped(token); err != nil || id.Principal != "alice" || !HasScope(id.Scopes, ScopeSign) {
+			t.Fatalf("verify: %+v %v", id, err)
+		}
+	}
+	if len(v.verified) != 1 {
+		t.Fatalf("%d cached tokens, want 1", len(v.verified))
+	}
+	if _, err := v.VerifyScoped(token[:len(token)-2] + "AA"); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("tampered copy: %v", err)
+	}
+	now = now.Add(cfg.TokenTTL + clockLeeway + time.Second)
+	if _, err := v.VerifyScoped(token); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("expired cached token: %v", err)
+	}
+}
