@@ -18,19 +18,7 @@ import (
 // directory and SQLite file.
 func TestAccountsCLI(t *testing.T) {
 	dir := t.TempDir()
-	shipped, err := os.ReadFile("../config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.NewReplacer(
-		"path: web3gate.db", "path: "+filepath.Join(dir, "db", "web3gate.db"),
-		"dir: keystore", "dir: "+filepath.Join(dir, "keystore"),
-		"lightScrypt: false", "lightScrypt: true",
-	).Replace(string(shipped))
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := writeConfig(t, dir, shippedConfig(t, dir, "lightScrypt: false", "lightScrypt: true"))
 	const servicePass = "service-passphrase-e2e"
 	run := func(env []string, args ...string) (string, int) {
 		t.Helper()

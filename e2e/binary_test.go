@@ -82,10 +82,7 @@ func freeAddr(t testing.TB) string {
 // in the module root, and waits until /healthz answers. It is killed when the test ends.
 func startGateway(t *testing.T, cfgText string, args ...string) *gateway {
 	t.Helper()
-	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfgText), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := writeConfig(t, t.TempDir(), cfgText)
 	api, admin := freeAddr(t), freeAddr(t)
 	g := &gateway{API: "http://" + api, Admin: "http://" + admin, logs: &lockedBuffer{}, exited: make(chan struct{})}
 	g.cmd = exec.Command(binary, append([]string{"--config", cfgPath, "--listen", api, "--admin-listen", admin}, args...)...)
@@ -205,4 +202,37 @@ func httpGet(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// shippedConfig is the repository's config.yaml with its state (store file, keystore, JWT
+// signing key) moved into dir, then the old/new replacement pairs applied.
+func shippedConfig(t *testing.T, dir string, replace ...string) string {
+	t.Helper()
+	raw, err := os.ReadFile("../config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs := append([]string{
+		"path: web3gate.db", "path: " + filepath.Join(dir, "web3gate.db"),
+		"dir: keystore", "dir: " + filepath.Join(dir, "keystore"),
+		"signingKeyFile: jwt-signing-key.pem", "signingKeyFile: " + filepath.Join(dir, "jwt-signing-key.pem"),
+	}, replace...)
+	out := string(raw)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if !strings.Contains(out, pairs[i]) {
+			t.Fatalf("config.yaml has no %q to replace", pairs[i])
+		}
+		out = strings.Replace(out, pairs[i], pairs[i+1], 1)
+	}
+	return out
+}
+
+// writeConfig writes text to dir/config.yaml and returns its path.
+func writeConfig(t *testing.T, dir, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

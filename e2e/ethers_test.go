@@ -19,11 +19,7 @@ func TestEthersAgainstShippedConfig(t *testing.T) {
 	if _, err := os.Stat("node_modules/ethers/package.json"); err != nil {
 		t.Fatal("ethers is not installed: run `npm ci --prefix e2e` (make test does)")
 	}
-	cfg, err := os.ReadFile("../config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := startGateway(t, string(cfg))
+	g := startGateway(t, shippedConfig(t, t.TempDir()))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "js/ethers-basic.mjs")

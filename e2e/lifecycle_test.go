@@ -82,11 +82,7 @@ func TestSIGTERMDrainsInFlight(t *testing.T) {
 }
 
 func TestSIGTERMStopsDevChain(t *testing.T) {
-	cfg, err := os.ReadFile("../config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := startGateway(t, string(cfg))
+	g := startGateway(t, shippedConfig(t, t.TempDir()))
 	if err := g.stop(t, 15*time.Second); err != nil {
 		t.Fatalf("exit: %v\n%s", err, g.logs.String())
 	}
@@ -103,11 +99,7 @@ func TestCLI(t *testing.T) {
 		}
 		return p
 	}
-	shipped, err := os.ReadFile("../config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	realMainnet := strings.Replace(string(shipped), "urls: [embedded]", "urls: [https://node.example/rpc]", 1)
+	realMainnet := shippedConfig(t, dir, "urls: [embedded]", "urls: [https://node.example/rpc]")
 	for _, tc := range []struct {
 		name  string
 		args  []string

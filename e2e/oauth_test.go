@@ -5,9 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,18 +15,8 @@ import (
 // /v1/oauth2/token, then that token as the bearer of a signing call on the dev chain.
 func TestOAuthClientCredentials(t *testing.T) {
 	dir := t.TempDir()
-	shipped, err := os.ReadFile("../config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.NewReplacer(
-		"path: web3gate.db", "path: "+filepath.Join(dir, "web3gate.db"),
-		"signingKeyFile: jwt-signing-key.pem", "signingKeyFile: "+filepath.Join(dir, "jwt.pem"),
-	).Replace(string(shipped))
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := shippedConfig(t, dir)
+	cfgPath := writeConfig(t, dir, cfg)
 	out, err := exec.Command(binary, "clients", "new", "--principal", "dev", "--config", cfgPath).CombinedOutput()
 	if err != nil {
 		t.Fatalf("clients new: %v\n%s", err, out)
