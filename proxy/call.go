@@ -77,8 +77,6 @@ func (p *Principal) Authenticated() bool { return p != nil && p.ID != "" }
 // Response is a successful answer: the raw JSON result.
 type Response struct {
 	Result []byte
-	// Cached is set when the result came from the response cache (for metrics and headers).
-	Cached bool
 }
 
 // Handler serves a call.

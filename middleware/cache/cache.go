@@ -158,7 +158,7 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 	if pol != nil && s.cache != nil {
 		if v, ok := s.cache.Get(key); ok {
 			s.lookups.WithLabelValues(label, "hit").Inc()
-			return &proxy.Response{Result: v, Cached: true}, nil
+			return &proxy.Response{Result: v}, nil
 		}
 		s.lookups.WithLabelValues(label, "miss").Inc()
 	}
