@@ -83,17 +83,31 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 			return fmt.Errorf("dev accounts: %w", err)
 		}
 	}
-	signStage, err := sign.New(sign.Deps{Accounts: accounts, Keys: keys})
-	if err != nil {
-		return err
-	}
-
 	ups, err := upstreams.New(cfg.Upstreams, upstreams.Deps{Logger: log.Named("upstreams"), Registry: reg, Embedded: embedded})
 	if err != nil {
 		return fmt.Errorf("upstreams: %w", err)
 	}
 	ups.Start(ctx)
 	defer ups.Close()
+
+	chains := map[uint64]wallet.Chain{}
+	for _, p := range ups.Pools() {
+		chains[p.ChainID()] = p
+	}
+	txs, err := wallet.NewTransactions(cfg.Wallet.Transactions, wallet.TxDeps{Keys: keys, DB: db, Chains: chains, Logger: log.Named("transactions")})
+	if err != nil {
+		return err
+	}
+	// The confirmers stop before the upstreams and the store close (defers run last first).
+	txCtx, stopTxs := context.WithCancel(context.WithoutCancel(ctx))
+	txDone := make(chan struct{})
+	go func() { defer close(txDone); txs.Run(txCtx) }()
+	defer func() { stopTxs(); <-txDone }()
+
+	signStage, err := sign.New(sign.Deps{Accounts: accounts, Keys: keys, Transactions: txs})
+	if err != nil {
+		return err
+	}
 
 	routes, cacheStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, db)
 	if err != nil {
@@ -193,12 +207,17 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 		stages = append(stages, signer)
 	}
 	chain := proxy.Compile(ups, stages...)
-	return []*proxy.Route{
+	routes := []*proxy.Route{
 		{Name: "mainnet", Method: http.MethodPost, Pattern: "/v1/web3/mainnet", ChainID: cfg.Upstreams.Mainnet, Handler: chain},
 		{Name: "chains", Method: http.MethodPost, Pattern: "/v1/web3/chains/{chain_id}", Handler: chain},
 		{Name: "oauth2_token", Method: http.MethodPost, Pattern: "/v1/oauth2/token", REST: oauth.TokenHandler()},
 		{Name: "oauth2_jwks", Method: http.MethodGet, Pattern: "/v1/oauth2/jwks", REST: oauth.JWKSHandler()},
-	}, cacheStage, nil
+	}
+	if signer != nil {
+		routes = append(routes, &proxy.Route{Name: "transaction", Method: http.MethodGet, Pattern: "/v1/transactions/{hash}",
+			REST: signer.TransactionHandler(authStage)})
+	}
+	return routes, cacheStage, nil
 }
 
 // adminMux serves /metrics, /healthz (the process is up) and /readyz (every chain has a

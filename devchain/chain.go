@@ -187,6 +187,13 @@ func ethConfig(cfg Config, accounts []Account) *ethconfig.Config {
 	// minimum above that leaves transactions the pool counts as executable and no block
 	// includes (see maxIdleCommits).
 	ec.Miner.GasPrice = big.NewInt(1)
+	// A dev node takes bursts from one account: transactions of one sender arrive out of
+	// nonce order when signed concurrently, and geth's defaults (16 executable and 64 queued
+	// per account) would drop the excess.
+	ec.TxPool.AccountSlots = 8192
+	ec.TxPool.AccountQueue = 8192
+	ec.TxPool.GlobalSlots = 16384
+	ec.TxPool.GlobalQueue = 16384
 	return &ec
 }
 

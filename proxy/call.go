@@ -35,7 +35,12 @@ type Exchange struct {
 	Bearer    string // the bearer token of the Authorization header, empty when absent; never log it
 	// BadAuthHeader is set when an Authorization header was sent but is not "Bearer <token>".
 	BadAuthHeader bool
-	Start         time.Time
+	// IdempotencyKey is the Idempotency-Key header (HasIdempotencyKey: it was sent, even empty).
+	IdempotencyKey    string
+	HasIdempotencyKey bool
+	// Batch is set when the body was a batch: its calls share the exchange.
+	Batch bool
+	Start time.Time
 
 	authOnce  sync.Once
 	principal Principal

@@ -39,6 +39,13 @@ type RESTRequest struct {
 	header *fasthttp.RequestHeader
 }
 
+// Exchange returns the request's credentials as an exchange, for Exchange.Authenticate.
+func (r *RESTRequest) Exchange() *Exchange {
+	ex := &Exchange{RequestID: r.RequestID, Start: time.Now()}
+	ex.readHeaders(r.header)
+	return ex
+}
+
 // Header returns a request header's value, "" when absent.
 func (r *RESTRequest) Header(name string) string { return string(r.header.Peek(name)) }
 

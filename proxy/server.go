@@ -150,17 +150,8 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 		s.writeRPCError(ctx, route, id, perr, start)
 		return
 	}
-	ex := &Exchange{RequestID: reqID, Start: start}
-	if v := ctx.Request.Header.Peek("X-API-Key"); len(v) > 0 {
-		ex.ClientID = string(v)
-	}
-	if v := ctx.Request.Header.Peek("Authorization"); len(v) > 0 {
-		if tok, ok := bearerToken(v); ok {
-			ex.Bearer = tok
-		} else {
-			ex.BadAuthHeader = true
-		}
-	}
+	ex := &Exchange{RequestID: reqID, Start: start, Batch: msg.Batch}
+	ex.readHeaders(&ctx.Request.Header)
 
 	if !msg.Batch {
 		r := msg.Requests[0]
@@ -354,6 +345,24 @@ func validRequestID(v []byte) bool {
 		}
 	}
 	return true
+}
+
+// readHeaders copies the credentials and the Idempotency-Key of h into e.
+func (e *Exchange) readHeaders(h *fasthttp.RequestHeader) {
+	if v := h.Peek("X-API-Key"); len(v) > 0 {
+		e.ClientID = string(v)
+	}
+	if v := h.Peek("Authorization"); len(v) > 0 {
+		if tok, ok := bearerToken(v); ok {
+			e.Bearer = tok
+		} else {
+			e.BadAuthHeader = true
+		}
+	}
+	if v := h.Peek("Idempotency-Key"); len(v) > 0 {
+		e.IdempotencyKey = string(v)
+		e.HasIdempotencyKey = true
+	}
 }
 
 func bearerToken(h []byte) (string, bool) {

@@ -112,6 +112,7 @@ type DB struct {
 	read   *sql.DB // read-only connections, snapshot reads in WAL mode
 	log    *zap.Logger
 	schema int // schema version after migrations
+	group  grouper
 }
 
 // options are the knobs tests turn; Open uses the defaults.
@@ -150,7 +151,7 @@ func open(ctx context.Context, cfg Config, deps Deps, o options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	db := &DB{d: d, log: log}
+	db := &DB{d: d, log: log, group: grouper{ops: make(chan groupOp), quit: make(chan struct{})}}
 	if db.write, err = sql.Open(d.driver, sqliteDSN(path, cfg.BusyTimeout, o.synchronous, true)); err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", cfg.Path, err)
 	}
@@ -213,6 +214,8 @@ func (db *DB) SchemaVersion() int { return db.schema }
 
 // Close closes both pools; transactions in progress fail.
 func (db *DB) Close() error {
+	db.group.stop.Do(func() { close(db.group.quit) })
+	db.group.wg.Wait()
 	var errs []error
 	if db.read != nil {
 		errs = append(errs, db.read.Close())

@@ -18,11 +18,14 @@ type Config struct {
 	Keys KeysConfig `yaml:"keys"`
 	// DevPrincipal owns the embedded dev chain's pre-funded accounts.
 	DevPrincipal string `yaml:"devPrincipal"`
+	// Transactions configures the nonce manager, the confirmer and the signing rules.
+	Transactions TxConfig `yaml:"transactions"`
 }
 
 // SetDefaults fills unset fields with their defaults.
 func (c *Config) SetDefaults() {
 	c.Keys.SetDefaults()
+	c.Transactions.SetDefaults()
 	if c.DevPrincipal == "" {
 		c.DevPrincipal = "dev"
 	}
@@ -38,6 +41,15 @@ func (c *Config) Validate() error {
 			}
 		} else {
 			errs = append(errs, fmt.Errorf("keys.%w", err))
+		}
+	}
+	if err := c.Transactions.Validate(); err != nil {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				errs = append(errs, fmt.Errorf("transactions.%w", e))
+			}
+		} else {
+			errs = append(errs, fmt.Errorf("transactions.%w", err))
 		}
 	}
 	if strings.TrimSpace(c.DevPrincipal) == "" {

@@ -22,12 +22,15 @@ const ScopeSign = "eth_sign"
 type Deps struct {
 	Accounts *wallet.Accounts
 	Keys     *wallet.Keys
+	// Transactions serves eth_sendTransaction and eth_signTransaction; nil: they are -32601.
+	Transactions *wallet.Transactions
 }
 
 // Stage answers the signing methods and passes every other call on.
 type Stage struct {
 	accounts *wallet.Accounts
 	keys     *wallet.Keys
+	txs      *wallet.Transactions
 	methods  map[string]func(s *Stage, c *proxy.Call) (*proxy.Response, error)
 }
 
@@ -38,7 +41,7 @@ func New(deps Deps) (*Stage, error) {
 	if deps.Accounts == nil || deps.Keys == nil {
 		return nil, errors.New("sign: accounts and keys are required")
 	}
-	return &Stage{accounts: deps.Accounts, keys: deps.Keys, methods: map[string]func(*Stage, *proxy.Call) (*proxy.Response, error){
+	st := &Stage{accounts: deps.Accounts, keys: deps.Keys, txs: deps.Transactions, methods: map[string]func(*Stage, *proxy.Call) (*proxy.Response, error){
 		"eth_accounts":         (*Stage).ethAccounts,
 		"eth_requestAccounts":  (*Stage).ethAccounts,
 		"personal_sign":        (*Stage).personalSign,
@@ -46,7 +49,12 @@ func New(deps Deps) (*Stage, error) {
 		"eth_signTypedData_v4": (*Stage).signTypedData,
 		"eth_signTypedData_v3": (*Stage).signTypedData,
 		"eth_signTypedData":    (*Stage).signTypedData,
-	}}, nil
+	}}
+	if deps.Transactions != nil {
+		st.methods["eth_sendTransaction"] = (*Stage).ethSendTransaction
+		st.methods["eth_signTransaction"] = (*Stage).ethSignTransaction
+	}
+	return st, nil
 }
 
 // Serve implements proxy.Stage.

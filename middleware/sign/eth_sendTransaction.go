@@ -1,0 +1,90 @@
+package sign
+
+import (
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/tidwall/gjson"
+
+	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
+	"github.com/web3gate/web3gate/wallet/txreq"
+)
+
+// maxIdempotencyKey is the longest Idempotency-Key accepted.
+const maxIdempotencyKey = 255
+
+// ethSendTransaction answers eth_sendTransaction with the hash of the transaction once a node
+// accepted it: nonce supplied, signed, persisted and broadcast by the nonce manager.
+func (s *Stage) ethSendTransaction(c *proxy.Call) (*proxy.Response, error) {
+	key, err := idempotencyKey(c)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.txRequest(c)
+	if err != nil {
+		return nil, err
+	}
+	hash, err := s.txs.Send(c.Ctx, c.Principal.ID, c.ChainID, r, key)
+	if err != nil {
+		return nil, err
+	}
+	return result(hash)
+}
+
+// ethSignTransaction answers eth_signTransaction with the signed transaction's bytes (0x-hex,
+// ready for eth_sendRawTransaction): EIP-155 for a legacy transaction, EIP-1559 for type 2.
+// The nonce is held for the caller for wallet.transactions.handOutTTL.
+func (s *Stage) ethSignTransaction(c *proxy.Call) (*proxy.Response, error) {
+	r, err := s.txRequest(c)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := s.txs.SignTransaction(c.Ctx, c.Principal.ID, c.ChainID, r)
+	if err != nil {
+		return nil, err
+	}
+	return result(hexutil.Bytes(raw))
+}
+
+// txRequest checks, in the API's order, that the transaction's `from` is held for the caller
+// (4100) and that the object is well-formed (-32602), and returns it parsed.
+func (s *Stage) txRequest(c *proxy.Call) (*txreq.Request, error) {
+	// `from` before the other fields: an account the caller does not hold is refused as such
+	// even when the rest of the object is malformed.
+	from := gjson.GetBytes(c.Request.Params, "0.from")
+	if from.Type == gjson.String && len(from.Str) == 42 && common.IsHexAddress(from.Str) {
+		if err := s.held(c.Ctx, c, common.HexToAddress(from.Str)); err != nil {
+			return nil, err
+		}
+	}
+	r, err := txreq.Parse(c.Request.Params, c.ChainID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.held(c.Ctx, c, r.From); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// idempotencyKey is the exchange's Idempotency-Key: 1 to 255 visible ASCII characters, on a
+// single (not batch) request.
+func idempotencyKey(c *proxy.Call) (string, error) {
+	ex := c.Exchange
+	if ex == nil || !ex.HasIdempotencyKey {
+		return "", nil
+	}
+	if ex.Batch {
+		return "", jsonrpc.ErrInvalidParams.With("Idempotency-Key applies to a single request, not a batch")
+	}
+	k := ex.IdempotencyKey
+	if len(k) == 0 || len(k) > maxIdempotencyKey {
+		return "", jsonrpc.ErrInvalidParams.Withf("Idempotency-Key must be 1 to %d characters", maxIdempotencyKey)
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return "", jsonrpc.ErrInvalidParams.With("Idempotency-Key must be visible ASCII characters")
+		}
+	}
+	return k, nil
+}

@@ -1,0 +1,95 @@
+package sign
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+
+	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
+	"github.com/web3gate/web3gate/store"
+)
+
+// Transaction is the `transaction` member of GET /v1/transactions/{hash}.
+type Transaction struct {
+	Hash        common.Hash     `json:"hash"`
+	State       string          `json:"state"`
+	Kind        string          `json:"kind"` // send, sign or filler
+	ChainID     uint64          `json:"chainId"`
+	Nonce       uint64          `json:"nonce"`
+	From        common.Address  `json:"from"`
+	To          *common.Address `json:"to"`
+	Value       *hexutil.Big    `json:"value"`
+	BlockNumber *uint64         `json:"blockNumber"`
+	BlockHash   *common.Hash    `json:"blockHash"`
+	Error       *string         `json:"error"`
+	CreatedAt   time.Time       `json:"createdAt"`
+	UpdatedAt   time.Time       `json:"updatedAt"`
+}
+
+// TransactionHandler serves GET /v1/transactions/{hash}: the caller's own transaction with
+// that hash (404 for an unknown hash and for another principal's transaction alike). The
+// credentials are those of the JSON-RPC routes, checked by verifier; a bearer access token
+// is required.
+func (s *Stage) TransactionHandler(verifier proxy.Verifier) proxy.RESTHandler {
+	return proxy.RESTHandlerFunc(func(r *proxy.RESTRequest) (*proxy.RESTResponse, error) {
+		p, err := r.Exchange().Authenticate(verifier)
+		if err != nil {
+			return nil, err
+		}
+		if !p.Authenticated() {
+			return nil, jsonrpc.ErrUnauthorized.With("Not Authorized: a bearer access token is required")
+		}
+		raw := r.Params.Get("hash")
+		if len(raw) != 66 || !strings.HasPrefix(raw, "0x") {
+			return nil, proxy.Errorf(http.StatusBadRequest, "hash must be a 0x-prefixed 32-byte hex transaction hash")
+		}
+		b, err := hexutil.Decode(raw)
+		if err != nil {
+			return nil, proxy.Errorf(http.StatusBadRequest, "hash must be a 0x-prefixed 32-byte hex transaction hash")
+		}
+		if s.txs == nil {
+			return nil, proxy.Errorf(http.StatusNotFound, "no transaction %s", raw)
+		}
+		rec, err := s.txs.Transaction(r.Ctx, p.ID, common.BytesToHash(b))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, proxy.Errorf(http.StatusNotFound, "no transaction %s", raw)
+		}
+		if err != nil {
+			return nil, err
+		}
+		body, err := json.Marshal(transactionOf(rec))
+		if err != nil {
+			return nil, err
+		}
+		return &proxy.RESTResponse{Member: "transaction", Body: body}, nil
+	})
+}
+
+func transactionOf(rec *store.TxRecord) Transaction {
+	t := Transaction{
+		Hash: rec.Hash, State: rec.State, Kind: rec.Kind, ChainID: rec.ChainID, Nonce: rec.Nonce,
+		From: rec.Address, CreatedAt: rec.CreatedAt.UTC(), UpdatedAt: rec.UpdatedAt.UTC(),
+	}
+	var f struct {
+		To    *common.Address `json:"to"`
+		Value *hexutil.Big    `json:"value"`
+	}
+	if json.Unmarshal(rec.Fields, &f) == nil {
+		t.To, t.Value = f.To, f.Value
+	}
+	if rec.BlockNumber != 0 {
+		n, h := rec.BlockNumber, rec.BlockHash
+		t.BlockNumber, t.BlockHash = &n, &h
+	}
+	if rec.Error != "" {
+		e := rec.Error
+		t.Error = &e
+	}
+	return t
+}

@@ -1,0 +1,137 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Group commit. A durable SQLite commit (synchronous=FULL) costs an fsync, which bounds one
+// writer to a few thousand commits a second whatever the work in them. WriteGrouped lets
+// callers that each need a small durable write share commits: a committer goroutine takes
+// every function queued while the previous commit was being made and runs them in one
+// transaction, each inside its own savepoint, so one function's failure undoes only its own
+// work. Each caller learns its own outcome once the shared transaction has committed.
+
+// maxGroup bounds how many functions share one commit.
+const maxGroup = 512
+
+type groupOp struct {
+	ctx  context.Context
+	fn   func(tx *Tx) error
+	done chan error
+}
+
+type grouper struct {
+	once sync.Once
+	stop sync.Once
+	ops  chan groupOp
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+var errClosed = errors.New("store: closed")
+
+// WriteGrouped runs fn in a write transaction that it may share with other WriteGrouped
+// calls, inside a savepoint of its own: fn's writes are committed if fn returns nil and the
+// shared transaction commits, and undone if fn returns an error (which WriteGrouped returns).
+// When the shared commit fails, every function in it gets that error.
+//
+// ctx bounds the wait for a place in a group; a function that has started is always waited
+// for, so that the caller never leaves while its write may still commit. fn must not keep
+// state outside the transaction that a failed commit would leave wrong.
+func (db *DB) WriteGrouped(ctx context.Context, fn func(tx *Tx) error) error {
+	g := &db.group
+	g.once.Do(func() {
+		g.wg.Add(1)
+		go db.commitLoop()
+	})
+	op := groupOp{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case g.ops <- op:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-g.quit:
+		return errClosed
+	}
+	return <-op.done
+}
+
+func (db *DB) commitLoop() {
+	g := &db.group
+	defer g.wg.Done()
+	batch := make([]groupOp, 0, maxGroup)
+	errs := make([]error, 0, maxGroup)
+	for {
+		select {
+		case op := <-g.ops:
+			batch = append(batch[:0], op)
+		case <-g.quit:
+			return
+		}
+	collect:
+		for len(batch) < maxGroup {
+			select {
+			case op := <-g.ops:
+				batch = append(batch, op)
+			default:
+				break collect
+			}
+		}
+		errs = errs[:0]
+		for range batch {
+			errs = append(errs, nil)
+		}
+		// The transaction itself runs without a deadline: the functions in it were accepted,
+		// and their callers wait for the outcome.
+		err := db.Write(context.Background(), func(tx *Tx) error {
+			for i, op := range batch {
+				if err := op.ctx.Err(); err != nil {
+					errs[i] = err
+					continue
+				}
+				errs[i] = savepoint(tx, op)
+			}
+			return nil
+		})
+		for i, op := range batch {
+			if err != nil {
+				op.done <- fmt.Errorf("group commit: %w", err)
+				continue
+			}
+			op.done <- errs[i]
+		}
+	}
+}
+
+// savepoint runs op.fn inside a savepoint of tx and undoes it when fn fails or panics.
+func savepoint(tx *Tx, op groupOp) (err error) {
+	ctx := context.Background()
+	if _, err := tx.ExecContext(ctx, "SAVEPOINT grouped"); err != nil {
+		return err
+	}
+	ok := false
+	defer func() {
+		if ok {
+			return
+		}
+		if r := recover(); r != nil {
+			err = fmt.Errorf("store: grouped write panicked: %v", r)
+		}
+		if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO grouped"); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		if _, rerr := tx.ExecContext(ctx, "RELEASE grouped"); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	if err := op.fn(tx); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, "RELEASE grouped"); err != nil {
+		return err
+	}
+	ok = true
+	return nil
+}

@@ -1,0 +1,419 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// Transaction states. The nonce manager (wallet) moves a row through them; docs/signing.md
+// draws the transitions.
+const (
+	StateReserved  = "reserved"   // nonce taken, fields recorded, not signed yet
+	StateSigned    = "signed"     // signed bytes persisted, no node has accepted them yet
+	StateBroadcast = "broadcast"  // a node accepted the bytes
+	StateMined     = "mined"      // in a canonical block, fewer than finalityDepth blocks deep
+	StateConfirmed = "confirmed"  // finalityDepth blocks deep
+	StateFailed    = "failed"     // will never be mined; its slot was given up (see Error)
+	StateHandedOut = "handed_out" // eth_signTransaction: the caller submits, until ExpiresAt
+	StateReleased  = "released"   // a handed-out slot not used in time, free for the next signing
+)
+
+// Transaction kinds.
+const (
+	KindSend   = "send"   // eth_sendTransaction: the service broadcasts
+	KindSign   = "sign"   // eth_signTransaction: the caller broadcasts
+	KindFiller = "filler" // a zero-value self-transfer filling a slot that could not be used
+)
+
+// InFlightStates are the states whose transactions may still take funds from the account and
+// count against its in-flight cap.
+var InFlightStates = []string{StateReserved, StateSigned, StateBroadcast, StateHandedOut}
+
+// TxRecord is one transaction the service signed or is about to sign.
+type TxRecord struct {
+	ID             int64
+	ChainID        uint64
+	Address        common.Address // the sender
+	Nonce          uint64
+	Principal      string
+	Kind           string
+	State          string
+	Fields         []byte   // the validated transaction object, canonical JSON
+	MaxCost        *big.Int // gas * price + value, wei
+	Raw            []byte   // signed bytes; nil before signing
+	Hash           common.Hash
+	IdempotencyKey string
+	BlockNumber    uint64 // 0: not in a block
+	BlockHash      common.Hash
+	Error          string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	ExpiresAt      time.Time // handed_out rows only
+}
+
+// HasHash reports whether the row was signed.
+func (r *TxRecord) HasHash() bool { return r.Hash != (common.Hash{}) }
+
+const txColumns = `id, chain_id, address, nonce, principal, kind, state, fields, max_cost, raw, hash,
+	idempotency_key, block_number, block_hash, error, created_at, updated_at, expires_at`
+
+func scanTx(s scanner) (*TxRecord, error) {
+	var (
+		r                                    TxRecord
+		addr, fields, maxCost, created, upd  string
+		hash, idem, blockHash, errMsg, expir sql.NullString
+		block                                sql.NullInt64
+		chainID, nonce                       int64
+	)
+	if err := s.Scan(&r.ID, &chainID, &addr, &nonce, &r.Principal, &r.Kind, &r.State, &fields, &maxCost,
+		&r.Raw, &hash, &idem, &block, &blockHash, &errMsg, &created, &upd, &expir); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, ErrNotFound
+		}
+		return nil, err
+	}
+	r.ChainID, r.Nonce = uint64(chainID), uint64(nonce)
+	r.Address = common.HexToAddress(addr)
+	r.Fields = []byte(fields)
+	var ok bool
+	if r.MaxCost, ok = new(big.Int).SetString(maxCost, 10); !ok {
+		return nil, fmt.Errorf("tx %d: stored max_cost %q is not a decimal", r.ID, maxCost)
+	}
+	if hash.Valid {
+		r.Hash = common.HexToHash(hash.String)
+	}
+	r.IdempotencyKey = idem.String
+	if block.Valid {
+		r.BlockNumber = uint64(block.Int64)
+	}
+	if blockHash.Valid {
+		r.BlockHash = common.HexToHash(blockHash.String)
+	}
+	r.Error = errMsg.String
+	var err error
+	if r.CreatedAt, err = parseTime(created); err != nil {
+		return nil, fmt.Errorf("tx %d: created_at: %w", r.ID, err)
+	}
+	if r.UpdatedAt, err = parseTime(upd); err != nil {
+		return nil, fmt.Errorf("tx %d: updated_at: %w", r.ID, err)
+	}
+	if expir.Valid {
+		if r.ExpiresAt, err = parseTime(expir.String); err != nil {
+			return nil, fmt.Errorf("tx %d: expires_at: %w", r.ID, err)
+		}
+	}
+	return &r, nil
+}
+
+func hashKey(h common.Hash) string { return strings.ToLower(h.Hex()) }
+
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+// NextNonce is the next nonce never handed out for (chainID, addr); ok is false when the
+// account has no nonce head on that chain yet.
+func (t *Tx) NextNonce(ctx context.Context, chainID uint64, addr common.Address) (next uint64, ok bool, err error) {
+	var n int64
+	err = t.QueryRowContext(ctx, `SELECT next_nonce FROM nonce_heads WHERE chain_id = ? AND address = ?`,
+		int64(chainID), addressKey(addr)).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("next nonce: %w", err)
+	}
+	return uint64(n), true, nil
+}
+
+// RaiseNextNonce sets the nonce head of (chainID, addr) to next, creating it, unless it is
+// higher already: a head never goes down, because lower nonces may have been handed out.
+func (t *Tx) RaiseNextNonce(ctx context.Context, chainID uint64, addr common.Address, next uint64) error {
+	_, err := t.ExecContext(ctx, `INSERT INTO nonce_heads (chain_id, address, next_nonce) VALUES (?, ?, ?)
+		ON CONFLICT (chain_id, address) DO UPDATE SET next_nonce = max(next_nonce, excluded.next_nonce)`,
+		int64(chainID), addressKey(addr), int64(next))
+	if err != nil {
+		return fmt.Errorf("raise next nonce: %w", err)
+	}
+	return nil
+}
+
+// MaxStoredNonce is the highest nonce of any recorded transaction of (chainID, addr); ok is
+// false when there is none.
+func (t *Tx) MaxStoredNonce(ctx context.Context, chainID uint64, addr common.Address) (uint64, bool, error) {
+	var n sql.NullInt64
+	if err := t.QueryRowContext(ctx, `SELECT MAX(nonce) FROM txs WHERE chain_id = ? AND address = ?`,
+		int64(chainID), addressKey(addr)).Scan(&n); err != nil {
+		return 0, false, fmt.Errorf("max stored nonce: %w", err)
+	}
+	return uint64(n.Int64), n.Valid, nil
+}
+
+// ReusableSlot is the lowest released nonce of (chainID, addr) at or above minNonce that no
+// live transaction holds; ok is false when there is none.
+func (t *Tx) ReusableSlot(ctx context.Context, chainID uint64, addr common.Address, minNonce uint64) (uint64, bool, error) {
+	var n int64
+	err := t.QueryRowContext(ctx, `SELECT r.nonce FROM txs r
+		WHERE r.chain_id = ? AND r.address = ? AND r.state = 'released' AND r.nonce >= ?
+		  AND NOT EXISTS (SELECT 1 FROM txs l WHERE l.chain_id = r.chain_id AND l.address = r.address
+		                  AND l.nonce = r.nonce AND l.state NOT IN ('released', 'failed'))
+		ORDER BY r.nonce LIMIT 1`, int64(chainID), addressKey(addr), int64(minNonce)).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("reusable slot: %w", err)
+	}
+	return uint64(n), true, nil
+}
+
+// InFlightCosts are the max costs of the transactions of (chainID, addr) in InFlightStates.
+func (t *Tx) InFlightCosts(ctx context.Context, chainID uint64, addr common.Address) ([]*big.Int, error) {
+	rows, err := t.QueryContext(ctx, `SELECT max_cost FROM txs WHERE chain_id = ? AND address = ?
+		AND state IN ('reserved', 'signed', 'broadcast', 'handed_out')`, int64(chainID), addressKey(addr))
+	if err != nil {
+		return nil, fmt.Errorf("in-flight costs: %w", err)
+	}
+	defer rows.Close()
+	var costs []*big.Int
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, fmt.Errorf("in-flight costs: %w", err)
+		}
+		c, ok := new(big.Int).SetString(s, 10)
+		if !ok {
+			return nil, fmt.Errorf("in-flight costs: stored max_cost %q is not a decimal", s)
+		}
+		costs = append(costs, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("in-flight costs: %w", err)
+	}
+	return costs, nil
+}
+
+// InsertTx records r and sets r.ID, r.CreatedAt and r.UpdatedAt. A live row at the same
+// nonce, or the principal's idempotency key used already, is ErrExists.
+func (t *Tx) InsertTx(ctx context.Context, r *TxRecord) error {
+	now := time.Now()
+	var hash, expires sql.NullString
+	if r.HasHash() {
+		hash = nullString(hashKey(r.Hash))
+	}
+	if !r.ExpiresAt.IsZero() {
+		expires = nullString(formatTime(r.ExpiresAt))
+	}
+	cost := r.MaxCost
+	if cost == nil {
+		cost = new(big.Int)
+	}
+	res, err := t.ExecContext(ctx, `INSERT INTO txs (chain_id, address, nonce, principal, kind, state, fields,
+		max_cost, raw, hash, idempotency_key, error, created_at, updated_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		int64(r.ChainID), addressKey(r.Address), int64(r.Nonce), r.Principal, r.Kind, r.State, string(r.Fields),
+		cost.String(), r.Raw, hash, nullString(r.IdempotencyKey), nullString(r.Error),
+		formatTime(now), formatTime(now), expires)
+	if err != nil {
+		return fmt.Errorf("insert tx: %w", err)
+	}
+	if r.ID, err = res.LastInsertId(); err != nil {
+		return fmt.Errorf("insert tx: %w", err)
+	}
+	r.CreatedAt, r.UpdatedAt = now, now
+	return nil
+}
+
+// SetSigned stores the signed bytes and hash of row id and moves it to state (signed, or
+// handed_out for eth_signTransaction), from reserved only; ErrNotFound when it was not
+// reserved.
+func (t *Tx) SetSigned(ctx context.Context, id int64, raw []byte, hash common.Hash, state string) error {
+	res, err := t.ExecContext(ctx, `UPDATE txs SET raw = ?, hash = ?, state = ?, updated_at = ?
+		WHERE id = ? AND state = 'reserved'`, raw, hashKey(hash), state, formatTime(time.Now()), id)
+	return oneRow(res, err, "set signed")
+}
+
+// SetState moves row id to state, only from one of the states in from; ErrNotFound when it was
+// in none of them. errMsg, when not empty, is recorded as the row's error.
+func (t *Tx) SetState(ctx context.Context, id int64, from []string, state, errMsg string) error {
+	q := `UPDATE txs SET state = ?, error = COALESCE(?, error), updated_at = ? WHERE id = ? AND state IN (` +
+		placeholders(len(from)) + `)`
+	args := []any{state, nullString(errMsg), formatTime(time.Now()), id}
+	for _, f := range from {
+		args = append(args, f)
+	}
+	res, err := t.ExecContext(ctx, q, args...)
+	return oneRow(res, err, "set state")
+}
+
+// SetMined records that the transaction hash of chainID is in block (number, blockHash), for
+// a row that was signed, broadcast or handed out, or mined in another block (a reorg moved
+// it). It returns how many rows changed.
+func (t *Tx) SetMined(ctx context.Context, chainID uint64, hash common.Hash, number uint64, blockHash common.Hash) (int64, error) {
+	res, err := t.ExecContext(ctx, `UPDATE txs SET state = 'mined', block_number = ?, block_hash = ?, updated_at = ?
+		WHERE chain_id = ? AND hash = ? AND (state IN ('signed', 'broadcast', 'handed_out', 'released')
+		      OR (state = 'mined' AND block_hash <> ?))`,
+		int64(number), hashKey(blockHash), formatTime(time.Now()), int64(chainID), hashKey(hash), hashKey(blockHash))
+	if err != nil {
+		return 0, fmt.Errorf("set mined: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+// Unmine moves the mined rows of chainID in block (number, blockHash) back to broadcast: the
+// block left the canonical chain.
+func (t *Tx) Unmine(ctx context.Context, chainID uint64, number uint64, blockHash common.Hash) (int64, error) {
+	res, err := t.ExecContext(ctx, `UPDATE txs SET state = 'broadcast', block_number = NULL, block_hash = NULL, updated_at = ?
+		WHERE chain_id = ? AND state = 'mined' AND block_number = ? AND block_hash = ?`,
+		formatTime(time.Now()), int64(chainID), int64(number), hashKey(blockHash))
+	if err != nil {
+		return 0, fmt.Errorf("unmine: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+// Confirm moves the mined rows of chainID at or below block number to confirmed.
+func (t *Tx) Confirm(ctx context.Context, chainID uint64, number uint64) (int64, error) {
+	res, err := t.ExecContext(ctx, `UPDATE txs SET state = 'confirmed', updated_at = ?
+		WHERE chain_id = ? AND state = 'mined' AND block_number <= ?`,
+		formatTime(time.Now()), int64(chainID), int64(number))
+	if err != nil {
+		return 0, fmt.Errorf("confirm: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+func oneRow(res sql.Result, err error, what string) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	return nil
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// TxByID is row id, or ErrNotFound.
+func (t *Tx) TxByID(ctx context.Context, id int64) (*TxRecord, error) {
+	return scanTx(t.QueryRowContext(ctx, `SELECT `+txColumns+` FROM txs WHERE id = ?`, id))
+}
+
+// TxByIdempotencyKey is principal's row with key, or ErrNotFound.
+func (t *Tx) TxByIdempotencyKey(ctx context.Context, principal, key string) (*TxRecord, error) {
+	return scanTx(t.QueryRowContext(ctx, `SELECT `+txColumns+` FROM txs WHERE principal = ? AND idempotency_key = ?`,
+		principal, key))
+}
+
+// TxsByHash are the rows with hash, newest first (one, except for a slot signed again).
+func (t *Tx) TxsByHash(ctx context.Context, hash common.Hash) ([]*TxRecord, error) {
+	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE hash = ? ORDER BY id DESC`, hashKey(hash))
+}
+
+// TxsAtNonce are the rows of (chainID, addr) at nonce, oldest first.
+func (t *Tx) TxsAtNonce(ctx context.Context, chainID uint64, addr common.Address, nonce uint64) ([]*TxRecord, error) {
+	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ? AND address = ? AND nonce = ? ORDER BY id`,
+		int64(chainID), addressKey(addr), int64(nonce))
+}
+
+// TxsInStates are up to limit rows of chainID in one of states, lowest nonce first per
+// account.
+func (t *Tx) TxsInStates(ctx context.Context, chainID uint64, states []string, limit int) ([]*TxRecord, error) {
+	args := []any{int64(chainID)}
+	for _, s := range states {
+		args = append(args, s)
+	}
+	args = append(args, limit)
+	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ? AND state IN (`+placeholders(len(states))+`)
+		ORDER BY address, nonce, id LIMIT ?`, args...)
+}
+
+// MinedSince are the mined rows of chainID in blocks at or above number.
+func (t *Tx) MinedSince(ctx context.Context, chainID uint64, number uint64) ([]*TxRecord, error) {
+	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ? AND state = 'mined' AND block_number >= ?
+		ORDER BY block_number`, int64(chainID), int64(number))
+}
+
+func (t *Tx) queryTxs(ctx context.Context, query string, args ...any) ([]*TxRecord, error) {
+	rows, err := t.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*TxRecord
+	for rows.Next() {
+		r, err := scanTx(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// SetHandedOut stores the signed bytes of reserved row id for eth_signTransaction and holds the
+// nonce for the caller until expires.
+func (t *Tx) SetHandedOut(ctx context.Context, id int64, raw []byte, hash common.Hash, expires time.Time) error {
+	res, err := t.ExecContext(ctx, `UPDATE txs SET raw = ?, hash = ?, state = 'handed_out', expires_at = ?, updated_at = ?
+		WHERE id = ? AND state = 'reserved'`, raw, hashKey(hash), formatTime(expires), formatTime(time.Now()), id)
+	return oneRow(res, err, "set handed out")
+}
+
+// LowerNextNonce moves the nonce head of (chainID, addr) from from down to to, only when it is
+// at from: the nonces between were never handed out to anything else. It reports whether it
+// moved.
+func (t *Tx) LowerNextNonce(ctx context.Context, chainID uint64, addr common.Address, from, to uint64) (bool, error) {
+	res, err := t.ExecContext(ctx, `UPDATE nonce_heads SET next_nonce = ? WHERE chain_id = ? AND address = ? AND next_nonce = ?`,
+		int64(to), int64(chainID), addressKey(addr), int64(from))
+	if err != nil {
+		return false, fmt.Errorf("lower next nonce: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// ExpiredHandOuts are up to limit handed-out rows of chainID whose hold ended before now.
+func (t *Tx) ExpiredHandOuts(ctx context.Context, chainID uint64, now time.Time, limit int) ([]*TxRecord, error) {
+	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ? AND state = 'handed_out' AND expires_at < ?
+		ORDER BY expires_at LIMIT ?`, int64(chainID), formatTime(now), limit)
+}
+
+// StaleTxs are up to limit rows of chainID in one of states not updated since before.
+func (t *Tx) StaleTxs(ctx context.Context, chainID uint64, states []string, before time.Time, limit int) ([]*TxRecord, error) {
+	args := []any{int64(chainID)}
+	for _, s := range states {
+		args = append(args, s)
+	}
+	args = append(args, formatTime(before), limit)
+	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ? AND state IN (`+placeholders(len(states))+`)
+		AND updated_at < ? ORDER BY address, nonce, id LIMIT ?`, args...)
+}
+
+// Touch sets the updated_at of row id to now (a rebroadcast).
+func (t *Tx) Touch(ctx context.Context, id int64) error {
+	_, err := t.ExecContext(ctx, `UPDATE txs SET updated_at = ? WHERE id = ?`, formatTime(time.Now()), id)
+	return err
+}
+
+// HasOpenTxs reports whether chainID has rows the confirmer must follow.
+func (t *Tx) HasOpenTxs(ctx context.Context, chainID uint64) (bool, error) {
+	var one int
+	err := t.QueryRowContext(ctx, `SELECT 1 FROM txs WHERE chain_id = ? AND state IN ('signed', 'broadcast', 'mined', 'handed_out') LIMIT 1`,
+		int64(chainID)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}

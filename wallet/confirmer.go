@@ -1,0 +1,352 @@
+package wallet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"go.uber.org/zap"
+
+	"github.com/web3gate/web3gate/store"
+)
+
+// The confirmer of one chain, one goroutine: on start it recovers what a crash interrupted,
+// then on every tick it
+//
+//   - finishes transactions stuck after their request ended (reserved: sign and send;
+//     signed: send), and rebroadcasts broadcast ones no block has taken for RebroadcastAfter,
+//     after checking for a receipt;
+//   - reads the new blocks and moves our transactions in them to mined;
+//   - moves mined transactions whose block left the canonical chain back to broadcast;
+//   - confirms mined transactions FinalityDepth blocks deep;
+//   - ends the hold of nonces handed out by eth_signTransaction and not used within
+//     HandOutTTL: released for the next signing (or mined / failed, as the chain says).
+
+const (
+	// maxScanBlocks bounds the blocks read per tick; older ones are left to the receipts
+	// check of stale transactions.
+	maxScanBlocks = 64
+	// maxRowsPerTick bounds the rows finished or rebroadcast per tick.
+	maxRowsPerTick = 256
+)
+
+// Run runs a confirmer per chain until ctx ends.
+func (t *Transactions) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for id, ch := range t.chains {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &confirmer{t: t, chainID: id, ch: ch, log: t.log.With(zap.Uint64("chain", id)), recent: map[uint64]common.Hash{}}
+			c.run(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+type confirmer struct {
+	t       *Transactions
+	chainID uint64
+	ch      Chain
+	log     *zap.Logger
+
+	last   uint64                 // the highest block read; 0 before the first read
+	recent map[uint64]common.Hash // canonical hashes of the blocks read lately
+}
+
+func (c *confirmer) run(ctx context.Context) {
+	started := time.Now()
+	c.recover(ctx, started)
+	tick := time.NewTicker(c.t.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		c.tick(ctx)
+	}
+}
+
+// recover finishes every row a previous run left unfinished: reserved rows are signed and
+// sent, signed and broadcast rows sent again (a node answers "already known" when it has
+// them), handed-out reserved rows released.
+func (c *confirmer) recover(ctx context.Context, before time.Time) {
+	for {
+		n := c.finish(ctx, []string{store.StateReserved, store.StateSigned, store.StateBroadcast}, before)
+		if n < maxRowsPerTick || ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+func (c *confirmer) tick(ctx context.Context) {
+	now := time.Now()
+	// A request's own work ends within BroadcastTimeout; after twice that, a row still
+	// reserved or signed is ours to finish.
+	c.finish(ctx, []string{store.StateReserved, store.StateSigned}, now.Add(-2*c.t.cfg.BroadcastTimeout))
+	c.finish(ctx, []string{store.StateBroadcast}, now.Add(-c.t.cfg.RebroadcastAfter))
+	if err := c.follow(ctx); err != nil && ctx.Err() == nil {
+		c.log.Warn("confirmer: following blocks failed", zap.Error(err))
+	}
+	c.expire(ctx, now)
+}
+
+// finish handles up to maxRowsPerTick rows in states not updated since before, and returns how
+// many it saw.
+func (c *confirmer) finish(ctx context.Context, states []string, before time.Time) int {
+	var rows []*store.TxRecord
+	err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		rows, err = tx.StaleTxs(ctx, c.chainID, states, before, maxRowsPerTick)
+		return err
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("confirmer: reading unfinished transactions failed", zap.Error(err))
+		}
+		return 0
+	}
+	for _, rec := range rows {
+		if ctx.Err() != nil {
+			return len(rows)
+		}
+		wctx, cancel := context.WithTimeout(ctx, c.t.cfg.BroadcastTimeout)
+		c.finishOne(wctx, rec)
+		cancel()
+	}
+	return len(rows)
+}
+
+func (c *confirmer) finishOne(ctx context.Context, rec *store.TxRecord) {
+	logger := c.log.With(zap.Int64("tx", rec.ID), zap.String("from", rec.Address.Hex()), zap.Uint64("nonce", rec.Nonce))
+	switch {
+	case rec.State == store.StateReserved && rec.Kind == store.KindSign:
+		// eth_signTransaction never handed these bytes out: the slot is free again.
+		err := c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+			return tx.SetState(ctx, rec.ID, []string{store.StateReserved}, store.StateReleased, "")
+		})
+		if err != nil {
+			logger.Warn("confirmer: releasing a slot failed", zap.Error(err))
+		}
+		return
+	case rec.State == store.StateReserved:
+		if _, _, err := c.t.complete(ctx, c.ch, rec, nil); err != nil {
+			logger.Warn("confirmer: sending a recovered transaction failed; retrying later", zap.Error(err))
+			return
+		}
+		logger.Info("confirmer: recovered transaction sent", zap.String("hash", rec.Hash.Hex()))
+		return
+	}
+	// signed or broadcast: mined already?
+	if m, err := c.t.receipt(ctx, c.ch, rec.Hash); err != nil {
+		logger.Warn("confirmer: receipt lookup failed", zap.Error(err))
+		return
+	} else if m != nil {
+		err := c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+			_, err := tx.SetMined(ctx, c.chainID, rec.Hash, m.number, m.hash)
+			return err
+		})
+		if err != nil {
+			logger.Warn("confirmer: recording a mined transaction failed", zap.Error(err))
+		}
+		return
+	}
+	if _, _, err := c.t.broadcast(ctx, c.ch, rec); err != nil {
+		logger.Warn("confirmer: rebroadcast not accepted; retrying later", zap.Error(err))
+	}
+	// Restart the rebroadcast clock whatever happened.
+	_ = c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error { return tx.Touch(ctx, rec.ID) })
+}
+
+type block struct {
+	Number       hexutil.Uint64 `json:"number"`
+	Hash         common.Hash    `json:"hash"`
+	Transactions []common.Hash  `json:"transactions"`
+}
+
+func (c *confirmer) block(ctx context.Context, tag string) (*block, error) {
+	res, err := c.ch.Forward(ctx, "eth_getBlockByNumber", []byte(`["`+tag+`",false]`))
+	if err != nil {
+		return nil, err
+	}
+	var b block
+	if string(res) == "null" {
+		return nil, nil
+	}
+	if err := json.Unmarshal(res, &b); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// follow reads the blocks since the last tick, records our transactions in them as mined,
+// undoes mined records of blocks a reorg replaced, and confirms deep enough ones.
+func (c *confirmer) follow(ctx context.Context) error {
+	head, err := c.block(ctx, "latest")
+	if err != nil || head == nil {
+		return err
+	}
+	h := uint64(head.Number)
+	depth := c.t.cfg.FinalityDepth
+	if c.last == 0 || c.last > h {
+		c.last = h - min(h, depth)
+	}
+	var open bool
+	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		open, err = tx.HasOpenTxs(ctx, c.chainID)
+		return err
+	}); err != nil {
+		return err
+	}
+	if !open {
+		c.last = h
+		clear(c.recent)
+		return nil
+	}
+	if h-c.last > maxScanBlocks {
+		c.last = h - maxScanBlocks
+	}
+	for n := c.last + 1; n <= h; n++ {
+		b := head
+		if n != h {
+			if b, err = c.block(ctx, hexutil.EncodeUint64(n)); err != nil {
+				return err
+			}
+			if b == nil {
+				break // the node's head moved back: next tick
+			}
+		}
+		if len(b.Transactions) > 0 {
+			err := c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+				for _, th := range b.Transactions {
+					if _, err := tx.SetMined(ctx, c.chainID, th, n, b.Hash); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		c.recent[n] = b.Hash
+		c.last = n
+	}
+	if err := c.reorgs(ctx, h); err != nil {
+		return err
+	}
+	for n := range c.recent {
+		if n+2*depth < h {
+			delete(c.recent, n)
+		}
+	}
+	if h > depth {
+		return c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+			_, err := tx.Confirm(ctx, c.chainID, h-depth)
+			return err
+		})
+	}
+	return nil
+}
+
+// reorgs moves mined rows of blocks no longer canonical back to broadcast, and rewinds the
+// scan so that the blocks now at their height are read again.
+func (c *confirmer) reorgs(ctx context.Context, head uint64) error {
+	from := head - min(head, c.t.cfg.FinalityDepth)
+	var mined []*store.TxRecord
+	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		mined, err = tx.MinedSince(ctx, c.chainID, from)
+		return err
+	}); err != nil {
+		return err
+	}
+	checked := map[uint64]common.Hash{}
+	for _, rec := range mined {
+		canon, ok := checked[rec.BlockNumber]
+		if !ok {
+			b, err := c.block(ctx, hexutil.EncodeUint64(rec.BlockNumber))
+			if err != nil {
+				return err
+			}
+			if b != nil {
+				canon = b.Hash
+			}
+			checked[rec.BlockNumber] = canon
+		}
+		if canon == rec.BlockHash {
+			continue
+		}
+		n, err := func() (int64, error) {
+			var n int64
+			err := c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+				var err error
+				n, err = tx.Unmine(ctx, c.chainID, rec.BlockNumber, rec.BlockHash)
+				return err
+			})
+			return n, err
+		}()
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			c.log.Warn("confirmer: block left the canonical chain; its transactions go back to broadcast",
+				zap.Uint64("block", rec.BlockNumber), zap.String("hash", rec.BlockHash.Hex()), zap.Int64("transactions", n))
+		}
+		if rec.BlockNumber > 0 && rec.BlockNumber-1 < c.last {
+			c.last = rec.BlockNumber - 1
+		}
+		delete(c.recent, rec.BlockNumber)
+	}
+	return nil
+}
+
+// expire ends the hold of handed-out nonces past their TTL.
+func (c *confirmer) expire(ctx context.Context, now time.Time) {
+	var rows []*store.TxRecord
+	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		rows, err = tx.ExpiredHandOuts(ctx, c.chainID, now, maxRowsPerTick)
+		return err
+	}); err != nil {
+		return
+	}
+	for _, rec := range rows {
+		m, err := c.t.receipt(ctx, c.ch, rec.Hash)
+		if err != nil {
+			return
+		}
+		var state, reason string
+		if m == nil {
+			latest, err := c.t.nonceAt(ctx, c.ch, rec.Address, "latest")
+			if err != nil {
+				return
+			}
+			state = store.StateReleased
+			if latest > rec.Nonce {
+				state, reason = store.StateFailed, "nonce used by another transaction"
+			}
+		}
+		err = c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+			if m != nil {
+				_, err := tx.SetMined(ctx, c.chainID, rec.Hash, m.number, m.hash)
+				return err
+			}
+			err := tx.SetState(ctx, rec.ID, []string{store.StateHandedOut}, state, reason)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			c.log.Warn("confirmer: ending a hand-out failed", zap.Int64("tx", rec.ID), zap.Error(err))
+		}
+	}
+}
