@@ -29,13 +29,19 @@ type testServer struct {
 // startServer runs web3gate with the config text on free loopback ports until the test ends.
 func startServer(t testing.TB, cfgText string) *testServer {
 	t.Helper()
+	return startServerIn(t, cfgText, t.TempDir(), io.Discard)
+}
+
+// startServerIn is startServer with the state (store, keystore, JWT key) in dir and the logs
+// written to logw.
+func startServerIn(t testing.TB, cfgText, dir string, logw io.Writer) *testServer {
+	t.Helper()
 	cfg, err := config.Parse([]byte(cfgText))
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Admin.Listen = "127.0.0.1:0"
-	dir := t.TempDir()
 	cfg.Store.Path = filepath.Join(dir, "web3gate.db")
 	cfg.Wallet.Keys.Dir = filepath.Join(dir, "keystore")
 	cfg.Auth.OAuth.SigningKeyFile = filepath.Join(dir, "jwt-signing-key.pem")
@@ -43,7 +49,7 @@ func startServer(t testing.TB, cfgText string) *testServer {
 	addrs := make(chan [2]net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, cfg, io.Discard, func(api, admin net.Addr) { addrs <- [2]net.Addr{api, admin} })
+		done <- run(ctx, cfg, logw, func(api, admin net.Addr) { addrs <- [2]net.Addr{api, admin} })
 	}()
 	var ts *testServer
 	select {
@@ -87,6 +93,19 @@ func devConfig(t testing.TB) string {
 	s = strings.Replace(s, "maxBodyBytes: 5242880", "maxBodyBytes: 4096", 1)
 	s = strings.Replace(s, "maxBatch: 100", "maxBatch: 5", 1)
 	s = strings.Replace(s, "level: info", "level: warn", 1)
+	// The confirmer reads blocks often: the tests wait for mined states.
+	s = strings.Replace(s, "pollInterval: 1s\n    # A broadcast", "pollInterval: 100ms\n    # A broadcast", 1)
+	// A signing rule on dev account 9 (testdata/transactions.rpc).
+	s = strings.Replace(s, "    rules: []\n", `    rules:
+      - account: "0x1ac9ea42Bf97174D69e0F4CDa39684109C90c59E"
+        allowedRecipients: ["0x000000000000000000000000000000000000dEaD"]
+        maxValue: "1000"
+`, 1)
+	for _, want := range []string{"maxBodyBytes: 4096", "maxBatch: 5", "pollInterval: 100ms", `maxValue: "1000"`} {
+		if !strings.Contains(s, want) {
+			t.Fatalf("devConfig: config.yaml changed, %q not set", want)
+		}
+	}
 	return s
 }
 
