@@ -178,7 +178,11 @@ func TestRejectedRequestsConsumeNoNonce(t *testing.T) {
 		func() map[string]string { m := transfer(devAccount4, 1); m["gas"] = "0x1"; return m }(),
 		func() map[string]string { m := transfer(devAccount4, 1); m["nonce"] = "0x5"; return m }(),
 		func() map[string]string { m := transfer(devAccount4, 1); m["gasPrice"] = "0x0"; return m }(),
-		func() map[string]string { m := transfer(devAccount4, 1); m["value"] = "0xffffffffffffffffffffffffffffffffffffffffff"; return m }(),
+		func() map[string]string {
+			m := transfer(devAccount4, 1)
+			m["value"] = "0xffffffffffffffffffffffffffffffffffffffffff"
+			return m
+		}(),
 		func() map[string]string { m := transfer(devAccount4, 1); m["to"] = "0x1234"; return m }(),
 	}
 	for _, method := range []string{"eth_sendTransaction", "eth_signTransaction"} {
