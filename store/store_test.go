@@ -140,8 +140,8 @@ func TestOpenMigrateReopenKeepsData(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	if v := db.SchemaVersion(); v != 1 {
-		t.Fatalf("schema version = %d, want 1", v)
+	if v, want := db.SchemaVersion(), embeddedVersion(t); v != want {
+		t.Fatalf("schema version = %d, want %d", v, want)
 	}
 	acct := Account{Address: common.HexToAddress("0x00000000000000000000000000000000000000a1"), Owner: "alice",
 		Source: SourceKeystore, CreatedAt: time.Date(2025, 1, 2, 3, 4, 5, 6, time.UTC)}
@@ -165,8 +165,8 @@ func TestOpenMigrateReopenKeepsData(t *testing.T) {
 		t.Fatalf("reopen: %v", err)
 	}
 	defer db.Close()
-	if v := db.SchemaVersion(); v != 1 {
-		t.Fatalf("schema version after reopen = %d, want 1", v)
+	if v, want := db.SchemaVersion(), embeddedVersion(t); v != want {
+		t.Fatalf("schema version after reopen = %d, want %d", v, want)
 	}
 	got, err := db.Account(ctx, acct.Address)
 	if err != nil {
@@ -181,8 +181,8 @@ func TestOpenMigrateReopenKeepsData(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if n != 1 {
-		t.Fatalf("schema_migrations rows = %d, want 1 (a reopen applies nothing twice)", n)
+	if want := embeddedVersion(t); n != want {
+		t.Fatalf("schema_migrations rows = %d, want %d (a reopen applies nothing twice)", n, want)
 	}
 }
 
@@ -416,7 +416,17 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if rows != 1 {
-		t.Fatalf("schema_migrations rows = %d, want 1", rows)
+	if want := embeddedVersion(t); rows != want {
+		t.Fatalf("schema_migrations rows = %d, want %d (one per migration)", rows, want)
 	}
+}
+
+// embeddedVersion is the newest version of the embedded SQLite migrations.
+func embeddedVersion(t *testing.T) int {
+	t.Helper()
+	migs, err := loadMigrations(sqliteDialect.migrations())
+	if err != nil || len(migs) == 0 {
+		t.Fatalf("embedded migrations: %v", err)
+	}
+	return migs[len(migs)-1].version
 }

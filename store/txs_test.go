@@ -1,0 +1,224 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"math/big"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+func testRecord(chain uint64, addr common.Address, nonce uint64) *TxRecord {
+	return &TxRecord{ChainID: chain, Address: addr, Nonce: nonce, Principal: "p", Kind: KindSend,
+		State: StateReserved, Fields: []byte(`{}`), MaxCost: big.NewInt(int64(nonce) + 1)}
+}
+
+// TestGroupedWritesShareCommits: 300 concurrent grouped read-modify-write functions each see
+// the ones before them; fewer commits than functions are made; a failing function undoes
+// only its own writes.
+func TestGroupedWritesShareCommits(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, testConfig(t), options{})
+	addr := addrN(1)
+	const n = 300
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			errs[i] = db.WriteGrouped(ctx, func(tx *Tx) error {
+				next, _, err := tx.NextNonce(ctx, 1, addr)
+				if err != nil {
+					return err
+				}
+				if err := tx.RaiseNextNonce(ctx, 1, addr, next+1); err != nil {
+					return err
+				}
+				if err := tx.InsertTx(ctx, testRecord(1, addr, next)); err != nil {
+					return err
+				}
+				if i%10 == 0 {
+					return errors.New("refused") // undoes this function's two writes
+				}
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			if err.Error() != "refused" {
+				t.Fatalf("grouped write: %v", err)
+			}
+			failed++
+		}
+	}
+	err := db.Read(ctx, func(tx *Tx) error {
+		next, ok, err := tx.NextNonce(ctx, 1, addr)
+		if err != nil || !ok || next != uint64(n-failed) {
+			t.Errorf("next nonce %d %v %v, want %d", next, ok, err, n-failed)
+		}
+		costs, err := tx.InFlightCosts(ctx, 1, addr)
+		if err != nil || len(costs) != n-failed {
+			t.Errorf("%d rows in flight (%v), want %d", len(costs), err, n-failed)
+		}
+		max, has, err := tx.MaxStoredNonce(ctx, 1, addr)
+		if err != nil || !has || max != uint64(n-failed-1) {
+			t.Errorf("max stored nonce %d, want %d", max, n-failed-1)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGroupedWritePanicIsAnError: a panicking function fails alone.
+func TestGroupedWritePanicIsAnError(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, testConfig(t), options{})
+	err := db.WriteGrouped(ctx, func(tx *Tx) error {
+		if err := tx.InsertTx(ctx, testRecord(1, addrN(2), 0)); err != nil {
+			return err
+		}
+		panic("boom")
+	})
+	if err == nil {
+		t.Fatal("panic not reported")
+	}
+	if err := db.WriteGrouped(ctx, func(tx *Tx) error { return tx.InsertTx(ctx, testRecord(1, addrN(2), 0)) }); err != nil {
+		t.Fatalf("the panicking function's row was kept: %v", err)
+	}
+}
+
+// TestTxLifecycle walks a row through its states and the queries the nonce manager uses.
+func TestTxLifecycle(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, testConfig(t), options{})
+	addr := addrN(3)
+	rec := testRecord(5, addr, 0)
+	rec.IdempotencyKey = "k"
+	write := func(fn func(tx *Tx) error) {
+		t.Helper()
+		if err := db.Write(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(func(tx *Tx) error { return tx.InsertTx(ctx, rec) })
+	// The same nonce again, or the same idempotency key: ErrExists.
+	if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertTx(ctx, testRecord(5, addr, 0)) }); !errors.Is(err, ErrExists) {
+		t.Fatalf("second live row at a nonce: %v", err)
+	}
+	dup := testRecord(5, addr, 1)
+	dup.IdempotencyKey = "k"
+	if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertTx(ctx, dup) }); !errors.Is(err, ErrExists) {
+		t.Fatalf("idempotency key twice: %v", err)
+	}
+	hash := common.HexToHash("0xaa")
+	write(func(tx *Tx) error { return tx.SetSigned(ctx, rec.ID, []byte{1, 2}, hash, StateSigned) })
+	if err := db.Write(ctx, func(tx *Tx) error { return tx.SetSigned(ctx, rec.ID, []byte{1}, hash, StateSigned) }); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("signing a signed row: %v", err)
+	}
+	block := common.HexToHash("0xbb")
+	write(func(tx *Tx) error {
+		n, err := tx.SetMined(ctx, 5, hash, 7, block)
+		if n != 1 {
+			t.Errorf("SetMined changed %d rows", n)
+		}
+		return err
+	})
+	write(func(tx *Tx) error {
+		n, err := tx.Unmine(ctx, 5, 7, block)
+		if n != 1 {
+			t.Errorf("Unmine changed %d rows", n)
+		}
+		return err
+	})
+	write(func(tx *Tx) error { _, err := tx.SetMined(ctx, 5, hash, 8, common.HexToHash("0xcc")); return err })
+	write(func(tx *Tx) error { _, err := tx.Confirm(ctx, 5, 8); return err })
+	err := db.Read(ctx, func(tx *Tx) error {
+		got, err := tx.TxByIdempotencyKey(ctx, "p", "k")
+		if err != nil {
+			return err
+		}
+		if got.State != StateConfirmed || got.BlockNumber != 8 || got.Hash != hash || string(got.Raw) != "\x01\x02" || got.MaxCost.Int64() != 1 {
+			t.Errorf("after the walk: %+v", got)
+		}
+		byHash, err := tx.TxsByHash(ctx, hash)
+		if err != nil || len(byHash) != 1 || byHash[0].ID != rec.ID {
+			t.Errorf("by hash: %v %v", byHash, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHandOutExpiryAndReuse: an expired handed-out slot, once released, is the lowest
+// reusable slot until a live row takes it; the nonce head never goes down past a higher one.
+func TestHandOutExpiryAndReuse(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, testConfig(t), options{})
+	addr := addrN(4)
+	var recs []*TxRecord
+	for i := range 3 {
+		r := testRecord(1, addr, uint64(i))
+		r.Kind = KindSign
+		recs = append(recs, r)
+	}
+	err := db.Write(ctx, func(tx *Tx) error {
+		for i, r := range recs {
+			if err := tx.InsertTx(ctx, r); err != nil {
+				return err
+			}
+			exp := time.Now().Add(time.Hour)
+			if i == 1 {
+				exp = time.Now().Add(-time.Second)
+			}
+			if err := tx.SetHandedOut(ctx, r.ID, []byte{byte(i)}, common.BigToHash(big.NewInt(int64(i+1))), exp); err != nil {
+				return err
+			}
+		}
+		return tx.RaiseNextNonce(ctx, 1, addr, 3)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Write(ctx, func(tx *Tx) error {
+		expired, err := tx.ExpiredHandOuts(ctx, 1, time.Now(), 10)
+		if err != nil || len(expired) != 1 || expired[0].Nonce != 1 {
+			t.Fatalf("expired: %v %v", expired, err)
+		}
+		if err := tx.SetState(ctx, expired[0].ID, []string{StateHandedOut}, StateReleased, ""); err != nil {
+			return err
+		}
+		slot, ok, err := tx.ReusableSlot(ctx, 1, addr, 0)
+		if err != nil || !ok || slot != 1 {
+			t.Fatalf("reusable slot %d %v %v, want 1", slot, ok, err)
+		}
+		if err := tx.InsertTx(ctx, testRecord(1, addr, 1)); err != nil {
+			return err
+		}
+		if _, ok, _ := tx.ReusableSlot(ctx, 1, addr, 0); ok {
+			t.Error("a slot taken by a live row is still reusable")
+		}
+		if lowered, err := tx.LowerNextNonce(ctx, 1, addr, 2, 1); err != nil || lowered {
+			t.Errorf("lowered a head that is not at 2: %v %v", lowered, err)
+		}
+		if err := tx.RaiseNextNonce(ctx, 1, addr, 1); err != nil {
+			return err
+		}
+		next, _, err := tx.NextNonce(ctx, 1, addr)
+		if err != nil || next != 3 {
+			t.Errorf("head went from 3 to %d", next)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
