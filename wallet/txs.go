@@ -72,6 +72,7 @@ type Transactions struct {
 	log    *zap.Logger
 
 	blocks sync.Map // chain id -> *blockInfo, the latest block seen
+	heads  sync.Map // headKey -> struct{}: nonce heads known to exist in the store
 }
 
 // NewTransactions builds the manager; Run starts its confirmers.
@@ -123,10 +124,11 @@ func (t *Transactions) Send(ctx context.Context, principal string, chainID uint6
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		if err := t.check(ctx, ch, chainID, r); err != nil {
+		balance, err := t.check(ctx, ch, chainID, r)
+		if err != nil {
 			return common.Hash{}, err
 		}
-		rec, err := t.reserve(ctx, ch, principal, chainID, r, fields, store.KindSend, idemKey)
+		rec, err := t.reserve(ctx, ch, principal, chainID, r, fields, store.KindSend, idemKey, balance)
 		if errors.Is(err, store.ErrExists) && idemKey != "" {
 			// The same key, reserved concurrently: answer with that transaction.
 			rec, lerr := t.byIdempotencyKey(ctx, principal, idemKey)
@@ -161,10 +163,11 @@ func (t *Transactions) SignTransaction(ctx context.Context, principal string, ch
 	if err != nil {
 		return nil, err
 	}
-	if err := t.check(ctx, ch, chainID, r); err != nil {
+	balance, err := t.check(ctx, ch, chainID, r)
+	if err != nil {
 		return nil, err
 	}
-	rec, err := t.reserve(ctx, ch, principal, chainID, r, fields, store.KindSign, "")
+	rec, err := t.reserve(ctx, ch, principal, chainID, r, fields, store.KindSign, "", balance)
 	if err != nil {
 		return nil, err
 	}
@@ -229,15 +232,15 @@ func (t *Transactions) latestBlock(ctx context.Context, ch Chain, chainID uint64
 
 // check runs the validation that needs the chain, in the API's order: gas (-32000), fee
 // against the base fee (-32000), funds against the balance and the in-flight costs (-32000),
-// then the signing rules (-32003). Funds are checked again, atomically, when the nonce is
-// reserved.
-func (t *Transactions) check(ctx context.Context, ch Chain, chainID uint64, r *txreq.Request) error {
+// then the signing rules (-32003). It returns the balance it read: funds are checked again
+// against it, atomically, when the nonce is reserved.
+func (t *Transactions) check(ctx context.Context, ch Chain, chainID uint64, r *txreq.Request) (*big.Int, error) {
 	b, err := t.latestBlock(ctx, ch, chainID)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := txreq.CheckGas(r, b.gasLimit, t.cfg.GasCap); err != nil {
-		return err
+		return nil, err
 	}
 	if b.baseFee != nil {
 		price := r.GasPrice
@@ -246,13 +249,13 @@ func (t *Transactions) check(ctx context.Context, ch Chain, chainID uint64, r *t
 			price, name = r.MaxFeePerGas, "maxFeePerGas"
 		}
 		if price.Cmp(b.baseFee) < 0 {
-			return ErrUnderpriced.Withf("transaction underpriced: %s %s is below the base fee %s of block %d",
+			return nil, ErrUnderpriced.Withf("transaction underpriced: %s %s is below the base fee %s of block %d",
 				name, price, b.baseFee, b.number)
 		}
 	}
 	balance, err := t.balance(ctx, ch, r.From)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var inflight []*big.Int
 	err = t.db.Read(ctx, func(tx *store.Tx) error {
@@ -261,12 +264,12 @@ func (t *Transactions) check(ctx context.Context, ch Chain, chainID uint64, r *t
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := funded(balance, r.MaxCost(), inflight); err != nil {
-		return err
+		return nil, err
 	}
-	return t.checkRules(r)
+	return balance, t.checkRules(r)
 }
 
 func (t *Transactions) balance(ctx context.Context, ch Chain, addr common.Address) (*big.Int, error) {
@@ -317,14 +320,17 @@ func (t *Transactions) checkRules(r *txreq.Request) error {
 // transaction: the lowest released slot, else the nonce head, initialised on first use from
 // max(the chain's pending nonce, the highest stored nonce + 1). The in-flight cap and funds
 // are checked inside the same transaction.
-func (t *Transactions) reserve(ctx context.Context, ch Chain, principal string, chainID uint64, r *txreq.Request, fields []byte, kind, idemKey string) (*store.TxRecord, error) {
-	var known bool
-	if err := t.db.Read(ctx, func(tx *store.Tx) error {
-		var err error
-		_, known, err = tx.NextNonce(ctx, chainID, r.From)
-		return err
-	}); err != nil {
-		return nil, err
+func (t *Transactions) reserve(ctx context.Context, ch Chain, principal string, chainID uint64, r *txreq.Request, fields []byte, kind, idemKey string, balance *big.Int) (*store.TxRecord, error) {
+	hk := headKey{chainID, r.From}
+	_, known := t.heads.Load(hk)
+	if !known {
+		if err := t.db.Read(ctx, func(tx *store.Tx) error {
+			var err error
+			_, known, err = tx.NextNonce(ctx, chainID, r.From)
+			return err
+		}); err != nil {
+			return nil, err
+		}
 	}
 	var chainNonce uint64
 	if !known {
@@ -334,16 +340,12 @@ func (t *Transactions) reserve(ctx context.Context, ch Chain, principal string, 
 		}
 		chainNonce = n
 	}
-	balance, err := t.balance(ctx, ch, r.From)
-	if err != nil {
-		return nil, err
-	}
 	cost := r.MaxCost()
 	rec := &store.TxRecord{
 		ChainID: chainID, Address: r.From, Principal: principal, Kind: kind, State: store.StateReserved,
 		Fields: fields, MaxCost: cost, IdempotencyKey: idemKey,
 	}
-	err = t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+	err := t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
 		next, ok, err := tx.NextNonce(ctx, chainID, r.From)
 		if err != nil {
 			return err
@@ -384,7 +386,14 @@ func (t *Transactions) reserve(ctx context.Context, ch Chain, principal string, 
 	if err != nil {
 		return nil, err
 	}
+	t.heads.Store(hk, struct{}{}) // heads are never deleted
 	return rec, nil
+}
+
+// headKey names a nonce head.
+type headKey struct {
+	chainID uint64
+	addr    common.Address
 }
 
 func (t *Transactions) nonceAt(ctx context.Context, ch Chain, addr common.Address, block string) (uint64, error) {
