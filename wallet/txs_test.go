@@ -1,0 +1,371 @@
+package wallet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
+	"github.com/web3gate/web3gate/store"
+	"github.com/web3gate/web3gate/wallet/txreq"
+)
+
+// fakeChain is a chain in memory for the nonce manager: a pool of accepted transactions, a
+// block sealed on demand, and hooks that make eth_sendRawTransaction fail.
+type fakeChain struct {
+	mu      sync.Mutex
+	chainID *big.Int
+	nonces  map[common.Address]uint64 // mined nonce per sender
+	pool    map[common.Hash]*types.Transaction
+	blocks  []fakeBlock // index = number
+	mined   map[common.Hash]uint64
+	// reject, when set, answers eth_sendRawTransaction instead of accepting.
+	reject func(tx *types.Transaction) error
+	sent   int
+}
+
+type fakeBlock struct {
+	hash common.Hash
+	txs  []common.Hash
+}
+
+func newFakeChain() *fakeChain {
+	return &fakeChain{chainID: big.NewInt(7), nonces: map[common.Address]uint64{}, pool: map[common.Hash]*types.Transaction{},
+		blocks: []fakeBlock{{hash: common.HexToHash("0xb0")}}, mined: map[common.Hash]uint64{}}
+}
+
+// seal mines every executable pooled transaction into a new block with hash salt-derived.
+func (f *fakeChain) seal(salt string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	signer := types.LatestSignerForChainID(f.chainID)
+	var b fakeBlock
+	for progress := true; progress; {
+		progress = false
+		for h, tx := range f.pool {
+			from, _ := types.Sender(signer, tx)
+			if tx.Nonce() == f.nonces[from] {
+				f.nonces[from]++
+				b.txs = append(b.txs, h)
+				f.mined[h] = uint64(len(f.blocks))
+				delete(f.pool, h)
+				progress = true
+			}
+		}
+	}
+	b.hash = crypto.Keccak256Hash([]byte(fmt.Sprintf("%s-%d", salt, len(f.blocks))))
+	f.blocks = append(f.blocks, b)
+}
+
+// reorgLast replaces the last block with an empty one: its transactions go back to the pool.
+func (f *fakeChain) reorgLast(txsBack map[common.Hash]*types.Transaction) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last := f.blocks[len(f.blocks)-1]
+	signer := types.LatestSignerForChainID(f.chainID)
+	for _, h := range last.txs {
+		tx := txsBack[h]
+		from, _ := types.Sender(signer, tx)
+		f.nonces[from]--
+		delete(f.mined, h)
+		f.pool[h] = tx
+	}
+	f.blocks[len(f.blocks)-1] = fakeBlock{hash: common.HexToHash("0xfeed")}
+}
+
+func (f *fakeChain) Forward(ctx context.Context, method string, params []byte) ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ps []json.RawMessage
+	_ = json.Unmarshal(params, &ps)
+	str := func(i int) string {
+		var s string
+		_ = json.Unmarshal(ps[i], &s)
+		return s
+	}
+	switch method {
+	case "eth_getBlockByNumber":
+		n := uint64(len(f.blocks) - 1)
+		if tag := str(0); tag != "latest" {
+			v, _ := hexutil.DecodeUint64(tag)
+			if v > n {
+				return []byte("null"), nil
+			}
+			n = v
+		}
+		b := f.blocks[n]
+		return json.Marshal(map[string]any{"number": hexutil.Uint64(n), "hash": b.hash, "gasLimit": "0x1c9c380",
+			"baseFeePerGas": "0x7", "transactions": append([]common.Hash{}, b.txs...)})
+	case "eth_getBalance":
+		return []byte(`"0xde0b6b3a7640000"`), nil // 1 ether
+	case "eth_getTransactionCount":
+		return json.Marshal(hexutil.Uint64(f.nonces[common.HexToAddress(str(0))]))
+	case "eth_gasPrice":
+		return []byte(`"0x10"`), nil
+	case "eth_getTransactionReceipt":
+		h := common.HexToHash(str(0))
+		n, ok := f.mined[h]
+		if !ok {
+			return []byte("null"), nil
+		}
+		return json.Marshal(map[string]any{"blockNumber": hexutil.Uint64(n), "blockHash": f.blocks[n].hash})
+	case "eth_sendRawTransaction":
+		var tx types.Transaction
+		if err := tx.UnmarshalBinary(hexutil.MustDecode(str(0))); err != nil {
+			return nil, &jsonrpc.Error{Code: -32000, Message: "bad tx"}
+		}
+		f.sent++
+		if f.reject != nil {
+			if err := f.reject(&tx); err != nil {
+				return nil, err
+			}
+		}
+		from, _ := types.Sender(types.LatestSignerForChainID(f.chainID), &tx)
+		if _, ok := f.pool[tx.Hash()]; ok {
+			return nil, &jsonrpc.Error{Code: -32000, Message: "already known"}
+		}
+		if tx.Nonce() < f.nonces[from] {
+			return nil, &jsonrpc.Error{Code: -32000, Message: "nonce too low"}
+		}
+		f.pool[tx.Hash()] = &tx
+		return json.Marshal(tx.Hash())
+	}
+	return nil, jsonrpc.ErrMethodNotFound
+}
+
+type fixture struct {
+	txs   *Transactions
+	chain *fakeChain
+	from  common.Address
+	db    *store.DB
+}
+
+func newFixture(t *testing.T, cfg TxConfig) *fixture {
+	t.Helper()
+	scfg := store.Config{Path: filepath.Join(t.TempDir(), "w.db")}
+	scfg.SetDefaults()
+	db, err := store.Open(context.Background(), scfg, store.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	keys, from := inMemoryKeys(t, "nonce manager")
+	ch := newFakeChain()
+	cfg.BroadcastTimeout = 500 * time.Millisecond
+	txs, err := NewTransactions(cfg, TxDeps{Keys: keys, DB: db, Chains: map[uint64]Chain{7: ch}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{txs: txs, chain: ch, from: from, db: db}
+}
+
+func (f *fixture) request(value int64) *txreq.Request {
+	to := common.HexToAddress("0xdead")
+	return &txreq.Request{From: f.from, To: &to, Gas: 21000, GasPrice: big.NewInt(10), Value: big.NewInt(value), Data: []byte{}}
+}
+
+func (f *fixture) nonceOf(t *testing.T, h common.Hash) uint64 {
+	t.Helper()
+	rec, err := f.txs.Transaction(context.Background(), "p", h)
+	if err != nil {
+		t.Fatalf("transaction %s: %v", h.Hex(), err)
+	}
+	return rec.Nonce
+}
+
+// TestRejectedTopNonceIsReused: a node refusing the newest nonce's transaction moves the head
+// back, so the next send takes the same nonce and no gap is left.
+func TestRejectedTopNonceIsReused(t *testing.T) {
+	f := newFixture(t, TxConfig{})
+	ctx := context.Background()
+	h0, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.chain.reject = func(*types.Transaction) error { return &jsonrpc.Error{Code: -32000, Message: "exceeds block gas limit"} }
+	_, err = f.txs.Send(ctx, "p", 7, f.request(2), "")
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Message != "exceeds block gas limit" {
+		t.Fatalf("rejected send: %v (the node's error passes through)", err)
+	}
+	f.chain.reject = nil
+	h2, err := f.txs.Send(ctx, "p", 7, f.request(3), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.nonceOf(t, h0) != 0 || f.nonceOf(t, h2) != 1 {
+		t.Fatalf("nonces %d, %d; want 0, 1", f.nonceOf(t, h0), f.nonceOf(t, h2))
+	}
+}
+
+// TestRejectedMiddleNonceIsFilled: a refused transaction below a nonce handed out already is
+// replaced by a zero-value self-transfer, so the later one is mined.
+func TestRejectedMiddleNonceIsFilled(t *testing.T) {
+	f := newFixture(t, TxConfig{})
+	ctx := context.Background()
+	// Nonce 1 is handed out (eth_signTransaction) before nonce 0's send is refused.
+	rec0, err := f.txs.reserve(ctx, f.chain, "p", 7, f.request(1), []byte(`{}`), store.KindSend, "", big.NewInt(1e18))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw1, err := f.txs.SignTransaction(ctx, "p", 7, f.request(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.chain.reject = func(tx *types.Transaction) error {
+		if tx.Nonce() == 0 && tx.Value().Sign() != 0 {
+			return &jsonrpc.Error{Code: -32000, Message: "insufficient funds for gas * price + value"}
+		}
+		return nil
+	}
+	if _, _, err := f.txs.complete(ctx, f.chain, rec0, f.request(1)); err == nil {
+		t.Fatal("refused transaction reported as sent")
+	}
+	if _, err := f.chain.Forward(ctx, "eth_sendRawTransaction", []byte(`["`+hexutil.Encode(raw1)+`"]`)); err != nil {
+		t.Fatal(err)
+	}
+	f.chain.seal("a")
+	if n := f.chain.nonces[f.from]; n != 2 {
+		t.Fatalf("account nonce %d after the filler, want 2 (nonce 1 stuck behind a gap)", n)
+	}
+}
+
+// TestNonceUsedOutsideIsRetried: when another signer used the nonce, the send is retried with
+// a new one and succeeds; the first row fails.
+func TestNonceUsedOutsideIsRetried(t *testing.T) {
+	f := newFixture(t, TxConfig{})
+	ctx := context.Background()
+	if _, err := f.txs.Send(ctx, "p", 7, f.request(1), ""); err != nil {
+		t.Fatal(err)
+	}
+	f.chain.seal("a")
+	f.chain.mu.Lock()
+	f.chain.nonces[f.from] += 2 // two transactions from elsewhere
+	f.chain.mu.Unlock()
+	h, err := f.txs.Send(ctx, "p", 7, f.request(2), "")
+	if err != nil {
+		t.Fatalf("send after outside use: %v", err)
+	}
+	if n := f.nonceOf(t, h); n != 3 {
+		t.Fatalf("nonce %d, want 3", n)
+	}
+}
+
+// TestUnacceptedSendIsFinishedByTheConfirmer: with no node accepting, the caller gets
+// -32011 with the stored hash; the confirmer sends the same bytes once a node is back.
+func TestUnacceptedSendIsFinishedByTheConfirmer(t *testing.T) {
+	f := newFixture(t, TxConfig{PollInterval: 20 * time.Millisecond, RebroadcastAfter: time.Second})
+	ctx := context.Background()
+	f.chain.reject = func(*types.Transaction) error { return jsonrpc.ErrUpstreamUnavailable }
+	_, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != -32011 {
+		t.Fatalf("send with no node: %v", err)
+	}
+	data, _ := json.Marshal(rpcErr.Data)
+	var d struct{ Hash common.Hash }
+	if json.Unmarshal(data, &d) != nil || d.Hash == (common.Hash{}) || !strings.Contains(string(data), `"signed"`) {
+		t.Fatalf("error data %s", data)
+	}
+	f.chain.mu.Lock()
+	f.chain.reject = nil
+	f.chain.mu.Unlock()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); f.txs.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	waitFor(t, func() bool {
+		f.chain.seal("b")
+		rec, err := f.txs.Transaction(ctx, "p", d.Hash)
+		return err == nil && rec.State == store.StateMined
+	})
+}
+
+// TestReorgMovesBackToBroadcast: a mined transaction whose block leaves the chain goes back
+// to broadcast, then to mined in the new block.
+func TestReorgMovesBackToBroadcast(t *testing.T) {
+	f := newFixture(t, TxConfig{PollInterval: 20 * time.Millisecond, FinalityDepth: 5})
+	ctx := context.Background()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); f.txs.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	h, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.chain.mu.Lock()
+	tx := f.chain.pool[h]
+	f.chain.mu.Unlock()
+	f.chain.seal("a")
+	state := func() *store.TxRecord {
+		rec, err := f.txs.Transaction(ctx, "p", h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	waitFor(t, func() bool { return state().State == store.StateMined })
+	first := state().BlockHash
+	f.chain.reorgLast(map[common.Hash]*types.Transaction{h: tx})
+	waitFor(t, func() bool { return state().State == store.StateBroadcast })
+	f.chain.seal("c")
+	waitFor(t, func() bool { s := state(); return s.State == store.StateMined && s.BlockHash != first })
+}
+
+// TestExpiredHandOutIsReused: a handed-out nonce not used within the TTL is released and
+// taken by the next signing.
+func TestExpiredHandOutIsReused(t *testing.T) {
+	f := newFixture(t, TxConfig{PollInterval: 20 * time.Millisecond, HandOutTTL: time.Second})
+	ctx := context.Background()
+	raw, err := f.txs.SignTransaction(ctx, "p", 7, f.request(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first types.Transaction
+	if err := first.UnmarshalBinary(raw); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); f.txs.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	waitFor(t, func() bool {
+		rec, err := f.txs.Transaction(ctx, "p", first.Hash())
+		return err == nil && rec.State == store.StateReleased
+	})
+	raw2, err := f.txs.SignTransaction(ctx, "p", 7, f.request(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second types.Transaction
+	if err := second.UnmarshalBinary(raw2); err != nil {
+		t.Fatal(err)
+	}
+	if first.Nonce() != 0 || second.Nonce() != 0 {
+		t.Fatalf("nonces %d then %d, want the released 0 reused", first.Nonce(), second.Nonce())
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
