@@ -194,7 +194,9 @@ func TestRejectedTopNonceIsReused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.chain.reject = func(*types.Transaction) error { return &jsonrpc.Error{Code: -32000, Message: "exceeds block gas limit"} }
+	f.chain.reject = func(*types.Transaction) error {
+		return &jsonrpc.Error{Code: -32000, Message: "exceeds block gas limit"}
+	}
 	_, err = f.txs.Send(ctx, "p", 7, f.request(2), "")
 	var rpcErr *jsonrpc.Error
 	if !errors.As(err, &rpcErr) || rpcErr.Message != "exceeds block gas limit" {
