@@ -172,30 +172,42 @@ func (t *Tx) ReusableSlot(ctx context.Context, chainID uint64, addr common.Addre
 	return uint64(n), true, nil
 }
 
-// InFlightCosts are the max costs of the transactions of (chainID, addr) in InFlightStates.
-func (t *Tx) InFlightCosts(ctx context.Context, chainID uint64, addr common.Address) ([]*big.Int, error) {
-	rows, err := t.QueryContext(ctx, `SELECT max_cost FROM txs WHERE chain_id = ? AND address = ?
-		AND state IN ('reserved', 'signed', 'broadcast', 'handed_out')`, int64(chainID), addressKey(addr))
+// costLimbs are the eight 32-bit limbs of a non-negative cost below 2^256, least
+// significant first.
+func costLimbs(c *big.Int) ([8]int64, error) {
+	var l [8]int64
+	if c.Sign() < 0 || c.BitLen() > 256 {
+		return l, fmt.Errorf("max cost %s is outside 0..2^256-1", c)
+	}
+	var buf [32]byte
+	c.FillBytes(buf[:])
+	for i := range l {
+		// buf is big-endian: limb i is bytes [28-4i, 32-4i).
+		o := 28 - 4*i
+		l[i] = int64(buf[o])<<24 | int64(buf[o+1])<<16 | int64(buf[o+2])<<8 | int64(buf[o+3])
+	}
+	return l, nil
+}
+
+// InFlight is the number of transactions of (chainID, addr) in InFlightStates and the sum of
+// their max costs: one row, kept by triggers (migration 0002).
+func (t *Tx) InFlight(ctx context.Context, chainID uint64, addr common.Address) (int, *big.Int, error) {
+	var n int64
+	var c [8]int64
+	err := t.QueryRowContext(ctx, `SELECT n, c0, c1, c2, c3, c4, c5, c6, c7 FROM inflight WHERE chain_id = ? AND address = ?`,
+		int64(chainID), addressKey(addr)).Scan(&n, &c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6], &c[7])
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, new(big.Int), nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("in-flight costs: %w", err)
+		return 0, nil, fmt.Errorf("in flight: %w", err)
 	}
-	defer rows.Close()
-	var costs []*big.Int
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, fmt.Errorf("in-flight costs: %w", err)
-		}
-		c, ok := new(big.Int).SetString(s, 10)
-		if !ok {
-			return nil, fmt.Errorf("in-flight costs: stored max_cost %q is not a decimal", s)
-		}
-		costs = append(costs, c)
+	sum := new(big.Int)
+	for i := 7; i >= 0; i-- {
+		sum.Lsh(sum, 32)
+		sum.Add(sum, big.NewInt(c[i]))
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("in-flight costs: %w", err)
-	}
-	return costs, nil
+	return int(n), sum, nil
 }
 
 // InsertTx records r and sets r.ID, r.CreatedAt and r.UpdatedAt. A live row at the same
@@ -213,11 +225,17 @@ func (t *Tx) InsertTx(ctx context.Context, r *TxRecord) error {
 	if cost == nil {
 		cost = new(big.Int)
 	}
+	l, err := costLimbs(cost)
+	if err != nil {
+		return fmt.Errorf("insert tx: %w", err)
+	}
 	res, err := t.ExecContext(ctx, `INSERT INTO txs (chain_id, address, nonce, principal, kind, state, fields,
-		max_cost, raw, hash, idempotency_key, error, created_at, updated_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		max_cost, cost0, cost1, cost2, cost3, cost4, cost5, cost6, cost7,
+		raw, hash, idempotency_key, error, created_at, updated_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		int64(r.ChainID), addressKey(r.Address), int64(r.Nonce), r.Principal, r.Kind, r.State, string(r.Fields),
-		cost.String(), r.Raw, hash, nullString(r.IdempotencyKey), nullString(r.Error),
+		cost.String(), l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7],
+		r.Raw, hash, nullString(r.IdempotencyKey), nullString(r.Error),
 		formatTime(now), formatTime(now), expires)
 	if err != nil {
 		return fmt.Errorf("insert tx: %w", err)

@@ -61,9 +61,10 @@ func TestGroupedWritesShareCommits(t *testing.T) {
 		if err != nil || !ok || next != uint64(n-failed) {
 			t.Errorf("next nonce %d %v %v, want %d", next, ok, err, n-failed)
 		}
-		costs, err := tx.InFlightCosts(ctx, 1, addr)
-		if err != nil || len(costs) != n-failed {
-			t.Errorf("%d rows in flight (%v), want %d", len(costs), err, n-failed)
+		count, sum, err := tx.InFlight(ctx, 1, addr)
+		want := (n - failed) * (n - failed + 1) / 2 // costs nonce+1 for nonces 0..n-failed-1
+		if err != nil || count != n-failed || sum.Int64() != int64(want) {
+			t.Errorf("in flight %d rows costing %v (%v), want %d costing %d", count, sum, err, n-failed, want)
 		}
 		max, has, err := tx.MaxStoredNonce(ctx, 1, addr)
 		if err != nil || !has || max != uint64(n-failed-1) {
@@ -220,5 +221,62 @@ func TestHandOutExpiryAndReuse(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestInFlightAggregate: the trigger-kept count and cost sum follow inserts, every state
+// change in and out of flight, and 256-bit costs exactly.
+func TestInFlightAggregate(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, testConfig(t), options{})
+	addr := addrN(9)
+	big1 := new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), 255), big.NewInt(12345)) // 2^255 + 12345
+	big2 := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 200), big.NewInt(1))    // 2^200 - 1
+	expect := func(n int, sum *big.Int) {
+		t.Helper()
+		err := db.Read(ctx, func(tx *Tx) error {
+			gn, gs, err := tx.InFlight(ctx, 1, addr)
+			if err != nil {
+				return err
+			}
+			if gn != n || gs.Cmp(sum) != 0 {
+				t.Errorf("in flight %d costing %v, want %d costing %v", gn, gs, n, sum)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	r1, r2 := testRecord(1, addr, 0), testRecord(1, addr, 1)
+	r1.MaxCost, r2.MaxCost = big1, big2
+	hash := common.HexToHash("0x77")
+	write := func(fn func(tx *Tx) error) {
+		t.Helper()
+		if err := db.Write(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(func(tx *Tx) error {
+		if err := tx.InsertTx(ctx, r1); err != nil {
+			return err
+		}
+		return tx.InsertTx(ctx, r2)
+	})
+	expect(2, new(big.Int).Add(big1, big2))
+	write(func(tx *Tx) error { return tx.SetSigned(ctx, r2.ID, []byte{1}, hash, StateSigned) }) // in flight → in flight
+	expect(2, new(big.Int).Add(big1, big2))
+	write(func(tx *Tx) error { _, err := tx.SetMined(ctx, 1, hash, 3, common.HexToHash("0x1")); return err }) // leaves
+	expect(1, big1)
+	write(func(tx *Tx) error { _, err := tx.Unmine(ctx, 1, 3, common.HexToHash("0x1")); return err }) // comes back
+	expect(2, new(big.Int).Add(big1, big2))
+	write(func(tx *Tx) error {
+		return tx.SetState(ctx, r1.ID, []string{StateReserved}, StateFailed, "x")
+	})
+	expect(1, big2)
+	write(func(tx *Tx) error { _, err := tx.ExecContext(ctx, `DELETE FROM txs WHERE id = ?`, r2.ID); return err })
+	expect(0, new(big.Int))
+	if _, err := costLimbs(new(big.Int).Lsh(big.NewInt(1), 256)); err == nil {
+		t.Error("a cost of 2^256 was accepted")
 	}
 }

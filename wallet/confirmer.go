@@ -27,9 +27,12 @@ import (
 //     HandOutTTL: released for the next signing (or mined / failed, as the chain says).
 
 const (
-	// maxScanBlocks bounds the blocks read per tick; older ones are left to the receipts
-	// check of stale transactions.
-	maxScanBlocks = 64
+	// maxScanBlocks bounds the blocks read in one pass; a confirmer behind by more runs its
+	// next pass at once rather than at the next tick.
+	maxScanBlocks = 256
+	// maxScanLag is how far behind the head the confirmer reads blocks at all; older ones are
+	// left to the receipt checks of stale transactions.
+	maxScanLag = 4096
 	// maxRowsPerTick bounds the rows finished or rebroadcast per tick.
 	maxRowsPerTick = 256
 )
@@ -91,8 +94,14 @@ func (c *confirmer) tick(ctx context.Context) {
 	// reserved or signed is ours to finish.
 	c.finish(ctx, []string{store.StateReserved, store.StateSigned}, now.Add(-2*c.t.cfg.BroadcastTimeout))
 	c.finish(ctx, []string{store.StateBroadcast}, now.Add(-c.t.cfg.RebroadcastAfter))
-	if err := c.follow(ctx); err != nil && ctx.Err() == nil {
-		c.log.Warn("confirmer: following blocks failed", zap.Error(err))
+	for {
+		more, err := c.follow(ctx)
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("confirmer: following blocks failed", zap.Error(err))
+		}
+		if !more || err != nil || ctx.Err() != nil {
+			break
+		}
 	}
 	c.expire(ctx, now)
 }
@@ -185,12 +194,13 @@ func (c *confirmer) block(ctx context.Context, tag string) (*block, error) {
 	return &b, nil
 }
 
-// follow reads the blocks since the last tick, records our transactions in them as mined,
-// undoes mined records of blocks a reorg replaced, and confirms deep enough ones.
-func (c *confirmer) follow(ctx context.Context) error {
+// follow reads the blocks since the last pass (up to maxScanBlocks of them), records our
+// transactions in them as mined, undoes mined records of blocks a reorg replaced, and
+// confirms deep enough ones. more reports blocks left to read.
+func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 	head, err := c.block(ctx, "latest")
 	if err != nil || head == nil {
-		return err
+		return false, err
 	}
 	h := uint64(head.Number)
 	depth := c.t.cfg.FinalityDepth
@@ -203,23 +213,26 @@ func (c *confirmer) follow(ctx context.Context) error {
 		open, err = tx.HasOpenTxs(ctx, c.chainID)
 		return err
 	}); err != nil {
-		return err
+		return false, err
 	}
 	if !open {
 		c.last = h
 		clear(c.recent)
-		return nil
+		return false, nil
 	}
-	if h-c.last > maxScanBlocks {
+	if h-c.last > maxScanLag {
 		c.last = h - maxScanBlocks
 	}
-	for n := c.last + 1; n <= h; n++ {
+	to := min(h, c.last+maxScanBlocks)
+	more = to < h
+	for n := c.last + 1; n <= to; n++ {
 		b := head
 		if n != h {
 			if b, err = c.block(ctx, hexutil.EncodeUint64(n)); err != nil {
-				return err
+				return false, err
 			}
 			if b == nil {
+				more = false
 				break // the node's head moved back: next tick
 			}
 		}
@@ -233,14 +246,17 @@ func (c *confirmer) follow(ctx context.Context) error {
 				return nil
 			})
 			if err != nil {
-				return err
+				return false, err
 			}
 		}
 		c.recent[n] = b.Hash
 		c.last = n
 	}
+	if more {
+		return true, nil // reorgs and confirmations once caught up
+	}
 	if err := c.reorgs(ctx, h); err != nil {
-		return err
+		return false, err
 	}
 	for n := range c.recent {
 		if n+2*depth < h {
@@ -248,12 +264,12 @@ func (c *confirmer) follow(ctx context.Context) error {
 		}
 	}
 	if h > depth {
-		return c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+		return false, c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
 			_, err := tx.Confirm(ctx, c.chainID, h-depth)
 			return err
 		})
 	}
-	return nil
+	return false, nil
 }
 
 // reorgs moves mined rows of blocks no longer canonical back to broadcast, and rewinds the

@@ -257,16 +257,17 @@ func (t *Transactions) check(ctx context.Context, ch Chain, chainID uint64, r *t
 	if err != nil {
 		return nil, err
 	}
-	var inflight []*big.Int
+	var n int
+	var inflight *big.Int
 	err = t.db.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		inflight, err = tx.InFlightCosts(ctx, chainID, r.From)
+		n, inflight, err = tx.InFlight(ctx, chainID, r.From)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := funded(balance, r.MaxCost(), inflight); err != nil {
+	if err := funded(balance, r.MaxCost(), n, inflight); err != nil {
 		return nil, err
 	}
 	return balance, t.checkRules(r)
@@ -287,15 +288,12 @@ func (t *Transactions) balance(ctx context.Context, ch Chain, addr common.Addres
 // funded: balance (of the latest block) must cover cost plus every in-flight transaction's
 // cost. Transactions mined since that block are counted twice until the confirmer has seen
 // them, which errs on the side of refusing.
-func funded(balance, cost *big.Int, inflight []*big.Int) error {
-	need := new(big.Int).Set(cost)
-	for _, c := range inflight {
-		need.Add(need, c)
-	}
+func funded(balance, cost *big.Int, n int, inflight *big.Int) error {
+	need := new(big.Int).Add(cost, inflight)
 	if balance.Cmp(need) < 0 {
 		return ErrInsufficientFunds.WithData(map[string]string{
 			"balance": hexutil.EncodeBig(balance), "required": hexutil.EncodeBig(need),
-			"inFlight": fmt.Sprint(len(inflight)),
+			"inFlight": fmt.Sprint(n),
 		})
 	}
 	return nil
@@ -358,15 +356,15 @@ func (t *Transactions) reserve(ctx context.Context, ch Chain, principal string, 
 				next = maxStored + 1
 			}
 		}
-		inflight, err := tx.InFlightCosts(ctx, chainID, r.From)
+		n, inflight, err := tx.InFlight(ctx, chainID, r.From)
 		if err != nil {
 			return err
 		}
-		if len(inflight) >= t.cfg.MaxInFlight {
+		if n >= t.cfg.MaxInFlight {
 			return jsonrpc.ErrLimitExceeded.Withf("limit exceeded: account %s has %d transactions in flight on chain %d (maxInFlight %d)",
-				r.From.Hex(), len(inflight), chainID, t.cfg.MaxInFlight)
+				r.From.Hex(), n, chainID, t.cfg.MaxInFlight)
 		}
-		if err := funded(balance, cost, inflight); err != nil {
+		if err := funded(balance, cost, n, inflight); err != nil {
 			return err
 		}
 		nonce := next
