@@ -8,9 +8,17 @@
 //	(e) with -forwarder, bench/bare -upstream: the least a forwarder does, in front of the same
 //	    anvil; e/c is the ceiling of d/c on the machine
 //
+// and custodial signing (issue 3; signing.go), each round on a fresh web3gate with its own store:
+//
+//	(f) eth_signTransaction: signatures per second from one dev account
+//	(g) eth_sendTransaction: sends per second from one dev account, sustained over
+//	    -send-duration, every send mined with no nonce gap
+//
 // Targets: throughput b/a ≥ 0.85, d/c ≥ 0.60, and the p50 latency at concurrency 1 that web3gate
-// adds in front of anvil (d − c) ≤ 50 µs. It is a measurement, not a test: it exits 0 whether
-// the targets are met or not, and 1 when something could not run or the load got errors.
+// adds in front of anvil (d − c) ≤ 50 µs; (f) ≥ 5,000 signatures/s and (g) ≥ 1,000 sends/s on
+// the machine. It is a measurement, not a test: it exits 0 whether the targets are met or not,
+// and 1 when something could not run, the load got errors, or (g)'s nonces do not add up.
+// -only proxy measures (a)-(e) alone, -only signing (f) and (g) alone.
 //
 // Every server runs as a child process on free 127.0.0.1 ports, built from this module
 // (web3gate with `go build .`, bench/bare), anvil from `npm ci --prefix e2e`; the load is
@@ -23,7 +31,7 @@
 // the summary takes medians, and it also gives the ratios of the servers' CPU time per
 // request, which depend little on how much CPU the servers got.
 //
-// Run it from the module root: go run ./bench [-duration 4s] [-rounds 3]
+// Run it from the module root: go run ./bench [-duration 4s] [-rounds 3] [-only signing]
 package main
 
 import (
@@ -47,9 +55,11 @@ const anvilRel = "e2e/node_modules/@foundry-rs/anvil-linux-amd64/bin/anvil"
 // options are the command line.
 type options struct {
 	duration, warmup, latDuration time.Duration
+	sendDuration                  time.Duration
 	rounds, threads, conns        int
 	pin, forwarder                bool
 	src                           string
+	only                          string // "", "proxy" or "signing"
 }
 
 func main() {
@@ -76,9 +86,11 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.rounds, "rounds", 3, "rounds over the targets, order alternating; the summary takes the median")
 	fs.IntVar(&o.threads, "threads", 1, "wrk threads")
 	fs.IntVar(&o.conns, "connections", 32, "wrk connections")
-	fs.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "pin wrk to CPU 0 and the servers to the other CPUs (taskset)")
+	fs.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "pin wrk to CPU 0 and the servers to the other CPUs (taskset); (f) and (g) leave web3gate every CPU: their targets are rates of the machine")
 	fs.BoolVar(&o.forwarder, "forwarder", false, "also measure (e), the least a forwarder does (bench/bare -upstream) in front of the same anvil: the ceiling of d/c on this machine")
 	fs.StringVar(&o.src, "src", "", "web3gate module to build and measure (default: this module); e.g. a patched copy")
+	fs.DurationVar(&o.sendDuration, "send-duration", 10*time.Second, "measured load of (g), the sustained eth_sendTransaction rate (whole seconds); (f) runs for -duration")
+	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f) and (g), custodial signing`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -89,13 +101,20 @@ func parseFlags(args []string) (options, error) {
 		name string
 		v    time.Duration
 		min  time.Duration
-	}{{"duration", o.duration, time.Second}, {"warmup", o.warmup, 0}, {"lat-duration", o.latDuration, time.Second}} {
+	}{{"duration", o.duration, time.Second}, {"warmup", o.warmup, 0}, {"lat-duration", o.latDuration, time.Second},
+		{"send-duration", o.sendDuration, time.Second}} {
 		if d.v < d.min || d.v%time.Second != 0 {
 			return o, fmt.Errorf("-%s %v: must be whole seconds, at least %v (wrk counts seconds)", d.name, d.v, d.min)
 		}
 	}
 	if o.rounds < 1 || o.threads < 1 || o.conns < o.threads {
 		return o, errors.New("-rounds and -threads must be at least 1, -connections at least -threads")
+	}
+	if o.only != "" && o.only != "proxy" && o.only != "signing" {
+		return o, fmt.Errorf(`-only %q: must be "proxy" or "signing"`, o.only)
+	}
+	if o.forwarder && o.only == "signing" {
+		return o, errors.New("-forwarder is a proxy target: it does not go with -only signing")
 	}
 	return o, nil
 }
@@ -157,34 +176,26 @@ func run(args []string) (err error) {
 
 	cs := &children{}
 	defer func() {
-		n, cerr := cs.stopAll()
+		_, cerr := cs.stopAll()
 		if cerr != nil {
 			err = errors.Join(err, cerr)
 			return
 		}
-		fmt.Printf("cleanup: %d server processes stopped, none left running\n", n)
+		fmt.Printf("cleanup: %d server processes stopped, none left running\n", cs.stopped)
 	}()
 
 	info := collectInfo(root, src, wrkVersion, anvilBin)
-	fmt.Printf("building web3gate (%s) and bench/bare...\n", src)
 	web3gateBin, bareBin := filepath.Join(tmp, "web3gate"), filepath.Join(tmp, "bare")
+	if o.only == "signing" {
+		fmt.Printf("building web3gate (%s)...\n", src)
+	} else {
+		fmt.Printf("building web3gate (%s) and bench/bare...\n", src)
+	}
 	if err := goBuild(ctx, src, ".", web3gateBin); err != nil {
 		return err
 	}
-	if err := goBuild(ctx, root, "./bench/bare", bareBin); err != nil {
-		return err
-	}
-
-	fmt.Println("starting servers...")
-	targets, err := startTargets(ctx, cs, serverCPUs, root, tmp, web3gateBin, bareBin, anvilBin, o.forwarder)
-	if err != nil {
-		return err
-	}
-	if err := check(targets); err != nil {
-		return err
-	}
-	for _, t := range targets {
-		if t.script, err = writeScript(tmp, t); err != nil {
+	if o.only != "signing" {
+		if err := goBuild(ctx, root, "./bench/bare", bareBin); err != nil {
 			return err
 		}
 	}
@@ -194,13 +205,52 @@ func run(args []string) (err error) {
 		load:    load{threads: o.threads, conns: o.conns, duration: o.duration},
 		latency: load{threads: 1, conns: 1, duration: o.latDuration},
 	}
-	rounds, err := measureAll(ctx, cs, cfg, targets)
-	if err != nil {
-		return err
+	var targets []*target
+	var rounds []round
+	if o.only != "signing" {
+		fmt.Println("starting servers...")
+		if targets, err = startTargets(ctx, cs, serverCPUs, root, tmp, web3gateBin, bareBin, anvilBin, o.forwarder); err != nil {
+			return err
+		}
+		if err := check(targets); err != nil {
+			return err
+		}
+		for _, t := range targets {
+			if t.script, err = writeScript(tmp, t); err != nil {
+				return err
+			}
+		}
+		if rounds, err = measureAll(ctx, cs, cfg, targets); err != nil {
+			return err
+		}
+		// The signing measurements start their own servers: these would only take CPU.
+		if _, err := cs.stopAll(); err != nil {
+			return err
+		}
 	}
-	report(os.Stdout, info, cfg, targets, rounds)
-	if bad := failures(rounds); bad != "" {
-		return fmt.Errorf("the load got errors, so the rates above are not valid:\n%s", bad)
+	var specs []*signSpec
+	var signRounds []signRound
+	if o.only != "proxy" {
+		fmt.Println("signing: a fresh web3gate for each measurement and round...")
+		specs = signSpecs(o)
+		for _, sp := range specs {
+			if sp.t.script, err = writeScript(tmp, sp.t); err != nil {
+				return err
+			}
+		}
+		if signRounds, err = measureSigning(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin}, specs); err != nil {
+			return err
+		}
+	}
+	report(os.Stdout, info, cfg, targets, rounds, specs, signRounds)
+	var bad []string
+	for _, b := range []string{failures(rounds), signFailures(signRounds)} {
+		if b != "" {
+			bad = append(bad, b)
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("the load got errors, so the rates above are not valid:\n%s", strings.Join(bad, "\n"))
 	}
 	return nil
 }

@@ -20,8 +20,9 @@ import (
 // then kills them), and gets SIGKILL from the kernel should the bench die without cleaning
 // up (Pdeathsig).
 type children struct {
-	mu    sync.Mutex
-	procs []*child
+	mu      sync.Mutex
+	procs   []*child
+	stopped int // processes stopped so far, by stop and stopAll
 }
 
 // child is one started process.
@@ -113,12 +114,27 @@ func (c *child) kill() {
 	<-c.done
 }
 
+// stop kills one child started with start, forgets it, and checks that nothing of its
+// process group is left.
+func (cs *children) stop(c *child) error {
+	c.kill()
+	cs.forget(c)
+	cs.mu.Lock()
+	cs.stopped++
+	cs.mu.Unlock()
+	if err := syscall.Kill(-c.cmd.Process.Pid, 0); !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("%s: process group %d left running after SIGKILL: %v", c.name, c.cmd.Process.Pid, err)
+	}
+	return nil
+}
+
 // stopAll kills every child still known and then checks that none of them, nor anything in
 // their process groups, is left. It returns how many it stopped.
 func (cs *children) stopAll() (int, error) {
 	cs.mu.Lock()
 	procs := cs.procs
 	cs.procs = nil
+	cs.stopped += len(procs)
 	cs.mu.Unlock()
 	for _, c := range procs {
 		c.kill()

@@ -101,23 +101,12 @@ func gitDescribe(dir string) string {
 	return "commit " + commit
 }
 
-// report prints the run's figures: every round, then the medians against the targets.
-// report prints the run's figures: every round, then the medians against the targets.
-func report(w io.Writer, mi machineInfo, cfg runConfig, ts []*target, rounds []round) {
+// report prints the run's figures: every round, then the medians against the targets; the
+// proxy targets (a)-(e) when rounds holds any, the signing ones (f), (g) when signRounds does.
+func report(w io.Writer, mi machineInfo, cfg runConfig, ts []*target, rounds []round, specs []*signSpec, signRounds []signRound) {
 	pin := "wrk and the servers share every CPU"
 	if cfg.loadCPUs != "" {
 		pin = fmt.Sprintf("wrk pinned to CPU %s, the servers to CPU %s", cfg.loadCPUs, cfg.serverCPUs)
-	}
-	orders := make([]string, cfg.rounds)
-	for r := range orders {
-		for _, i := range order(len(ts), r) {
-			orders[r] += ts[i].key
-		}
-	}
-	_, withE := rounds[0].tput["e"]
-	latTargets := "(c), (d)"
-	if withE {
-		latTargets += ", (e)"
 	}
 
 	fmt.Fprintf(w, "\n===== web3gate bench, %s =====\n", mi.start.Format(time.RFC3339))
@@ -127,11 +116,37 @@ func report(w io.Writer, mi machineInfo, cfg runConfig, ts []*target, rounds []r
 	fmt.Fprintf(tw, "web3gate\t%s\n", mi.web3gate)
 	fmt.Fprintf(tw, "wrk\t%s\n", mi.wrk)
 	fmt.Fprintf(tw, "anvil\t%s\n", mi.anvil)
-	fmt.Fprintf(tw, "throughput\t%s after a %v warm-up, each target; %d rounds (orders %s); %s\n",
-		cfg.load, cfg.warmup, cfg.rounds, strings.Join(orders, ", "), pin)
-	fmt.Fprintf(tw, "latency\t%s after a %v warm-up, %s; p50 of wrk's histogram\n", cfg.latency, cfg.warmup, latTargets)
-	fmt.Fprintf(tw, "requests\tthe same bytes to every target but for the path, with Content-Type, X-API-Key and Authorization headers\n")
+	if len(rounds) > 0 {
+		orders := make([]string, cfg.rounds)
+		for r := range orders {
+			for _, i := range order(len(ts), r) {
+				orders[r] += ts[i].key
+			}
+		}
+		latTargets := "(c), (d)"
+		if _, withE := rounds[0].tput["e"]; withE {
+			latTargets += ", (e)"
+		}
+		fmt.Fprintf(tw, "throughput\t%s after a %v warm-up, each target; %d rounds (orders %s); %s\n",
+			cfg.load, cfg.warmup, cfg.rounds, strings.Join(orders, ", "), pin)
+		fmt.Fprintf(tw, "latency\t%s after a %v warm-up, %s; p50 of wrk's histogram\n", cfg.latency, cfg.warmup, latTargets)
+		fmt.Fprintf(tw, "requests\tthe same bytes to every target but for the path, with Content-Type, X-API-Key and Authorization headers\n")
+	}
+	if len(signRounds) > 0 {
+		signHeader(tw, cfg, specs)
+	}
 	tw.Flush()
+	if len(rounds) > 0 {
+		reportProxy(w, cfg, ts, rounds)
+	}
+	if len(signRounds) > 0 {
+		reportSigning(w, cfg, specs, signRounds)
+	}
+}
+
+// reportProxy prints the rounds and the summary of (a)-(e).
+func reportProxy(w io.Writer, cfg runConfig, ts []*target, rounds []round) {
+	_, withE := rounds[0].tput["e"]
 
 	// The table of the rounds, and the series the summary takes the medians of.
 	series := map[string][]float64{}
@@ -139,7 +154,7 @@ func report(w io.Writer, mi machineInfo, cfg runConfig, ts []*target, rounds []r
 	ratio := func(rd round, x, y string) float64 { return rd.tput[x].wrk.Rate() / rd.tput[y].wrk.Rate() }
 	p50 := func(rd round, k string) float64 { return us(rd.lat[k].wrk.P50) }
 	fmt.Fprintln(w, "\nper round (req/s; p50 in µs at concurrency 1):")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "round\t(a) bare\t(b) web3gate\t(c) anvil\t(d) web3gate→anvil\t"
 	if withE {
 		head += "(e) bare fwd→anvil\t"

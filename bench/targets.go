@@ -372,11 +372,13 @@ var devHeaders = [][2]string{{"Content-Type", "application/json"}, {"X-API-Key",
 type counters struct {
 	calls    map[string]float64 // web3gate_rpc_requests_total by code
 	upstream map[string]float64 // web3gate_upstream_requests_total by outcome
+	// methods is web3gate_rpc_requests_total by method and code, keyed "method code".
+	methods map[string]float64
 }
 
 // scrape reads the counters from web3gate's /metrics.
 func scrape(admin string) (counters, error) {
-	c := counters{calls: map[string]float64{}, upstream: map[string]float64{}}
+	c := counters{calls: map[string]float64{}, upstream: map[string]float64{}, methods: map[string]float64{}}
 	resp, err := probeClient.Get(admin + "/metrics")
 	if err != nil {
 		return c, fmt.Errorf("scrape %s/metrics: %w", admin, err)
@@ -406,6 +408,9 @@ func scrape(admin string) (counters, error) {
 			return c, fmt.Errorf("metrics line %q: %w", line, err)
 		}
 		dst[labelValue(line[:i], label)] += v
+		if label == "code" {
+			c.methods[labelValue(line[:i], "method")+" "+labelValue(line[:i], "code")] += v
+		}
 	}
 	return c, nil
 }
@@ -422,7 +427,12 @@ func labelValue(series, label string) string {
 
 // sub returns c − before, keeping the keys that changed.
 func (c counters) sub(before counters) counters {
-	d := counters{calls: map[string]float64{}, upstream: map[string]float64{}}
+	d := counters{calls: map[string]float64{}, upstream: map[string]float64{}, methods: map[string]float64{}}
+	for k, v := range c.methods {
+		if n := v - before.methods[k]; n != 0 {
+			d.methods[k] = n
+		}
+	}
 	for k, v := range c.calls {
 		if n := v - before.calls[k]; n != 0 {
 			d.calls[k] = n

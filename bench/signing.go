@@ -1,0 +1,577 @@
+package main
+
+// The measurements of custodial signing (issue 3):
+//
+//	(f) eth_signTransaction: signatures per second, each call taking (and holding) its own
+//	    nonce of one dev account. Target ≥ 5,000/s on the machine.
+//	(g) eth_sendTransaction, sustained over -send-duration: sends per second from one dev
+//	    account, the embedded dev chain mining them, with no nonce gap. Target ≥ 1,000/s.
+//
+// Each round of each runs a fresh web3gate (the shipped config.yaml, embedded dev chain, dev
+// credentials) with its own store, keystore and JWT key in a temporary directory, stopped
+// after the round: every round starts from an empty store, so rows held or recorded by an
+// earlier run weigh on no later one.
+//
+// (g)'s nonce check: eth_getTransactionCount at "latest" before the load; after it, once
+// "latest" equals "pending" and neither nor web3gate's count of sends answered ok has moved
+// for settleQuiet, the nonces mined since must equal the sends web3gate answered ok (its
+// /metrics: wrk leaves the requests still in flight when its time is up unanswered and
+// uncounted, but web3gate serves them), and "pending" must equal "latest". A difference is
+// an error that took a nonce or a gap, and fails the run. (f) checks the same way that the
+// signatures answered ok took contiguous nonces: the signature after the load carries the
+// nonce right after them.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math/big"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
+	"gopkg.in/yaml.v3"
+)
+
+// The targets of issue 3, for the whole machine.
+const (
+	targetSignRate = 5000.0 // eth_signTransaction per second
+	targetSendRate = 1000.0 // eth_sendTransaction per second from one account, sustained
+)
+
+// The accounts and the transaction of the signing measurements: two of the dev chain's
+// funded accounts, which the shipped config gives to the dev principal, one for each
+// measurement, and a legacy transfer of 1 wei.
+const (
+	signAccount = "0x6145D132D1CD15C0a8820daE905beAF7b52fd3Da" // (f)
+	sendAccount = "0x169E8AF7B0bE789C52Ee116Dc358C5df45b22903" // (g)
+	sinkAddress = "0x000000000000000000000000000000000000dEaD"
+)
+
+// Bounds of the wait for the chain to take every send of (g).
+const (
+	settlePoll    = 100 * time.Millisecond
+	settleQuiet   = time.Second
+	settleTimeout = 30 * time.Second
+)
+
+// txBody is a JSON-RPC call of method with the legacy transfer from `from`.
+func txBody(method, from string) string {
+	return `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":[{"from":"` + from + `","to":"` + sinkAddress +
+		`","gas":"0x5208","gasPrice":"0x3b9aca00","value":"0x1","data":"0x"}]}`
+}
+
+// signSpec is one signing measurement.
+type signSpec struct {
+	t        *target // key, name, body, headers and script; url, admin and servers per round
+	method   string
+	account  string
+	duration time.Duration
+	// settings are the wallet.transactions keys set in the config, with their values.
+	settings [][2]string
+}
+
+// signSpecs are (f) and (g): (f) loaded for -duration like the proxy targets, (g) for
+// -send-duration. The in-flight caps are far above what the load reaches, so that no call
+// is refused: every (f) signature holds its nonce for handOutTTL (1h here, far beyond the
+// run, so that no slot is released and reused during it: the nonce check relies on that),
+// and (g)'s confirmer follows the chain every 100 ms.
+func signSpecs(o options) []*signSpec {
+	return []*signSpec{
+		{
+			t:       &target{key: "f", name: "eth_signTransaction", body: txBody("eth_signTransaction", signAccount), headers: devHeaders},
+			method:  "eth_signTransaction",
+			account: signAccount, duration: o.duration,
+			settings: [][2]string{{"maxInFlight", "10000000"}, {"handOutTTL", "1h"}},
+		},
+		{
+			t:       &target{key: "g", name: "eth_sendTransaction", body: txBody("eth_sendTransaction", sendAccount), headers: devHeaders},
+			method:  "eth_sendTransaction",
+			account: sendAccount, duration: o.sendDuration,
+			settings: [][2]string{{"maxInFlight", "1000000"}, {"pollInterval", "100ms"}},
+		},
+	}
+}
+
+// signSample is one round of a signing measurement.
+type signSample struct {
+	sample
+	startup time.Duration // from starting web3gate to /readyz
+	// secs are the calls answered ok in each whole second of the measured run (web3gate's
+	// count, scraped every second).
+	secs []float64
+	// okCalls are the calls of the method answered ok during the warm-up and the run, by
+	// web3gate's count; responses those wrk received.
+	okCalls   float64
+	responses int64
+	// (f): the nonce of the check's signature, and of the one right after the load.
+	firstNonce, nextNonce uint64
+	// (g): the account's nonce at "latest" before the load, and at "latest" and "pending"
+	// after it, once settled, settle after the end of the load.
+	startCount, endCount, endPending uint64
+	settled                          time.Duration
+	// nonces says what the nonce check found; issues what went wrong besides the sample's
+	// problems.
+	nonces string
+	issues []string
+}
+
+func (s signSample) problems() string {
+	parts := slices.Clone(s.issues)
+	if p := s.sample.problems(); p != "" {
+		parts = append([]string{p}, parts...)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// signRound holds the samples of one round by key.
+type signRound map[string]signSample
+
+// signEnv is what every signing measurement starts web3gate with.
+type signEnv struct {
+	root, tmp, bin string
+}
+
+// measureSigning runs the rounds of the signing measurements, the order reversed every
+// other round. web3gate runs on every CPU even with -pin (which keeps wrk on its CPU): the
+// targets are rates of the whole machine, not ratios of servers, and wrk's own cost at these
+// rates is around 1% of a CPU (the report shows it).
+func measureSigning(ctx context.Context, cs *children, cfg runConfig, env signEnv, specs []*signSpec) ([]signRound, error) {
+	cfg.serverCPUs, cfg.serverCPUList = "", nil
+	var rounds []signRound
+	for r := range cfg.rounds {
+		rd := signRound{}
+		for _, i := range order(len(specs), r) {
+			sp := specs[i]
+			s, err := measureSign(ctx, cs, cfg, env, sp, r)
+			if err != nil {
+				return rounds, fmt.Errorf("(%s) %s, round %d: %w", sp.t.key, sp.t.name, r+1, err)
+			}
+			rd[sp.t.key] = s
+			signProgress(r, cfg, sp, s)
+		}
+		rounds = append(rounds, rd)
+	}
+	return rounds, nil
+}
+
+func signProgress(r int, cfg runConfig, sp *signSpec, s signSample) {
+	line := fmt.Sprintf("round %d/%d  (%s) %-22s %7.0f calls/s over %v (1-s rates %s)   web3gate %.2f CPU, %6.1f µs CPU/call, CPUs %3.0f%% idle; wrk %.2f CPU; other processes %.2f CPU\n    %s",
+		r+1, cfg.rounds, sp.t.key, sp.t.name, s.wrk.Rate(), sp.duration, secsText(s.secs), s.cores(s.serverCPU), us(s.cpuPerRequest()),
+		100*s.idleShare(), s.cores(s.wrk.CPU), s.cores(s.otherCPU()), s.nonces)
+	if p := s.problems(); p != "" {
+		line += "\n    !!! ERRORS: " + p
+	}
+	fmt.Println(line)
+}
+
+// secsText sums up per-second rates: first → last, and the lowest.
+func secsText(secs []float64) string {
+	if len(secs) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%.0f → %.0f, min %.0f", secs[0], secs[len(secs)-1], slices.Min(secs))
+}
+
+// measureSign runs round r of sp on a fresh web3gate.
+func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, sp *signSpec, r int) (ss signSample, err error) {
+	dir, err := os.MkdirTemp(env.tmp, fmt.Sprintf("%s-round%d-", sp.t.key, r+1))
+	if err != nil {
+		return ss, err
+	}
+	defer os.RemoveAll(dir)
+	started := time.Now()
+	c, api, admin, err := startWeb3gate(ctx, cs, cfg.serverCPUs, env.bin, fmt.Sprintf("web3gate (%s) round %d", sp.t.key, r+1),
+		signConfig(env.root, dir, sp.settings))
+	if err != nil {
+		return ss, err
+	}
+	defer func() {
+		if serr := cs.stop(c); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	ss.startup = time.Since(started)
+	t := *sp.t
+	t.url, t.admin, t.servers = api+"/v1/web3/mainnet", admin, []*child{c}
+
+	// One call before the load, checked: a load of error answers would measure the error path.
+	res, err := rpcResult(&t)
+	if err != nil {
+		return ss, fmt.Errorf("check at %s: %w", t.url, err)
+	}
+	okKey := sp.method + " ok"
+	switch sp.t.key {
+	case "f":
+		if ss.firstNonce, err = checkSigned(res, sp.account); err != nil {
+			return ss, fmt.Errorf("check: eth_signTransaction answered %s: %w", res, err)
+		}
+	case "g":
+		var h string
+		if json.Unmarshal(res, &h) != nil || len(h) != 66 {
+			return ss, fmt.Errorf("check: eth_sendTransaction answered %s, want a transaction hash", res)
+		}
+		if _, err := hexutil.Decode(h); err != nil {
+			return ss, fmt.Errorf("check: eth_sendTransaction answered %s, want a transaction hash: %w", res, err)
+		}
+		n, _, err := settle(ctx, &t, sp.account, okKey)
+		if err != nil {
+			return ss, fmt.Errorf("before the load: %w", err)
+		}
+		ss.startCount = n.latest
+	}
+
+	before, err := scrape(t.admin)
+	if err != nil {
+		return ss, err
+	}
+	l := load{threads: cfg.load.threads, conns: cfg.load.conns, duration: sp.duration}
+	if cfg.warmup > 0 {
+		w := l
+		w.duration = cfg.warmup
+		if ss.warm, err = runWrk(ctx, cs, cfg.wrk, cfg.loadCPUs, &t, w); err != nil {
+			return ss, err
+		}
+	}
+	cpu0, ct0, err := snapshot(&t)
+	if err != nil {
+		return ss, err
+	}
+	stopTicks := make(chan struct{})
+	ticks := make(chan []tick, 1)
+	go func() { ticks <- countTicks(t.admin, okKey, stopTicks) }()
+	ss.wrk, err = runWrk(ctx, cs, cfg.wrk, cfg.loadCPUs, &t, l)
+	end := time.Now()
+	close(stopTicks)
+	ss.secs = perSecond(<-ticks, end)
+	if err != nil {
+		return ss, err
+	}
+	cpu1, ct1, err := snapshot(&t)
+	if err != nil {
+		return ss, err
+	}
+	ss.busy = ct1["cpu"].busy - ct0["cpu"].busy
+	ss.serverIdle = ct1.idle(cfg.serverCPUList) - ct0.idle(cfg.serverCPUList)
+	ss.serverCPUs = len(cfg.serverCPUList)
+	if ss.serverCPUs == 0 {
+		ss.serverCPUs = len(ct1) - 1
+	}
+	for i := range cpu1 {
+		ss.perServer = append(ss.perServer, cpu1[i]-cpu0[i])
+		ss.serverCPU += cpu1[i] - cpu0[i]
+	}
+
+	var after nonceState
+	if sp.t.key == "g" {
+		after, ss.settled, err = settle(ctx, &t, sp.account, okKey)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ss, err
+			}
+			ss.issues = append(ss.issues, "after the load: "+err.Error())
+		}
+		ss.endCount, ss.endPending = after.latest, after.pending
+	} else {
+		// The calls wrk left in flight finish within their latency; wait for them.
+		if err := quiet(ctx, t.admin, okKey); err != nil {
+			return ss, err
+		}
+	}
+	last, err := scrape(t.admin)
+	if err != nil {
+		return ss, err
+	}
+	d := last.sub(before)
+	ss.calls = &d
+	ss.okCalls = d.methods[okKey]
+	ss.responses = ss.warm.Requests + ss.wrk.Requests
+	// Every response wrk got is a call web3gate answered; the calls in flight when a wrk run
+	// ended (at most one per connection) are answered too, but wrk does not count them.
+	if extra := ss.okCalls - float64(ss.responses); extra < 0 || extra > float64(2*l.conns) {
+		ss.issues = append(ss.issues, fmt.Sprintf("web3gate answered %.0f %s calls ok, wrk got %d responses (expected up to %d more ok: the calls in flight when wrk stopped)",
+			ss.okCalls, sp.method, ss.responses, 2*l.conns))
+	}
+
+	switch sp.t.key {
+	case "f":
+		res, err := rpcResult(&t)
+		if err != nil {
+			return ss, fmt.Errorf("signature after the load: %w", err)
+		}
+		if ss.nextNonce, err = checkSigned(res, sp.account); err != nil {
+			return ss, fmt.Errorf("signature after the load: %s: %w", res, err)
+		}
+		ss.nonces, err = checkHandedOut(ss.firstNonce, ss.nextNonce, ss.okCalls)
+	case "g":
+		ss.nonces, err = checkMined(ss.startCount, after, ss.okCalls)
+		ss.nonces += fmt.Sprintf("; the chain caught up %v after the load", ss.settled.Round(time.Millisecond))
+	}
+	if err != nil {
+		ss.issues = append(ss.issues, err.Error())
+	}
+	if extra := ss.okCalls - float64(ss.responses); extra >= 0 {
+		ss.nonces += fmt.Sprintf("; wrk got %d responses (warm-up included), %.0f calls more were in flight when a wrk run stopped", ss.responses, extra)
+	} else {
+		ss.nonces += fmt.Sprintf("; wrk got %d responses (warm-up included), only %.0f answered ok", ss.responses, ss.okCalls)
+	}
+	return ss, nil
+}
+
+// checkHandedOut: signatures answered ok after the check's signature at nonce first must
+// have taken the nonces after it, so that the one after them gets first + ok + 1.
+func checkHandedOut(first, next uint64, ok float64) (string, error) {
+	want := first + uint64(ok) + 1
+	if next == want {
+		return fmt.Sprintf("nonces handed out: %.0f signatures answered ok took nonces %d–%d, the next signature got %d: contiguous, none reused", ok, first+1, first+uint64(ok), next), nil
+	}
+	text := fmt.Sprintf("nonce MISMATCH: %.0f signatures answered ok after nonce %d, the next signature got nonce %d, want %d", ok, first, next, want)
+	return text, fmt.Errorf("%s", text)
+}
+
+// checkMined: the sends answered ok must have been mined with one nonce each from start on,
+// and nothing be left pending behind a gap.
+func checkMined(start uint64, after nonceState, ok float64) (string, error) {
+	mined := int64(after.latest) - int64(start)
+	if float64(mined) == ok && after.pending == after.latest {
+		return fmt.Sprintf("nonce gaps: 0 (%.0f sends answered ok, %d nonces mined: %d → %d; pending = latest)", ok, mined, start, after.latest), nil
+	}
+	text := fmt.Sprintf("nonce MISMATCH: %.0f sends answered ok, %d nonces mined (%d → %d), pending %d", ok, mined, start, after.latest, after.pending)
+	switch {
+	case after.pending != after.latest:
+		text += fmt.Sprintf(": %d transactions stuck in the pool behind a gap or unmined", int64(after.pending)-int64(after.latest))
+	case float64(mined) < ok:
+		text += fmt.Sprintf(": %.0f sends answered ok are not on chain (a gap)", ok-float64(mined))
+	default:
+		text += fmt.Sprintf(": %.0f nonces taken by calls not answered ok", float64(mined)-ok)
+	}
+	return text, fmt.Errorf("%s", text)
+}
+
+// checkSigned decodes the raw transaction of an eth_signTransaction result, checks that it is
+// the transfer asked for, signed by from on the dev chain, and returns its nonce.
+func checkSigned(res json.RawMessage, from string) (uint64, error) {
+	var raw string
+	if err := json.Unmarshal(res, &raw); err != nil {
+		return 0, err
+	}
+	b, err := hexutil.Decode(raw)
+	if err != nil {
+		return 0, err
+	}
+	var tx types.Transaction
+	if err := tx.UnmarshalBinary(b); err != nil {
+		return 0, err
+	}
+	if tx.ChainId().Cmp(big.NewInt(devChainID)) != 0 {
+		return 0, fmt.Errorf("chain id %v, want %d", tx.ChainId(), devChainID)
+	}
+	sender, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), &tx)
+	if err != nil {
+		return 0, err
+	}
+	if sender != common.HexToAddress(from) {
+		return 0, fmt.Errorf("signed by %s, want %s", sender, from)
+	}
+	if tx.To() == nil || *tx.To() != common.HexToAddress(sinkAddress) || tx.Value().Cmp(big.NewInt(1)) != 0 || tx.Gas() != 21000 {
+		return 0, fmt.Errorf("not the transfer asked for: to %v, value %v, gas %d", tx.To(), tx.Value(), tx.Gas())
+	}
+	return tx.Nonce(), nil
+}
+
+// nonceState is an account's nonces and web3gate's count of a method's calls answered ok.
+type nonceState struct {
+	latest, pending uint64
+	ok              float64
+}
+
+// readNonces reads the account's eth_getTransactionCount at "latest" and "pending" through
+// web3gate, and its count of okKey calls.
+func readNonces(t *target, account, okKey string) (nonceState, error) {
+	var n nonceState
+	for _, q := range []struct {
+		tag string
+		dst *uint64
+	}{{"latest", &n.latest}, {"pending", &n.pending}} {
+		probe := *t
+		probe.body = `{"jsonrpc":"2.0","id":1,"method":"eth_getTransactionCount","params":["` + account + `","` + q.tag + `"]}`
+		res, err := rpcResult(&probe)
+		if err != nil {
+			return n, fmt.Errorf("eth_getTransactionCount %s: %w", q.tag, err)
+		}
+		var s string
+		if err := json.Unmarshal(res, &s); err != nil {
+			return n, fmt.Errorf("eth_getTransactionCount %s: %s: %w", q.tag, res, err)
+		}
+		if *q.dst, err = hexutil.DecodeUint64(s); err != nil {
+			return n, fmt.Errorf("eth_getTransactionCount %s: %s: %w", q.tag, res, err)
+		}
+	}
+	c, err := scrape(t.admin)
+	if err != nil {
+		return n, err
+	}
+	n.ok = c.methods[okKey]
+	return n, nil
+}
+
+// settle waits until the account's nonce at "latest" equals "pending" and neither nor
+// web3gate's count of okKey calls has moved for settleQuiet; it returns that state and when
+// it last moved, from the call. After settleTimeout it returns the last state read, and an
+// error.
+func settle(ctx context.Context, t *target, account, okKey string) (nonceState, time.Duration, error) {
+	start := time.Now()
+	var last nonceState
+	changed := start
+	for first := true; ; first = false {
+		cur, err := readNonces(t, account, okKey)
+		if err != nil {
+			return last, 0, err
+		}
+		now := time.Now()
+		if first || cur != last {
+			last, changed = cur, now
+		}
+		if cur.latest == cur.pending && now.Sub(changed) >= settleQuiet {
+			return cur, changed.Sub(start), nil
+		}
+		if now.Sub(start) > settleTimeout {
+			return cur, now.Sub(start), fmt.Errorf("the chain did not settle within %v: nonce %d at latest, %d pending, last change %v ago",
+				settleTimeout, cur.latest, cur.pending, now.Sub(changed).Round(time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return cur, 0, ctx.Err()
+		case <-time.After(settlePoll):
+		}
+	}
+}
+
+// quiet waits until web3gate's count of okKey calls has not moved for settleQuiet, bounded
+// by settleTimeout.
+func quiet(ctx context.Context, admin, okKey string) error {
+	start := time.Now()
+	last, changed := -1.0, start
+	for {
+		c, err := scrape(admin)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		if v := c.methods[okKey]; v != last {
+			last, changed = v, now
+		}
+		if now.Sub(changed) >= settleQuiet {
+			return nil
+		}
+		if now.Sub(start) > settleTimeout {
+			return fmt.Errorf("web3gate was still answering %s %v after the load", okKey, settleTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(settlePoll):
+		}
+	}
+}
+
+// tick is web3gate's count of a method's calls answered ok at a moment.
+type tick struct {
+	at time.Time
+	ok float64
+}
+
+// countTicks scrapes okKey from /metrics now and every second until stop is closed.
+func countTicks(admin, okKey string, stop <-chan struct{}) []tick {
+	var ticks []tick
+	read := func() {
+		if c, err := scrape(admin); err == nil {
+			ticks = append(ticks, tick{time.Now(), c.methods[okKey]})
+		}
+	}
+	read()
+	tk := time.NewTicker(time.Second)
+	defer tk.Stop()
+	for {
+		select {
+		case <-stop:
+			return ticks
+		case <-tk.C:
+			read()
+		}
+	}
+}
+
+// perSecond turns ticks into rates over each interval between consecutive ticks that ended
+// by end.
+func perSecond(ticks []tick, end time.Time) []float64 {
+	var rates []float64
+	for i := 1; i < len(ticks); i++ {
+		if ticks[i].at.After(end) {
+			break
+		}
+		rates = append(rates, (ticks[i].ok-ticks[i-1].ok)/ticks[i].at.Sub(ticks[i-1].at).Seconds())
+	}
+	return rates
+}
+
+// signConfig is the shipped config.yaml as devConfig makes it, with its state (store,
+// keystore, JWT signing key) in dir and the wallet.transactions settings.
+func signConfig(root, dir string, settings [][2]string) func(api, admin int) (string, error) {
+	return func(api, admin int) (string, error) {
+		raw, err := os.ReadFile(filepath.Join(root, "config.yaml"))
+		if err != nil {
+			return "", err
+		}
+		out, err := signConfigBytes(raw, api, admin, dir, settings)
+		if err != nil {
+			return "", fmt.Errorf("config.yaml: %w", err)
+		}
+		path := filepath.Join(dir, "web3gate.yaml")
+		return path, os.WriteFile(path, out, 0o600)
+	}
+}
+
+func signConfigBytes(raw []byte, api, admin int, dir string, settings [][2]string) ([]byte, error) {
+	out, err := devConfigBytes(raw, api, admin)
+	if err != nil {
+		return nil, err
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(out, &doc); err != nil {
+		return nil, err
+	}
+	sets := [][2]string{
+		{"store.path", filepath.Join(dir, "web3gate.db")},
+		{"wallet.keys.dir", filepath.Join(dir, "keystore")},
+		{"auth.oauth.signingKeyFile", filepath.Join(dir, "jwt-signing-key.pem")},
+	}
+	for _, s := range settings {
+		sets = append(sets, [2]string{"wallet.transactions." + s[0], s[1]})
+	}
+	for _, s := range sets {
+		if err := setYAML(&doc, s[0], s[1]); err != nil {
+			return nil, err
+		}
+	}
+	return yaml.Marshal(&doc)
+}
+
+// signFailures lists the signing runs that got errors, "" when none did.
+func signFailures(rounds []signRound) string {
+	var lines []string
+	for i, rd := range rounds {
+		for _, k := range slices.Sorted(maps.Keys(rd)) {
+			if p := rd[k].problems(); p != "" {
+				lines = append(lines, fmt.Sprintf("  round %d, (%s) signing: %s", i+1, k, p))
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
+}
