@@ -41,8 +41,7 @@ func (db *DB) AddAccount(ctx context.Context, a Account) error {
 		a.CreatedAt = time.Now()
 	}
 	err := db.Write(ctx, func(tx *Tx) error {
-		_, err := tx.ExecContext(ctx,
-			`INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`,
+		_, err := tx.ExecContext(ctx, qAddAccount,
 			addressKey(a.Address), a.Owner, a.Source, formatTime(a.CreatedAt))
 		return err
 	})
@@ -56,8 +55,7 @@ func (db *DB) AddAccount(ctx context.Context, a Account) error {
 func (db *DB) Account(ctx context.Context, address common.Address) (Account, error) {
 	var a Account
 	err := db.Read(ctx, func(tx *Tx) error {
-		row := tx.QueryRowContext(ctx,
-			`SELECT address, owner, source, created_at FROM accounts WHERE address = ?`, addressKey(address))
+		row := tx.QueryRowContext(ctx, qAccount, addressKey(address))
 		var err error
 		a, err = scanAccount(row)
 		return err
@@ -130,3 +128,9 @@ func scanAccount(s scanner) (Account, error) {
 	a.CreatedAt = t
 	return a, nil
 }
+
+// Queries prepared once at Open (see prepared).
+var (
+	qAddAccount = prepared(`INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`)
+	qAccount    = prepared(`SELECT address, owner, source, created_at FROM accounts WHERE address = ?`)
+)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"go.uber.org/zap"
 )
 
 // Group commit. A durable SQLite commit (synchronous=FULL) costs an fsync, which bounds one
@@ -18,9 +20,10 @@ import (
 const maxGroup = 512
 
 type groupOp struct {
-	ctx  context.Context
-	fn   func(tx *Tx) error
-	done chan error
+	ctx   context.Context
+	fn    func(tx *Tx) error
+	done  chan error // buffered: the committer never blocks on it
+	later bool       // nobody waits: log a failure
 }
 
 type grouper struct {
@@ -56,6 +59,22 @@ func (db *DB) WriteGrouped(ctx context.Context, fn func(tx *Tx) error) error {
 		return errClosed
 	}
 	return <-op.done
+}
+
+// WriteGroupedLater queues fn like WriteGrouped and returns without waiting for the commit:
+// for writes whose loss in a crash is harmless (they are redone from other state). A
+// failure is logged. After Close the write is dropped.
+func (db *DB) WriteGroupedLater(fn func(tx *Tx) error) {
+	g := &db.group
+	g.once.Do(func() {
+		g.wg.Add(1)
+		go db.commitLoop()
+	})
+	op := groupOp{ctx: context.Background(), fn: fn, done: make(chan error, 1), later: true}
+	select {
+	case g.ops <- op:
+	case <-g.quit:
+	}
 }
 
 func (db *DB) commitLoop() {
@@ -96,11 +115,14 @@ func (db *DB) commitLoop() {
 			return nil
 		})
 		for i, op := range batch {
+			e := errs[i]
 			if err != nil {
-				op.done <- fmt.Errorf("group commit: %w", err)
-				continue
+				e = fmt.Errorf("group commit: %w", err)
 			}
-			op.done <- errs[i]
+			if op.later && e != nil {
+				db.log.Warn("store: a deferred write failed", zap.Error(e))
+			}
+			op.done <- e
 		}
 	}
 }
@@ -108,7 +130,7 @@ func (db *DB) commitLoop() {
 // savepoint runs op.fn inside a savepoint of tx and undoes it when fn fails or panics.
 func savepoint(tx *Tx, op groupOp) (err error) {
 	ctx := context.Background()
-	if _, err := tx.ExecContext(ctx, "SAVEPOINT grouped"); err != nil {
+	if _, err := tx.ExecContext(ctx, qSavepoint); err != nil {
 		return err
 	}
 	ok := false
@@ -119,19 +141,25 @@ func savepoint(tx *Tx, op groupOp) (err error) {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("store: grouped write panicked: %v", r)
 		}
-		if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO grouped"); rerr != nil {
+		if _, rerr := tx.ExecContext(ctx, qRollbackTo); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
-		if _, rerr := tx.ExecContext(ctx, "RELEASE grouped"); rerr != nil {
+		if _, rerr := tx.ExecContext(ctx, qRelease); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 	}()
 	if err := op.fn(tx); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "RELEASE grouped"); err != nil {
+	if _, err := tx.ExecContext(ctx, qRelease); err != nil {
 		return err
 	}
 	ok = true
 	return nil
 }
+
+var (
+	qSavepoint  = prepared("SAVEPOINT grouped")
+	qRollbackTo = prepared("ROLLBACK TO grouped")
+	qRelease    = prepared("RELEASE grouped")
+)

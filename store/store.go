@@ -113,6 +113,8 @@ type DB struct {
 	log    *zap.Logger
 	schema int // schema version after migrations
 	group  grouper
+
+	writeStmts, readStmts *stmtCache // prepared statements of each pool
 }
 
 // options are the knobs tests turn; Open uses the defaults.
@@ -151,7 +153,7 @@ func open(ctx context.Context, cfg Config, deps Deps, o options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	db := &DB{d: d, log: log, group: grouper{ops: make(chan groupOp), quit: make(chan struct{})}}
+	db := &DB{d: d, log: log, group: grouper{ops: make(chan groupOp, maxGroup), quit: make(chan struct{})}}
 	if db.write, err = sql.Open(d.driver, sqliteDSN(path, cfg.BusyTimeout, o.synchronous, true)); err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", cfg.Path, err)
 	}
@@ -172,6 +174,14 @@ func open(ctx context.Context, cfg Config, deps Deps, o options) (*DB, error) {
 	// Readers are opened after the writer has switched the file to WAL and migrated it.
 	if db.read, err = sql.Open(d.driver, sqliteDSN(path, cfg.BusyTimeout, o.synchronous, false)); err != nil {
 		db.write.Close()
+		return nil, fmt.Errorf("store: open %s: %w", cfg.Path, err)
+	}
+	if db.writeStmts, err = prepareAll(ctx, db.write, d, false); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", cfg.Path, err)
+	}
+	if db.readStmts, err = prepareAll(ctx, db.read, d, false); err != nil {
+		db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", cfg.Path, err)
 	}
 	n := max(4, runtime.GOMAXPROCS(0))
@@ -216,6 +226,8 @@ func (db *DB) SchemaVersion() int { return db.schema }
 func (db *DB) Close() error {
 	db.group.stop.Do(func() { close(db.group.quit) })
 	db.group.wg.Wait()
+	db.writeStmts.close()
+	db.readStmts.close()
 	var errs []error
 	if db.read != nil {
 		errs = append(errs, db.read.Close())

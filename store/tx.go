@@ -11,14 +11,94 @@ import (
 
 // Tx is one database transaction. Queries use `?` placeholders whatever the database; a
 // duplicate key surfaces as an error matching ErrExists.
+//
+// The queries of the hot paths are registered with prepared and prepared once per pool at
+// Open (SQLite spends more time parsing a small statement than running it); any other query
+// runs unprepared.
 type Tx struct {
-	tx *sql.Tx
-	d  *dialect
+	tx    *sql.Tx
+	d     *dialect
+	stmts *stmtCache
+}
+
+// stmtCache holds the prepared statements of one pool, by query text.
+type stmtCache struct {
+	pool *sql.DB
+	m    map[string]*sql.Stmt
+}
+
+// get is the prepared statement of query, or nil when query was not registered with
+// prepared (it then runs unprepared). It never prepares: preparing needs a connection, and
+// the write pool's only connection is the one the calling transaction holds.
+func (c *stmtCache) get(query string) *sql.Stmt {
+	if c == nil {
+		return nil
+	}
+	return c.m[query] // filled at Open, read-only afterwards
+}
+
+// preparedQueries are the queries registered with prepared, prepared on both pools at Open.
+var preparedQueries []string
+
+// prepared registers query, a constant of a repository, to be prepared once at Open, and
+// returns it.
+func prepared(query string) string {
+	preparedQueries = append(preparedQueries, query)
+	return query
+}
+
+// prepareAll prepares every registered query on pool. A query the pool refuses (a write on
+// the read-only pool, a table a test's own migration set does not have) is left out and
+// runs unprepared, failing there if it is wrong; mustAll makes a refusal an error instead.
+func prepareAll(ctx context.Context, pool *sql.DB, d *dialect, mustAll bool) (*stmtCache, error) {
+	c := &stmtCache{pool: pool, m: map[string]*sql.Stmt{}}
+	for _, q := range preparedQueries {
+		q = d.rebind(q)
+		if _, ok := c.m[q]; ok {
+			continue
+		}
+		st, err := pool.PrepareContext(ctx, q)
+		if err != nil {
+			if mustAll {
+				c.close()
+				return nil, fmt.Errorf("prepare %q: %w", q, err)
+			}
+			continue
+		}
+		c.m[q] = st
+	}
+	return c, nil
+}
+
+func (c *stmtCache) close() {
+	if c == nil {
+		return
+	}
+	for _, st := range c.m {
+		_ = st.Close()
+	}
+	c.m = nil
+}
+
+// stmt is the transaction's handle on the prepared form of query, or nil.
+func (t *Tx) stmt(ctx context.Context, query string) *sql.Stmt {
+	st := t.stmts.get(query)
+	if st == nil {
+		return nil
+	}
+	return t.tx.StmtContext(ctx, st)
 }
 
 // ExecContext runs a statement that returns no rows.
 func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	r, err := t.tx.ExecContext(ctx, t.d.rebind(query), args...)
+	query = t.d.rebind(query)
+	var r sql.Result
+	var err error
+	if st := t.stmt(ctx, query); st != nil {
+		r, err = st.ExecContext(ctx, args...)
+	} else {
+		r, err = t.tx.ExecContext(ctx, query, args...)
+	}
 	if err != nil {
 		return nil, t.classify(err)
 	}
@@ -27,12 +107,20 @@ func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Re
 
 // QueryContext runs a query that returns rows.
 func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(ctx, t.d.rebind(query), args...)
+	query = t.d.rebind(query)
+	if st := t.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return t.tx.QueryContext(ctx, query, args...)
 }
 
 // QueryRowContext runs a query expected to return at most one row.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(ctx, t.d.rebind(query), args...)
+	query = t.d.rebind(query)
+	if st := t.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return t.tx.QueryRowContext(ctx, query, args...)
 }
 
 func (t *Tx) classify(err error) error {
@@ -49,16 +137,16 @@ func (t *Tx) classify(err error) error {
 // Within fn, use only tx: calling Write again from fn waits for the connection fn holds and so
 // blocks until ctx ends, and a Read from fn does not see fn's own uncommitted writes.
 func (db *DB) Write(ctx context.Context, fn func(tx *Tx) error) error {
-	return db.run(ctx, db.write, nil, fn)
+	return db.run(ctx, db.write, db.writeStmts, nil, fn)
 }
 
 // Read runs fn in one read-only transaction, on a snapshot that concurrent writes do not
 // change. A write statement in fn fails.
 func (db *DB) Read(ctx context.Context, fn func(tx *Tx) error) error {
-	return db.run(ctx, db.read, &sql.TxOptions{ReadOnly: true}, fn)
+	return db.run(ctx, db.read, db.readStmts, &sql.TxOptions{ReadOnly: true}, fn)
 }
 
-func (db *DB) run(ctx context.Context, pool *sql.DB, opts *sql.TxOptions, fn func(tx *Tx) error) error {
+func (db *DB) run(ctx context.Context, pool *sql.DB, stmts *stmtCache, opts *sql.TxOptions, fn func(tx *Tx) error) error {
 	stx, err := pool.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -73,7 +161,7 @@ func (db *DB) run(ctx context.Context, pool *sql.DB, opts *sql.TxOptions, fn fun
 			db.log.Error("store rollback failed", zap.Error(rerr))
 		}
 	}()
-	if err := fn(&Tx{tx: stx, d: db.d}); err != nil {
+	if err := fn(&Tx{tx: stx, d: db.d, stmts: stmts}); err != nil {
 		return err
 	}
 	done = true

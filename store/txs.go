@@ -120,7 +120,7 @@ func nullString(s string) sql.NullString { return sql.NullString{String: s, Vali
 // account has no nonce head on that chain yet.
 func (t *Tx) NextNonce(ctx context.Context, chainID uint64, addr common.Address) (next uint64, ok bool, err error) {
 	var n int64
-	err = t.QueryRowContext(ctx, `SELECT next_nonce FROM nonce_heads WHERE chain_id = ? AND address = ?`,
+	err = t.QueryRowContext(ctx, qNextNonce,
 		int64(chainID), addressKey(addr)).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
@@ -134,8 +134,7 @@ func (t *Tx) NextNonce(ctx context.Context, chainID uint64, addr common.Address)
 // RaiseNextNonce sets the nonce head of (chainID, addr) to next, creating it, unless it is
 // higher already: a head never goes down, because lower nonces may have been handed out.
 func (t *Tx) RaiseNextNonce(ctx context.Context, chainID uint64, addr common.Address, next uint64) error {
-	_, err := t.ExecContext(ctx, `INSERT INTO nonce_heads (chain_id, address, next_nonce) VALUES (?, ?, ?)
-		ON CONFLICT (chain_id, address) DO UPDATE SET next_nonce = max(next_nonce, excluded.next_nonce)`,
+	_, err := t.ExecContext(ctx, qRaiseNextNonce,
 		int64(chainID), addressKey(addr), int64(next))
 	if err != nil {
 		return fmt.Errorf("raise next nonce: %w", err)
@@ -147,7 +146,7 @@ func (t *Tx) RaiseNextNonce(ctx context.Context, chainID uint64, addr common.Add
 // false when there is none.
 func (t *Tx) MaxStoredNonce(ctx context.Context, chainID uint64, addr common.Address) (uint64, bool, error) {
 	var n sql.NullInt64
-	if err := t.QueryRowContext(ctx, `SELECT MAX(nonce) FROM txs WHERE chain_id = ? AND address = ?`,
+	if err := t.QueryRowContext(ctx, qMaxStoredNonce,
 		int64(chainID), addressKey(addr)).Scan(&n); err != nil {
 		return 0, false, fmt.Errorf("max stored nonce: %w", err)
 	}
@@ -158,11 +157,7 @@ func (t *Tx) MaxStoredNonce(ctx context.Context, chainID uint64, addr common.Add
 // live transaction holds; ok is false when there is none.
 func (t *Tx) ReusableSlot(ctx context.Context, chainID uint64, addr common.Address, minNonce uint64) (uint64, bool, error) {
 	var n int64
-	err := t.QueryRowContext(ctx, `SELECT r.nonce FROM txs r
-		WHERE r.chain_id = ? AND r.address = ? AND r.state = 'released' AND r.nonce >= ?
-		  AND NOT EXISTS (SELECT 1 FROM txs l WHERE l.chain_id = r.chain_id AND l.address = r.address
-		                  AND l.nonce = r.nonce AND l.state NOT IN ('released', 'failed'))
-		ORDER BY r.nonce LIMIT 1`, int64(chainID), addressKey(addr), int64(minNonce)).Scan(&n)
+	err := t.QueryRowContext(ctx, qReusableSlot, int64(chainID), addressKey(addr), int64(minNonce)).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -194,7 +189,7 @@ func costLimbs(c *big.Int) ([8]int64, error) {
 func (t *Tx) InFlight(ctx context.Context, chainID uint64, addr common.Address) (int, *big.Int, error) {
 	var n int64
 	var c [8]int64
-	err := t.QueryRowContext(ctx, `SELECT n, c0, c1, c2, c3, c4, c5, c6, c7 FROM inflight WHERE chain_id = ? AND address = ?`,
+	err := t.QueryRowContext(ctx, qInFlight,
 		int64(chainID), addressKey(addr)).Scan(&n, &c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6], &c[7])
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, new(big.Int), nil
@@ -229,10 +224,7 @@ func (t *Tx) InsertTx(ctx context.Context, r *TxRecord) error {
 	if err != nil {
 		return fmt.Errorf("insert tx: %w", err)
 	}
-	res, err := t.ExecContext(ctx, `INSERT INTO txs (chain_id, address, nonce, principal, kind, state, fields,
-		max_cost, cost0, cost1, cost2, cost3, cost4, cost5, cost6, cost7,
-		raw, hash, idempotency_key, error, created_at, updated_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	res, err := t.ExecContext(ctx, qInsertTx,
 		int64(r.ChainID), addressKey(r.Address), int64(r.Nonce), r.Principal, r.Kind, r.State, string(r.Fields),
 		cost.String(), l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7],
 		r.Raw, hash, nullString(r.IdempotencyKey), nullString(r.Error),
@@ -251,16 +243,14 @@ func (t *Tx) InsertTx(ctx context.Context, r *TxRecord) error {
 // handed_out for eth_signTransaction), from reserved only; ErrNotFound when it was not
 // reserved.
 func (t *Tx) SetSigned(ctx context.Context, id int64, raw []byte, hash common.Hash, state string) error {
-	res, err := t.ExecContext(ctx, `UPDATE txs SET raw = ?, hash = ?, state = ?, updated_at = ?
-		WHERE id = ? AND state = 'reserved'`, raw, hashKey(hash), state, formatTime(time.Now()), id)
+	res, err := t.ExecContext(ctx, qSetSigned, raw, hashKey(hash), state, formatTime(time.Now()), id)
 	return oneRow(res, err, "set signed")
 }
 
 // SetState moves row id to state, only from one of the states in from; ErrNotFound when it was
 // in none of them. errMsg, when not empty, is recorded as the row's error.
 func (t *Tx) SetState(ctx context.Context, id int64, from []string, state, errMsg string) error {
-	q := `UPDATE txs SET state = ?, error = COALESCE(?, error), updated_at = ? WHERE id = ? AND state IN (` +
-		placeholders(len(from)) + `)`
+	q := setStateQuery(len(from))
 	args := []any{state, nullString(errMsg), formatTime(time.Now()), id}
 	for _, f := range from {
 		args = append(args, f)
@@ -273,9 +263,7 @@ func (t *Tx) SetState(ctx context.Context, id int64, from []string, state, errMs
 // a row that was signed, broadcast or handed out, or mined in another block (a reorg moved
 // it). It returns how many rows changed.
 func (t *Tx) SetMined(ctx context.Context, chainID uint64, hash common.Hash, number uint64, blockHash common.Hash) (int64, error) {
-	res, err := t.ExecContext(ctx, `UPDATE txs SET state = 'mined', block_number = ?, block_hash = ?, updated_at = ?
-		WHERE chain_id = ? AND hash = ? AND (state IN ('signed', 'broadcast', 'handed_out', 'released')
-		      OR (state = 'mined' AND block_hash <> ?))`,
+	res, err := t.ExecContext(ctx, qSetMined,
 		int64(number), hashKey(blockHash), formatTime(time.Now()), int64(chainID), hashKey(hash), hashKey(blockHash))
 	if err != nil {
 		return 0, fmt.Errorf("set mined: %w", err)
@@ -286,8 +274,7 @@ func (t *Tx) SetMined(ctx context.Context, chainID uint64, hash common.Hash, num
 // Unmine moves the mined rows of chainID in block (number, blockHash) back to broadcast: the
 // block left the canonical chain.
 func (t *Tx) Unmine(ctx context.Context, chainID uint64, number uint64, blockHash common.Hash) (int64, error) {
-	res, err := t.ExecContext(ctx, `UPDATE txs SET state = 'broadcast', block_number = NULL, block_hash = NULL, updated_at = ?
-		WHERE chain_id = ? AND state = 'mined' AND block_number = ? AND block_hash = ?`,
+	res, err := t.ExecContext(ctx, qUnmine,
 		formatTime(time.Now()), int64(chainID), int64(number), hashKey(blockHash))
 	if err != nil {
 		return 0, fmt.Errorf("unmine: %w", err)
@@ -297,8 +284,7 @@ func (t *Tx) Unmine(ctx context.Context, chainID uint64, number uint64, blockHas
 
 // Confirm moves the mined rows of chainID at or below block number to confirmed.
 func (t *Tx) Confirm(ctx context.Context, chainID uint64, number uint64) (int64, error) {
-	res, err := t.ExecContext(ctx, `UPDATE txs SET state = 'confirmed', updated_at = ?
-		WHERE chain_id = ? AND state = 'mined' AND block_number <= ?`,
+	res, err := t.ExecContext(ctx, qConfirm,
 		formatTime(time.Now()), int64(chainID), int64(number))
 	if err != nil {
 		return 0, fmt.Errorf("confirm: %w", err)
@@ -326,23 +312,23 @@ func placeholders(n int) string {
 
 // TxByID is row id, or ErrNotFound.
 func (t *Tx) TxByID(ctx context.Context, id int64) (*TxRecord, error) {
-	return scanTx(t.QueryRowContext(ctx, `SELECT `+txColumns+` FROM txs WHERE id = ?`, id))
+	return scanTx(t.QueryRowContext(ctx, qTxByID, id))
 }
 
 // TxByIdempotencyKey is principal's row with key, or ErrNotFound.
 func (t *Tx) TxByIdempotencyKey(ctx context.Context, principal, key string) (*TxRecord, error) {
-	return scanTx(t.QueryRowContext(ctx, `SELECT `+txColumns+` FROM txs WHERE principal = ? AND idempotency_key = ?`,
+	return scanTx(t.QueryRowContext(ctx, qTxByIdempotencyKey,
 		principal, key))
 }
 
 // TxsByHash are the rows with hash, newest first (one, except for a slot signed again).
 func (t *Tx) TxsByHash(ctx context.Context, hash common.Hash) ([]*TxRecord, error) {
-	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE hash = ? ORDER BY id DESC`, hashKey(hash))
+	return t.queryTxs(ctx, qTxsByHash, hashKey(hash))
 }
 
 // TxsAtNonce are the rows of (chainID, addr) at nonce, oldest first.
 func (t *Tx) TxsAtNonce(ctx context.Context, chainID uint64, addr common.Address, nonce uint64) ([]*TxRecord, error) {
-	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ? AND address = ? AND nonce = ? ORDER BY id`,
+	return t.queryTxs(ctx, qTxsAtNonce,
 		int64(chainID), addressKey(addr), int64(nonce))
 }
 
@@ -384,8 +370,7 @@ func (t *Tx) queryTxs(ctx context.Context, query string, args ...any) ([]*TxReco
 // SetHandedOut stores the signed bytes of reserved row id for eth_signTransaction and holds the
 // nonce for the caller until expires.
 func (t *Tx) SetHandedOut(ctx context.Context, id int64, raw []byte, hash common.Hash, expires time.Time) error {
-	res, err := t.ExecContext(ctx, `UPDATE txs SET raw = ?, hash = ?, state = 'handed_out', expires_at = ?, updated_at = ?
-		WHERE id = ? AND state = 'reserved'`, raw, hashKey(hash), formatTime(expires), formatTime(time.Now()), id)
+	res, err := t.ExecContext(ctx, qSetHandedOut, raw, hashKey(hash), formatTime(expires), formatTime(time.Now()), id)
 	return oneRow(res, err, "set handed out")
 }
 
@@ -393,7 +378,7 @@ func (t *Tx) SetHandedOut(ctx context.Context, id int64, raw []byte, hash common
 // at from: the nonces between were never handed out to anything else. It reports whether it
 // moved.
 func (t *Tx) LowerNextNonce(ctx context.Context, chainID uint64, addr common.Address, from, to uint64) (bool, error) {
-	res, err := t.ExecContext(ctx, `UPDATE nonce_heads SET next_nonce = ? WHERE chain_id = ? AND address = ? AND next_nonce = ?`,
+	res, err := t.ExecContext(ctx, qLowerNextNonce,
 		int64(to), int64(chainID), addressKey(addr), int64(from))
 	if err != nil {
 		return false, fmt.Errorf("lower next nonce: %w", err)
@@ -421,17 +406,69 @@ func (t *Tx) StaleTxs(ctx context.Context, chainID uint64, states []string, befo
 
 // Touch sets the updated_at of row id to now (a rebroadcast).
 func (t *Tx) Touch(ctx context.Context, id int64) error {
-	_, err := t.ExecContext(ctx, `UPDATE txs SET updated_at = ? WHERE id = ?`, formatTime(time.Now()), id)
+	_, err := t.ExecContext(ctx, qTouch, formatTime(time.Now()), id)
 	return err
 }
 
 // HasOpenTxs reports whether chainID has rows the confirmer must follow.
 func (t *Tx) HasOpenTxs(ctx context.Context, chainID uint64) (bool, error) {
 	var one int
-	err := t.QueryRowContext(ctx, `SELECT 1 FROM txs WHERE chain_id = ? AND state IN ('signed', 'broadcast', 'mined', 'handed_out') LIMIT 1`,
+	err := t.QueryRowContext(ctx, qHasOpenTxs,
 		int64(chainID)).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
 	return err == nil, err
 }
+
+// Queries prepared once at Open (see prepared).
+var (
+	qNextNonce      = prepared(`SELECT next_nonce FROM nonce_heads WHERE chain_id = ? AND address = ?`)
+	qRaiseNextNonce = prepared(`INSERT INTO nonce_heads (chain_id, address, next_nonce) VALUES (?, ?, ?)
+		ON CONFLICT (chain_id, address) DO UPDATE SET next_nonce = max(next_nonce, excluded.next_nonce)`)
+	qMaxStoredNonce = prepared(`SELECT MAX(nonce) FROM txs WHERE chain_id = ? AND address = ?`)
+	qReusableSlot   = prepared(`SELECT r.nonce FROM txs r
+		WHERE r.chain_id = ? AND r.address = ? AND r.state = 'released' AND r.nonce >= ?
+		  AND NOT EXISTS (SELECT 1 FROM txs l WHERE l.chain_id = r.chain_id AND l.address = r.address
+		                  AND l.nonce = r.nonce AND l.state NOT IN ('released', 'failed'))
+		ORDER BY r.nonce LIMIT 1`)
+	qInFlight = prepared(`SELECT n, c0, c1, c2, c3, c4, c5, c6, c7 FROM inflight WHERE chain_id = ? AND address = ?`)
+	qInsertTx = prepared(`INSERT INTO txs (chain_id, address, nonce, principal, kind, state, fields,
+		max_cost, cost0, cost1, cost2, cost3, cost4, cost5, cost6, cost7,
+		raw, hash, idempotency_key, error, created_at, updated_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qSetSigned = prepared(`UPDATE txs SET raw = ?, hash = ?, state = ?, updated_at = ?
+		WHERE id = ? AND state = 'reserved'`)
+	qSetMined = prepared(`UPDATE txs SET state = 'mined', block_number = ?, block_hash = ?, updated_at = ?
+		WHERE chain_id = ? AND hash = ? AND (state IN ('signed', 'broadcast', 'handed_out', 'released')
+		      OR (state = 'mined' AND block_hash <> ?))`)
+	qUnmine = prepared(`UPDATE txs SET state = 'broadcast', block_number = NULL, block_hash = NULL, updated_at = ?
+		WHERE chain_id = ? AND state = 'mined' AND block_number = ? AND block_hash = ?`)
+	qConfirm = prepared(`UPDATE txs SET state = 'confirmed', updated_at = ?
+		WHERE chain_id = ? AND state = 'mined' AND block_number <= ?`)
+	qSetHandedOut = prepared(`UPDATE txs SET raw = ?, hash = ?, state = 'handed_out', expires_at = ?, updated_at = ?
+		WHERE id = ? AND state = 'reserved'`)
+	qLowerNextNonce = prepared(`UPDATE nonce_heads SET next_nonce = ? WHERE chain_id = ? AND address = ? AND next_nonce = ?`)
+	qTouch          = prepared(`UPDATE txs SET updated_at = ? WHERE id = ?`)
+	qHasOpenTxs     = prepared(`SELECT 1 FROM txs WHERE chain_id = ? AND state IN ('signed', 'broadcast', 'mined', 'handed_out') LIMIT 1`)
+)
+
+// setStateQuery is SetState's statement for n from-states; the usual counts are prepared.
+func setStateQuery(n int) string {
+	return `UPDATE txs SET state = ?, error = COALESCE(?, error), updated_at = ? WHERE id = ? AND state IN (` +
+		placeholders(n) + `)`
+}
+
+var _ = func() bool {
+	for n := 1; n <= 4; n++ {
+		prepared(setStateQuery(n))
+	}
+	return true
+}()
+
+var (
+	qTxByID             = prepared(`SELECT ` + txColumns + ` FROM txs WHERE id = ?`)
+	qTxByIdempotencyKey = prepared(`SELECT ` + txColumns + ` FROM txs WHERE principal = ? AND idempotency_key = ?`)
+	qTxsByHash          = prepared(`SELECT ` + txColumns + ` FROM txs WHERE hash = ? ORDER BY id DESC`)
+	qTxsAtNonce         = prepared(`SELECT ` + txColumns + ` FROM txs WHERE chain_id = ? AND address = ? AND nonce = ? ORDER BY id`)
+)

@@ -231,7 +231,7 @@ func TestInFlightAggregate(t *testing.T) {
 	db := openTest(t, testConfig(t), options{})
 	addr := addrN(9)
 	big1 := new(big.Int).Add(new(big.Int).Lsh(big.NewInt(1), 255), big.NewInt(12345)) // 2^255 + 12345
-	big2 := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 200), big.NewInt(1))    // 2^200 - 1
+	big2 := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 200), big.NewInt(1))     // 2^200 - 1
 	expect := func(n int, sum *big.Int) {
 		t.Helper()
 		err := db.Read(ctx, func(tx *Tx) error {

@@ -225,6 +225,8 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 	}
 	to := min(h, c.last+maxScanBlocks)
 	more = to < h
+	// Read the blocks first, then record what they hold in one write.
+	var read []*block
 	for n := c.last + 1; n <= to; n++ {
 		b := head
 		if n != h {
@@ -236,21 +238,24 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 				break // the node's head moved back: next tick
 			}
 		}
-		if len(b.Transactions) > 0 {
-			err := c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
-				for _, th := range b.Transactions {
-					if _, err := tx.SetMined(ctx, c.chainID, th, n, b.Hash); err != nil {
-						return err
-					}
+		read = append(read, b)
+	}
+	err = c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+		for _, b := range read {
+			for _, th := range b.Transactions {
+				if _, err := tx.SetMined(ctx, c.chainID, th, uint64(b.Number), b.Hash); err != nil {
+					return err
 				}
-				return nil
-			})
-			if err != nil {
-				return false, err
 			}
 		}
-		c.recent[n] = b.Hash
-		c.last = n
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	for _, b := range read {
+		c.recent[uint64(b.Number)] = b.Hash
+		c.last = uint64(b.Number)
 	}
 	if more {
 		return true, nil // reorgs and confirmations once caught up

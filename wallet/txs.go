@@ -509,18 +509,16 @@ func notAccepted(rec *store.TxRecord, err error) error {
 }
 
 func (t *Transactions) markBroadcast(ctx context.Context, rec *store.TxRecord) {
-	// Not waited on for correctness: after a crash a signed row is rebroadcast, which a node
-	// answers with "already known".
-	err := t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
-		err := tx.SetState(ctx, rec.ID, []string{store.StateSigned}, store.StateBroadcast, "")
+	// Not waited for: if a crash loses this write, the row is still signed and is sent
+	// again at recovery, which a node answers with "already known".
+	id := rec.ID
+	t.db.WriteGroupedLater(func(tx *store.Tx) error {
+		err := tx.SetState(context.Background(), id, []string{store.StateSigned}, store.StateBroadcast, "")
 		if errors.Is(err, store.ErrNotFound) {
 			return nil // moved on already (mined by the confirmer)
 		}
 		return err
 	})
-	if err != nil {
-		t.log.Warn("recording a broadcast failed", zap.Int64("tx", rec.ID), zap.Error(err))
-	}
 	rec.State = store.StateBroadcast
 }
 
