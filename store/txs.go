@@ -264,7 +264,7 @@ func (t *Tx) SetState(ctx context.Context, id int64, from []string, state, errMs
 // it). It returns how many rows changed.
 func (t *Tx) SetMined(ctx context.Context, chainID uint64, hash common.Hash, number uint64, blockHash common.Hash) (int64, error) {
 	res, err := t.ExecContext(ctx, qSetMined,
-		int64(number), hashKey(blockHash), formatTime(time.Now()), int64(chainID), hashKey(hash), hashKey(blockHash))
+		int64(number), hashKey(blockHash), formatTime(time.Now()), hashKey(hash), int64(chainID), hashKey(blockHash))
 	if err != nil {
 		return 0, fmt.Errorf("set mined: %w", err)
 	}
@@ -439,9 +439,11 @@ var (
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qSetSigned = prepared(`UPDATE txs SET raw = ?, hash = ?, state = ?, updated_at = ?
 		WHERE id = ? AND state = 'reserved'`)
+	// +chain_id keeps the planner on txs_hash: without statistics SQLite may otherwise take
+	// the (chain_id, state) index and scan every open row of the chain for each hash.
 	qSetMined = prepared(`UPDATE txs SET state = 'mined', block_number = ?, block_hash = ?, updated_at = ?
-		WHERE chain_id = ? AND hash = ? AND (state IN ('signed', 'broadcast', 'handed_out', 'released')
-		      OR (state = 'mined' AND block_hash <> ?))`)
+		WHERE hash = ? AND +chain_id = ?
+		  AND (state IN ('signed', 'broadcast', 'handed_out', 'released') OR (state = 'mined' AND block_hash <> ?))`)
 	qUnmine = prepared(`UPDATE txs SET state = 'broadcast', block_number = NULL, block_hash = NULL, updated_at = ?
 		WHERE chain_id = ? AND state = 'mined' AND block_number = ? AND block_hash = ?`)
 	qConfirm = prepared(`UPDATE txs SET state = 'confirmed', updated_at = ?
