@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
@@ -69,6 +70,12 @@ var ErrHeldByOther = errors.New("the key is held for another principal")
 type Accounts struct {
 	keys *Keys
 	db   *store.DB
+	held sync.Map // holding{owner, addr} -> struct{}: ownership seen in the store
+}
+
+type holding struct {
+	owner string
+	addr  common.Address
 }
 
 // NewAccounts builds the account service over keys and their ownership records.
@@ -124,9 +131,16 @@ func (a *Accounts) Holds(ctx context.Context, owner string, addr common.Address)
 	if !a.keys.Has(addr) {
 		return ErrNotHeld
 	}
+	// An account never changes owner (there is no transfer), so a positive answer is kept.
+	if _, ok := a.held.Load(holding{owner, addr}); ok {
+		return nil
+	}
 	acc, err := a.db.Account(ctx, addr)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && acc.Owner != owner) {
 		return ErrNotHeld
+	}
+	if err == nil {
+		a.held.Store(holding{owner, addr}, struct{}{})
 	}
 	return err
 }

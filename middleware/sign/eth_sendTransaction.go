@@ -52,7 +52,8 @@ func (s *Stage) txRequest(c *proxy.Call) (*txreq.Request, error) {
 	// `from` before the other fields: an account the caller does not hold is refused as such
 	// even when the rest of the object is malformed.
 	from := gjson.GetBytes(c.Request.Params, "0.from")
-	if from.Type == gjson.String && len(from.Str) == 42 && common.IsHexAddress(from.Str) {
+	checked := from.Type == gjson.String && len(from.Str) == 42 && common.IsHexAddress(from.Str)
+	if checked {
 		if err := s.held(c.Ctx, c, common.HexToAddress(from.Str)); err != nil {
 			return nil, err
 		}
@@ -61,8 +62,10 @@ func (s *Stage) txRequest(c *proxy.Call) (*txreq.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.held(c.Ctx, c, r.From); err != nil {
-		return nil, err
+	if !checked || r.From != common.HexToAddress(from.Str) {
+		if err := s.held(c.Ctx, c, r.From); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
