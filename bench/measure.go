@@ -178,6 +178,21 @@ func measure(ctx context.Context, cs *children, cfg runConfig, t *target, l load
 	if err != nil {
 		return s, err
 	}
+	s.addCPU(cfg, cpu0, ct0, cpu1, ct1)
+	if t.admin != "" {
+		after, err := scrape(t.admin)
+		if err != nil {
+			return s, err
+		}
+		d := after.sub(before)
+		s.calls = &d
+	}
+	return s, nil
+}
+
+// addCPU records the CPU used between two snapshots: the machine's, the idle time of the
+// servers' CPUs, and each server's.
+func (s *sample) addCPU(cfg runConfig, cpu0 []time.Duration, ct0 cpuTimes, cpu1 []time.Duration, ct1 cpuTimes) {
 	s.busy = ct1["cpu"].busy - ct0["cpu"].busy
 	s.serverIdle = ct1.idle(cfg.serverCPUList) - ct0.idle(cfg.serverCPUList)
 	s.serverCPUs = len(cfg.serverCPUList)
@@ -188,15 +203,6 @@ func measure(ctx context.Context, cs *children, cfg runConfig, t *target, l load
 		s.perServer = append(s.perServer, cpu1[i]-cpu0[i])
 		s.serverCPU += cpu1[i] - cpu0[i]
 	}
-	if t.admin != "" {
-		after, err := scrape(t.admin)
-		if err != nil {
-			return s, err
-		}
-		d := after.sub(before)
-		s.calls = &d
-	}
-	return s, nil
 }
 
 // snapshot reads the CPU time of each of t's servers and of the machine.

@@ -257,16 +257,7 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 	if err != nil {
 		return ss, err
 	}
-	ss.busy = ct1["cpu"].busy - ct0["cpu"].busy
-	ss.serverIdle = ct1.idle(cfg.serverCPUList) - ct0.idle(cfg.serverCPUList)
-	ss.serverCPUs = len(cfg.serverCPUList)
-	if ss.serverCPUs == 0 {
-		ss.serverCPUs = len(ct1) - 1
-	}
-	for i := range cpu1 {
-		ss.perServer = append(ss.perServer, cpu1[i]-cpu0[i])
-		ss.serverCPU += cpu1[i] - cpu0[i]
-	}
+	ss.addCPU(cfg, cpu0, ct0, cpu1, ct1)
 
 	var after nonceState
 	if sp.t.key == "g" {
@@ -301,8 +292,9 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 
 	switch sp.t.key {
 	case "f":
-		res, err := rpcResult(&t)
-		if err != nil {
+		// err is the function's: checkHandedOut's verdict below must reach the issues.
+		var res json.RawMessage
+		if res, err = rpcResult(&t); err != nil {
 			return ss, fmt.Errorf("signature after the load: %w", err)
 		}
 		if ss.nextNonce, err = checkSigned(res, sp.account); err != nil {
