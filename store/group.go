@@ -27,11 +27,11 @@ type groupOp struct {
 }
 
 type grouper struct {
-	once sync.Once
-	stop sync.Once
-	ops  chan groupOp
-	quit chan struct{}
-	wg   sync.WaitGroup
+	stop    sync.Once
+	ops     chan groupOp // buffered: queueing does not wait for a commit in progress
+	quit    chan struct{}
+	stopped chan struct{} // closed when the committer has ended
+	wg      sync.WaitGroup
 }
 
 var errClosed = errors.New("store: closed")
@@ -46,10 +46,6 @@ var errClosed = errors.New("store: closed")
 // state outside the transaction that a failed commit would leave wrong.
 func (db *DB) WriteGrouped(ctx context.Context, fn func(tx *Tx) error) error {
 	g := &db.group
-	g.once.Do(func() {
-		g.wg.Add(1)
-		go db.commitLoop()
-	})
 	op := groupOp{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	select {
 	case g.ops <- op:
@@ -58,7 +54,18 @@ func (db *DB) WriteGrouped(ctx context.Context, fn func(tx *Tx) error) error {
 	case <-g.quit:
 		return errClosed
 	}
-	return <-op.done
+	select {
+	case err := <-op.done:
+		return err
+	case <-g.stopped:
+		// The committer has answered every op it took; one queued too late gets none.
+		select {
+		case err := <-op.done:
+			return err
+		default:
+			return errClosed
+		}
+	}
 }
 
 // WriteGroupedLater queues fn like WriteGrouped and returns without waiting for the commit:
@@ -66,10 +73,6 @@ func (db *DB) WriteGrouped(ctx context.Context, fn func(tx *Tx) error) error {
 // failure is logged. After Close the write is dropped.
 func (db *DB) WriteGroupedLater(fn func(tx *Tx) error) {
 	g := &db.group
-	g.once.Do(func() {
-		g.wg.Add(1)
-		go db.commitLoop()
-	})
 	op := groupOp{ctx: context.Background(), fn: fn, done: make(chan error, 1), later: true}
 	select {
 	case g.ops <- op:
@@ -80,6 +83,7 @@ func (db *DB) WriteGroupedLater(fn func(tx *Tx) error) {
 func (db *DB) commitLoop() {
 	g := &db.group
 	defer g.wg.Done()
+	defer close(g.stopped)
 	batch := make([]groupOp, 0, maxGroup)
 	errs := make([]error, 0, maxGroup)
 	for {

@@ -153,7 +153,7 @@ func open(ctx context.Context, cfg Config, deps Deps, o options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	db := &DB{d: d, log: log, group: grouper{ops: make(chan groupOp, maxGroup), quit: make(chan struct{})}}
+	db := &DB{d: d, log: log, group: grouper{ops: make(chan groupOp, maxGroup), quit: make(chan struct{}), stopped: make(chan struct{})}}
 	if db.write, err = sql.Open(d.driver, sqliteDSN(path, cfg.BusyTimeout, o.synchronous, true)); err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", cfg.Path, err)
 	}
@@ -176,14 +176,8 @@ func open(ctx context.Context, cfg Config, deps Deps, o options) (*DB, error) {
 		db.write.Close()
 		return nil, fmt.Errorf("store: open %s: %w", cfg.Path, err)
 	}
-	if db.writeStmts, err = prepareAll(ctx, db.write, d, false); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store: open %s: %w", cfg.Path, err)
-	}
-	if db.readStmts, err = prepareAll(ctx, db.read, d, false); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store: open %s: %w", cfg.Path, err)
-	}
+	db.writeStmts = prepareAll(ctx, db.write, d)
+	db.readStmts = prepareAll(ctx, db.read, d)
 	n := max(4, runtime.GOMAXPROCS(0))
 	db.read.SetMaxOpenConns(n)
 	db.read.SetMaxIdleConns(n)
@@ -193,6 +187,8 @@ func open(ctx context.Context, cfg Config, deps Deps, o options) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", cfg.Path, err)
 	}
+	db.group.wg.Add(1)
+	go db.commitLoop()
 	log.Info("store opened", zap.String("driver", cfg.Driver), zap.String("path", cfg.Path),
 		zap.Int("schema_version", db.schema))
 	return db, nil

@@ -23,8 +23,7 @@ type Tx struct {
 
 // stmtCache holds the prepared statements of one pool, by query text.
 type stmtCache struct {
-	pool *sql.DB
-	m    map[string]*sql.Stmt
+	m map[string]*sql.Stmt
 }
 
 // get is the prepared statement of query, or nil when query was not registered with
@@ -49,25 +48,19 @@ func prepared(query string) string {
 
 // prepareAll prepares every registered query on pool. A query the pool refuses (a write on
 // the read-only pool, a table a test's own migration set does not have) is left out and
-// runs unprepared, failing there if it is wrong; mustAll makes a refusal an error instead.
-func prepareAll(ctx context.Context, pool *sql.DB, d *dialect, mustAll bool) (*stmtCache, error) {
-	c := &stmtCache{pool: pool, m: map[string]*sql.Stmt{}}
+// runs unprepared, failing there if it is wrong.
+func prepareAll(ctx context.Context, pool *sql.DB, d *dialect) *stmtCache {
+	c := &stmtCache{m: map[string]*sql.Stmt{}}
 	for _, q := range preparedQueries {
 		q = d.rebind(q)
 		if _, ok := c.m[q]; ok {
 			continue
 		}
-		st, err := pool.PrepareContext(ctx, q)
-		if err != nil {
-			if mustAll {
-				c.close()
-				return nil, fmt.Errorf("prepare %q: %w", q, err)
-			}
-			continue
+		if st, err := pool.PrepareContext(ctx, q); err == nil {
+			c.m[q] = st
 		}
-		c.m[q] = st
 	}
-	return c, nil
+	return c
 }
 
 func (c *stmtCache) close() {

@@ -280,3 +280,33 @@ func TestInFlightAggregate(t *testing.T) {
 		t.Error("a cost of 2^256 was accepted")
 	}
 }
+
+// TestGroupedWriteAfterClose: a grouped write queued as the store closes gets an answer
+// (committed or errClosed) and never waits forever.
+func TestGroupedWriteAfterClose(t *testing.T) {
+	ctx := context.Background()
+	db, err := Open(ctx, testConfig(t), Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Go(func() {
+			err := db.WriteGrouped(ctx, func(tx *Tx) error { return nil })
+			if err != nil && !errors.Is(err, errClosed) {
+				t.Errorf("grouped write at close: %v", err)
+			}
+		})
+	}
+	db.Close()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("grouped writes still waiting 10s after Close")
+	}
+	if err := db.WriteGrouped(ctx, func(tx *Tx) error { return nil }); !errors.Is(err, errClosed) {
+		t.Fatalf("grouped write after Close: %v", err)
+	}
+}
