@@ -32,10 +32,6 @@ const (
 	KindFiller = "filler" // a zero-value self-transfer filling a slot that could not be used
 )
 
-// InFlightStates are the states whose transactions may still take funds from the account and
-// count against its in-flight cap.
-var InFlightStates = []string{StateReserved, StateSigned, StateBroadcast, StateHandedOut}
-
 // TxRecord is one transaction the service signed or is about to sign.
 type TxRecord struct {
 	ID             int64
@@ -184,7 +180,8 @@ func costLimbs(c *big.Int) ([8]int64, error) {
 	return l, nil
 }
 
-// InFlight is the number of transactions of (chainID, addr) in InFlightStates and the sum of
+// InFlight is the number of transactions of (chainID, addr) in flight (reserved, signed,
+// broadcast, handed_out: they may still take funds from the account) and the sum of
 // their max costs: one row, kept by triggers (migration 0002).
 func (t *Tx) InFlight(ctx context.Context, chainID uint64, addr common.Address) (int, *big.Int, error) {
 	var n int64
@@ -332,18 +329,6 @@ func (t *Tx) TxsAtNonce(ctx context.Context, chainID uint64, addr common.Address
 		int64(chainID), addressKey(addr), int64(nonce))
 }
 
-// TxsInStates are up to limit rows of chainID in one of states, lowest nonce first per
-// account.
-func (t *Tx) TxsInStates(ctx context.Context, chainID uint64, states []string, limit int) ([]*TxRecord, error) {
-	args := []any{int64(chainID)}
-	for _, s := range states {
-		args = append(args, s)
-	}
-	args = append(args, limit)
-	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ? AND state IN (`+placeholders(len(states))+`)
-		ORDER BY address, nonce, id LIMIT ?`, args...)
-}
-
 // MinedSince are the mined rows of chainID in blocks at or above number.
 func (t *Tx) MinedSince(ctx context.Context, chainID uint64, number uint64) ([]*TxRecord, error) {
 	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ? AND state = 'mined' AND block_number >= ?
@@ -402,6 +387,12 @@ func (t *Tx) StaleTxs(ctx context.Context, chainID uint64, states []string, befo
 	args = append(args, formatTime(before), limit)
 	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ? AND state IN (`+placeholders(len(states))+`)
 		AND updated_at < ? ORDER BY address, nonce, id LIMIT ?`, args...)
+}
+
+// ClearIdempotencyKey frees the idempotency key of row id for another row.
+func (t *Tx) ClearIdempotencyKey(ctx context.Context, id int64) error {
+	_, err := t.ExecContext(ctx, `UPDATE txs SET idempotency_key = NULL WHERE id = ?`, id)
+	return err
 }
 
 // Touch sets the updated_at of row id to now (a rebroadcast).

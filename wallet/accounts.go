@@ -35,28 +35,28 @@ func (c *Config) SetDefaults() {
 // Validate checks c; each message names its key within the section.
 func (c *Config) Validate() error {
 	var errs []error
-	if err := c.Keys.Validate(); err != nil {
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
-				errs = append(errs, fmt.Errorf("keys.%w", e))
-			}
-		} else {
-			errs = append(errs, fmt.Errorf("keys.%w", err))
-		}
-	}
-	if err := c.Transactions.Validate(); err != nil {
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
-				errs = append(errs, fmt.Errorf("transactions.%w", e))
-			}
-		} else {
-			errs = append(errs, fmt.Errorf("transactions.%w", err))
-		}
-	}
+	errs = append(errs, underKey("keys", c.Keys.Validate())...)
+	errs = append(errs, underKey("transactions", c.Transactions.Validate())...)
 	if strings.TrimSpace(c.DevPrincipal) == "" {
 		errs = append(errs, errors.New("devPrincipal: must not be empty"))
 	}
 	return errors.Join(errs...)
+}
+
+// underKey prefixes each error joined in err (errors.Join) with "key.".
+func underKey(key string, err error) []error {
+	if err == nil {
+		return nil
+	}
+	list := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	}
+	out := make([]error, len(list))
+	for i, e := range list {
+		out[i] = fmt.Errorf("%s.%w", key, e)
+	}
+	return out
 }
 
 // ErrNotHeld is returned when an account is not held for the principal asking (whether it

@@ -92,9 +92,6 @@ func NewTransactions(cfg TxConfig, deps TxDeps) (*Transactions, error) {
 	return &Transactions{cfg: cfg, rules: rules, keys: deps.Keys, db: deps.DB, chains: deps.Chains, log: log}, nil
 }
 
-// Config is the effective configuration, defaults filled in.
-func (t *Transactions) Config() TxConfig { return t.cfg }
-
 func (t *Transactions) chain(chainID uint64) (Chain, error) {
 	ch, ok := t.chains[chainID]
 	if !ok {
@@ -173,19 +170,14 @@ func (t *Transactions) SignTransaction(ctx context.Context, principal string, ch
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.BroadcastTimeout)
 	defer cancel()
-	signed, err := t.keys.SignTx(r.From, r.Tx(rec.Nonce, new(big.Int).SetUint64(chainID)), new(big.Int).SetUint64(chainID))
+	raw, hash, err := t.signRecord(rec, r)
 	if err != nil {
-		t.giveUp(wctx, ch, rec, "signing failed: "+err.Error())
+		t.giveUp(wctx, ch, rec, err.Error())
 		return nil, jsonrpc.ErrInternal.With("signing failed")
-	}
-	raw, err := signed.MarshalBinary()
-	if err != nil {
-		t.giveUp(wctx, ch, rec, "encoding failed: "+err.Error())
-		return nil, jsonrpc.ErrInternal.With("encoding the signed transaction failed")
 	}
 	expires := time.Now().Add(t.cfg.HandOutTTL)
 	err = t.db.WriteGrouped(wctx, func(tx *store.Tx) error {
-		return tx.SetHandedOut(wctx, rec.ID, raw, signed.Hash(), expires)
+		return tx.SetHandedOut(wctx, rec.ID, raw, hash, expires)
 	})
 	if err != nil {
 		// Not handed out: the confirmer releases the reserved slot (kind sign is never sent).
@@ -560,6 +552,10 @@ func (t *Transactions) reconcile(ctx context.Context, ch Chain, rec *store.TxRec
 	err = t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
 		if err := tx.SetState(ctx, rec.ID, []string{store.StateSigned, store.StateBroadcast, store.StateReserved}, store.StateFailed,
 			"nonce used by another transaction"); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		// Nothing was sent: the retry with a new nonce carries the idempotency key on.
+		if err := tx.ClearIdempotencyKey(ctx, rec.ID); err != nil {
 			return err
 		}
 		return tx.RaiseNextNonce(ctx, rec.ChainID, rec.Address, pending)

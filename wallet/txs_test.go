@@ -256,12 +256,16 @@ func TestNonceUsedOutsideIsRetried(t *testing.T) {
 	f.chain.mu.Lock()
 	f.chain.nonces[f.from] += 2 // two transactions from elsewhere
 	f.chain.mu.Unlock()
-	h, err := f.txs.Send(ctx, "p", 7, f.request(2), "")
+	h, err := f.txs.Send(ctx, "p", 7, f.request(2), "key-1")
 	if err != nil {
 		t.Fatalf("send after outside use: %v", err)
 	}
 	if n := f.nonceOf(t, h); n != 3 {
 		t.Fatalf("nonce %d, want 3", n)
+	}
+	// The idempotency key went with the retry: repeating the request answers its hash.
+	if again, err := f.txs.Send(ctx, "p", 7, f.request(2), "key-1"); err != nil || again != h {
+		t.Fatalf("repeat with the key: %s, %v; want %s", again.Hex(), err, h.Hex())
 	}
 }
 
