@@ -113,9 +113,17 @@ func post(t *testing.T, url, body string, headers ...string) (int, http.Header, 
 	return resp.StatusCode, resp.Header, b
 }
 
-func get(t *testing.T, url string) (int, string) {
+// get GETs url with the header name/value pairs.
+func get(t *testing.T, url string, headers ...string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,9 @@ var (
 	deadAddress = common.HexToAddress("0x000000000000000000000000000000000000dEaD")
 )
 
+// devAuth are the dev credentials as header pairs.
+var devAuth = []string{"X-API-Key", config.DevClientID, "Authorization", "Bearer " + config.DevToken}
+
 // rpcResult is one JSON-RPC answer.
 type rpcResult struct {
 	Status int
@@ -143,7 +146,6 @@ func TestConcurrentSends500(t *testing.T) {
 		}
 	}
 	var count hexutil.Uint64
-	rpcCall(t, http.DefaultClient, url, "eth_getTransactionCount", []any{devAccount3, "latest"})
 	if r := rpcCall(t, http.DefaultClient, url, "eth_getTransactionCount", []any{devAccount3, "latest"}); json.Unmarshal(r.Result, &count) != nil || uint64(count) != uint64(start)+n {
 		t.Fatalf("account nonce %d after %d sends from %d", count, n, start)
 	}
@@ -247,7 +249,7 @@ func TestIdempotencyKeyAndStatus(t *testing.T) {
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		status, body := getWith(t, ts.API+"/v1/transactions/"+hashes[0].Hex())
+		status, body := get(t, ts.API+"/v1/transactions/"+hashes[0].Hex(), devAuth...)
 		var got struct {
 			Transaction struct {
 				State       string
@@ -256,7 +258,7 @@ func TestIdempotencyKeyAndStatus(t *testing.T) {
 				BlockNumber *uint64
 			}
 		}
-		if status != 200 || json.Unmarshal(body, &got) != nil {
+		if status != 200 || json.Unmarshal([]byte(body), &got) != nil {
 			t.Fatalf("status: %d %s", status, body)
 		}
 		tr := got.Transaction
@@ -271,24 +273,6 @@ func TestIdempotencyKeyAndStatus(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-func getWith(t *testing.T, url string, headers ...string) (int, []byte) {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header.Set("X-API-Key", config.DevClientID)
-	req.Header.Set("Authorization", "Bearer "+config.DevToken)
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var buf bytes.Buffer
-	_, _ = buf.ReadFrom(resp.Body)
-	return resp.StatusCode, buf.Bytes()
 }
 
 // TestIsolationBetweenPrincipals: principal bob holds a keystore account; dev and bob can
@@ -332,7 +316,7 @@ func TestIsolationBetweenPrincipals(t *testing.T) {
 	var logs lockedLog
 	ts := startServerIn(t, cfg, dir, &logs)
 	url := ts.API + "/v1/web3/mainnet"
-	asBob := []string{"Authorization", "Bearer " + bobToken}
+	asBob := []string{"X-API-Key", config.DevClientID, "Authorization", "Bearer " + bobToken}
 
 	// dev funds bob; both send one transaction.
 	var devHash, bobHash common.Hash
@@ -366,13 +350,13 @@ func TestIsolationBetweenPrincipals(t *testing.T) {
 		t.Errorf("eth_accounts: dev %v, bob %v", devList, bobList)
 	}
 
-	if code, _ := getWith(t, ts.API+"/v1/transactions/"+devHash.Hex(), asBob...); code != 404 {
+	if code, _ := get(t, ts.API+"/v1/transactions/"+devHash.Hex(), asBob...); code != 404 {
 		t.Errorf("bob reads dev's transaction: HTTP %d, want 404", code)
 	}
-	if code, _ := getWith(t, ts.API+"/v1/transactions/"+bobHash.Hex()); code != 404 {
+	if code, _ := get(t, ts.API+"/v1/transactions/"+bobHash.Hex(), devAuth...); code != 404 {
 		t.Errorf("dev reads bob's transaction: HTTP %d, want 404", code)
 	}
-	if code, body := getWith(t, ts.API+"/v1/transactions/"+bobHash.Hex(), asBob...); code != 200 {
+	if code, body := get(t, ts.API+"/v1/transactions/"+bobHash.Hex(), asBob...); code != 200 {
 		t.Errorf("bob reads his own transaction: HTTP %d %s", code, body)
 	}
 	ts.stop()
