@@ -16,35 +16,20 @@
 
 import { FetchRequest, JsonRpcProvider, Network } from "ethers";
 
-const TIMEOUT_MS = 10_000; // per HTTP request
-const WATCHDOG_MS = 60_000; // whole script
+import { fail, script } from "./harness.mjs";
 
-function env(name) {
-  const v = process.env[name];
-  if (v === undefined || v === "") {
-    console.error(`ethers-basic: environment variable ${name} is not set`);
-    process.exit(2);
-  }
-  return v;
-}
+const TIMEOUT_MS = 10_000; // per HTTP request
+
+const { env, chainID: readChainID, check, finish } = script("ethers-basic", {
+  describe: (err) => `${err?.message ?? err}${err?.cause ? ` (cause: ${err.cause.message ?? err.cause})` : ""}`,
+});
 
 const url = env("WEB3GATE_URL");
 const clientID = env("WEB3GATE_CLIENT_ID");
 const token = env("WEB3GATE_TOKEN");
-const chainIDText = env("WEB3GATE_CHAIN_ID");
+const chainID = readChainID();
 const funded = env("WEB3GATE_FUNDED_ADDRESS");
 const expectAuth = process.env.WEB3GATE_EXPECT_AUTH === "1";
-
-if (!/^[0-9]+$/.test(chainIDText)) {
-  console.error(`ethers-basic: WEB3GATE_CHAIN_ID must be a decimal integer, got ${JSON.stringify(chainIDText)}`);
-  process.exit(2);
-}
-const chainID = BigInt(chainIDText);
-
-const watchdog = setTimeout(() => {
-  console.error(`FAIL watchdog: checks did not finish within ${WATCHDOG_MS} ms`);
-  process.exit(1);
-}, WATCHDOG_MS);
 
 // request builds an ethers FetchRequest carrying the client's headers.
 function request({ withToken = true } = {}) {
@@ -105,22 +90,6 @@ function provider(options, opts) {
   const p = new WireProvider(request(opts), network, { staticNetwork: network, ...options });
   providers.push(p);
   return p;
-}
-
-const failures = [];
-async function check(name, fn) {
-  try {
-    const detail = await fn();
-    console.log(`ok   ${name}: ${detail}`);
-  } catch (err) {
-    failures.push(name);
-    const cause = err?.cause ? ` (cause: ${err.cause.message ?? err.cause})` : "";
-    console.log(`FAIL ${name}: ${err?.message ?? err}${cause}`);
-  }
-}
-
-function fail(msg) {
-  throw new Error(msg);
 }
 
 function quantity(v, what) {
@@ -266,10 +235,4 @@ if (expectAuth) {
 for (const p of providers) {
   p.destroy();
 }
-clearTimeout(watchdog);
-
-if (failures.length > 0) {
-  console.log(`FAIL ${failures.length} check(s) failed: ${failures.join(", ")}`);
-  process.exit(1);
-}
-console.log("ok   all checks passed");
+finish();

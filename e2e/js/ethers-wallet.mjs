@@ -33,42 +33,31 @@ import {
   verifyTypedData,
 } from "ethers";
 
+import { fail, script, within } from "./harness.mjs";
+
 const TIMEOUT_MS = 10_000; // per HTTP request
-const WATCHDOG_MS = 60_000; // whole script
 const RECEIPT_MS = 20_000; // per transaction, from send to receipt
 
-function env(name) {
-  const v = process.env[name];
-  if (v === undefined || v === "") {
-    console.error(`ethers-wallet: environment variable ${name} is not set`);
-    process.exit(2);
-  }
-  return v;
-}
+const { usage, env, chainID: readChainID, check, finish } = script("ethers-wallet", {
+  describe(err) {
+    const cause = err?.cause ? ` (cause: ${err.cause.message ?? err.cause})` : "";
+    const info = err?.info?.error ? ` (rpc error: ${JSON.stringify(err.info.error)})` : "";
+    const body = err?.response?.bodyText ? ` (response: ${err.response.bodyText.trim()})` : "";
+    return `${err?.shortMessage ?? err?.message ?? err}${info}${body}${cause}`;
+  },
+});
 
 const url = env("WEB3GATE_URL");
 const clientID = env("WEB3GATE_CLIENT_ID");
 const token = env("WEB3GATE_TOKEN");
-const chainIDText = env("WEB3GATE_CHAIN_ID");
+const chainID = readChainID();
 const accountText = env("WEB3GATE_ACCOUNT");
-
-if (!/^[0-9]+$/.test(chainIDText)) {
-  console.error(`ethers-wallet: WEB3GATE_CHAIN_ID must be a decimal integer, got ${JSON.stringify(chainIDText)}`);
-  process.exit(2);
-}
-const chainID = BigInt(chainIDText);
 let account;
 try {
   account = getAddress(accountText);
 } catch {
-  console.error(`ethers-wallet: WEB3GATE_ACCOUNT must be an address, got ${JSON.stringify(accountText)}`);
-  process.exit(2);
+  usage(`WEB3GATE_ACCOUNT must be an address, got ${JSON.stringify(accountText)}`);
 }
-
-const watchdog = setTimeout(() => {
-  console.error(`FAIL watchdog: checks did not finish within ${WATCHDOG_MS} ms`);
-  process.exit(1);
-}, WATCHDOG_MS);
 
 // request builds an ethers FetchRequest carrying the client's headers.
 function request({ withToken = true } = {}) {
@@ -120,32 +109,6 @@ function provider(opts) {
   });
   providers.push(p);
   return p;
-}
-
-const failures = [];
-async function check(name, fn) {
-  try {
-    const detail = await fn();
-    console.log(`ok   ${name}: ${detail}`);
-  } catch (err) {
-    failures.push(name);
-    const cause = err?.cause ? ` (cause: ${err.cause.message ?? err.cause})` : "";
-    const info = err?.info?.error ? ` (rpc error: ${JSON.stringify(err.info.error)})` : "";
-    const body = err?.response?.bodyText ? ` (response: ${err.response.bodyText.trim()})` : "";
-    console.log(`FAIL ${name}: ${err?.shortMessage ?? err?.message ?? err}${info}${body}${cause}`);
-  }
-}
-
-function fail(msg) {
-  throw new Error(msg);
-}
-
-function within(ms, what, promise) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 // freshAddress is a random address nobody has used: its balance starts at 0.
@@ -409,10 +372,4 @@ await check("sendTransaction without the bearer token", async () => {
 for (const p of providers) {
   p.destroy();
 }
-clearTimeout(watchdog);
-
-if (failures.length > 0) {
-  console.log(`FAIL ${failures.length} check(s) failed: ${failures.join(", ")}`);
-  process.exit(1);
-}
-console.log("ok   all checks passed");
+finish();

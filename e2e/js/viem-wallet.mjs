@@ -36,44 +36,31 @@ import {
   verifyTypedData,
 } from "viem";
 
+import { fail, script, within } from "./harness.mjs";
+
 const TIMEOUT_MS = 10_000; // per HTTP request
-const WATCHDOG_MS = 60_000; // whole script
 const RECEIPT_MS = 20_000; // per transaction, from send to receipt
 
-function env(name) {
-  const v = process.env[name];
-  if (v === undefined || v === "") {
-    console.error(`viem-wallet: environment variable ${name} is not set`);
-    process.exit(2);
-  }
-  return v;
-}
+const { usage, env, chainID: readChainID, check, finish } = script("viem-wallet", {
+  describe(err) {
+    const details = err?.details ? ` (details: ${err.details})` : "";
+    return `${err?.shortMessage ?? err?.message ?? err}${details}`;
+  },
+});
 
 const url = env("WEB3GATE_URL");
 const clientID = env("WEB3GATE_CLIENT_ID");
 const token = env("WEB3GATE_TOKEN");
-const chainIDText = env("WEB3GATE_CHAIN_ID");
+const chainIDBig = readChainID();
+if (chainIDBig > BigInt(Number.MAX_SAFE_INTEGER)) {
+  usage(`WEB3GATE_CHAIN_ID ${chainIDBig} is too large`);
+}
+const chainID = Number(chainIDBig);
 const accountText = env("WEB3GATE_ACCOUNT");
-
-if (!/^[0-9]+$/.test(chainIDText)) {
-  console.error(`viem-wallet: WEB3GATE_CHAIN_ID must be a decimal integer, got ${JSON.stringify(chainIDText)}`);
-  process.exit(2);
-}
-const chainID = Number(chainIDText);
-if (!Number.isSafeInteger(chainID)) {
-  console.error(`viem-wallet: WEB3GATE_CHAIN_ID ${chainIDText} is too large`);
-  process.exit(2);
-}
 if (!isAddress(accountText, { strict: false })) {
-  console.error(`viem-wallet: WEB3GATE_ACCOUNT must be an address, got ${JSON.stringify(accountText)}`);
-  process.exit(2);
+  usage(`WEB3GATE_ACCOUNT must be an address, got ${JSON.stringify(accountText)}`);
 }
 const account = getAddress(accountText);
-
-const watchdog = setTimeout(() => {
-  console.error(`FAIL watchdog: checks did not finish within ${WATCHDOG_MS} ms`);
-  process.exit(1);
-}, WATCHDOG_MS);
 
 const chain = defineChain({
   id: chainID,
@@ -118,31 +105,6 @@ function transport({ withToken = true } = {}) {
 // eth_signTypedData_v4.
 const wallet = createWalletClient({ account, chain, transport: transport() });
 const client = createPublicClient({ chain, transport: transport(), pollingInterval: 250, cacheTime: 0 });
-
-const failures = [];
-async function check(name, fn) {
-  try {
-    const detail = await fn();
-    console.log(`ok   ${name}: ${detail}`);
-  } catch (err) {
-    failures.push(name);
-    const msg = err?.shortMessage ?? err?.message ?? err;
-    const details = err?.details ? ` (details: ${err.details})` : "";
-    console.log(`FAIL ${name}: ${msg}${details}`);
-  }
-}
-
-function fail(msg) {
-  throw new Error(msg);
-}
-
-function within(ms, what, promise) {
-  let timer;
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
-}
 
 // freshAddress is a random address nobody has used: its balance starts at 0.
 function freshAddress() {
@@ -397,10 +359,4 @@ await check("sendTransaction without the bearer token", async () => {
   fail(`eth_sendTransaction without a token answered ${hash}, want a rejection`);
 });
 
-clearTimeout(watchdog);
-
-if (failures.length > 0) {
-  console.log(`FAIL ${failures.length} check(s) failed: ${failures.join(", ")}`);
-  process.exit(1);
-}
-console.log("ok   all checks passed");
+finish();
