@@ -198,16 +198,25 @@ func txObject(from common.Address, dynamic bool, overrides map[string]any) map[s
 	return o
 }
 
+// startSigning starts anvil on chainID and web3gate in front of it with a state directory
+// (dir; cfg is its config, with wallet.transactions set to transactions) and a funded
+// keystore account acct of principal e2e, and waits until web3gate is ready.
+func startSigning(t *testing.T, chainID uint64, transactions string) (node *anvil.Node, dir, cfg string, acct common.Address, g *gateway) {
+	t.Helper()
+	node = anvil.Start(t, chainID)
+	t.Setenv("WEB3GATE_KEYSTORE_PASSPHRASE", signingPassphrase)
+	dir = t.TempDir()
+	cfg = signingConfig(dir, chainID, transactions, node.URL)
+	acct = newAccount(t, writeConfig(t, dir, cfg))
+	fund(t, node, acct)
+	g = startGateway(t, cfg)
+	waitReady(t, g)
+	return node, dir, cfg, acct, g
+}
+
 func TestSignTransactionOnAnvil137(t *testing.T) {
 	const chainID = 137
-	node := anvil.Start(t, chainID)
-	t.Setenv("WEB3GATE_KEYSTORE_PASSPHRASE", signingPassphrase)
-	dir := t.TempDir()
-	cfg := signingConfig(dir, chainID, "{maxInFlight: 1000}", node.URL)
-	acct := newAccount(t, writeConfig(t, dir, cfg))
-	fund(t, node, acct)
-	g := startGateway(t, cfg)
-	waitReady(t, g)
+	node, _, _, acct, g := startSigning(t, chainID, "{maxInFlight: 1000}")
 	url := g.API + "/v1/web3/chains/137"
 	signer := types.LatestSignerForChainID(big.NewInt(chainID))
 
@@ -296,14 +305,7 @@ func TestCrashRecoveryKill9(t *testing.T) {
 		killAt   = 60 // hashes returned before the kill
 		deadline = 30 * time.Second
 	)
-	node := anvil.Start(t, chainID)
-	t.Setenv("WEB3GATE_KEYSTORE_PASSPHRASE", signingPassphrase)
-	dir := t.TempDir()
-	cfg := signingConfig(dir, chainID, "{maxInFlight: 1000, pollInterval: 100ms, rebroadcastAfter: 2s}", node.URL)
-	acct := newAccount(t, writeConfig(t, dir, cfg))
-	fund(t, node, acct)
-	g := startGateway(t, cfg)
-	waitReady(t, g)
+	node, dir, cfg, acct, g := startSigning(t, chainID, "{maxInFlight: 1000, pollInterval: 100ms, rebroadcastAfter: 2s}")
 	url := g.API + "/v1/web3/mainnet"
 
 	var (
