@@ -133,6 +133,9 @@ type fakeRequest struct {
 
 func (f *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	if len(body) > 0 && body[0] == '[' && f.serveBatch(w, body) {
+		return
+	}
 	var req fakeRequest
 	err := json.Unmarshal(body, &req)
 	f.mu.Lock()
@@ -194,6 +197,42 @@ func (f *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
 	case answerBig:
 		writeRPC(http.StatusOK, "result", `"`+strings.Repeat("a", bigResultBytes)+`"`)
 	}
+}
+
+// serveBatch answers a batch body when reads answer OK (in reverse order, so that clients
+// must match by id; method "fail_me" gets rpcError) or a wrong id (one response missing).
+// Otherwise it counts the batch and returns false: serve answers with the read behaviour.
+func (f *fakeNode) serveBatch(w http.ResponseWriter, body []byte) bool {
+	var reqs []fakeRequest
+	err := json.Unmarshal(body, &reqs)
+	f.mu.Lock()
+	f.counts["batch"]++
+	if err != nil || len(reqs) == 0 {
+		f.badReqs = append(f.badReqs, "batch body: "+string(body))
+	}
+	f.mu.Unlock()
+	b := behaviour(f.reads.Load())
+	if f.failN.Load() > 0 && f.failN.Add(-1) >= 0 {
+		b = answer500
+	}
+	if b != answerOK && b != answerWrongID {
+		return false
+	}
+	out := make([]string, 0, len(reqs))
+	for i := len(reqs) - 1; i >= 0; i-- {
+		req := reqs[i]
+		if b == answerWrongID && i == 0 {
+			continue
+		}
+		if req.Method == "fail_me" {
+			out = append(out, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%q}}`, req.ID, rpcErrorCode, rpcErrorMessage))
+			continue
+		}
+		out = append(out, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%s}`, req.ID, f.result(req.Method, req.Params)))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, "["+strings.Join(out, ",")+"]")
+	return true
 }
 
 // result is the route table: the checks answer the node's chain id and head; every other

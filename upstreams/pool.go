@@ -169,14 +169,76 @@ func (p *Pool) Forward(ctx context.Context, method string, params []byte) ([]byt
 	if err := ctx.Err(); err != nil {
 		return nil, ctxError(err)
 	}
-	label := jsonrpc.MethodLabel(method)
-	oncePerNode := sentAtMostOncePerNode(method)
 	id := p.nextID.Add(1)
 	reqBuf, respBuf := getBuffer(), getBuffer()
 	defer putBuffer(reqBuf)
 	defer putBuffer(respBuf)
 	*reqBuf = appendRequest((*reqBuf)[:0], id, method, params)
+	res, err := p.attempt(ctx, jsonrpc.MethodLabel(method), sentAtMostOncePerNode(method), expect{id: id}, *reqBuf, respBuf)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(nil), res...), nil
+}
 
+// BatchCall is one call of ForwardBatch: a method and its raw JSON params array (nil: none).
+type BatchCall struct {
+	Method string
+	Params []byte
+}
+
+// BatchResult is the answer to one BatchCall: its raw JSON result (owned by the caller), or
+// the upstream's JSON-RPC error for that call.
+type BatchResult struct {
+	Result []byte
+	Err    *jsonrpc.Error
+}
+
+// ForwardBatch sends calls to the pool as one JSON-RPC batch, one round trip, and returns
+// their answers in order. It fails over and retries like Forward: a node's answer counts only
+// when it answers every call. An error for one call is that call's BatchResult.Err; the error
+// returned is for the batch as a whole (as Forward's). The batch is labeled "batch" in
+// metrics; it must not contain eth_sendRawTransaction.
+func (p *Pool) ForwardBatch(ctx context.Context, calls []BatchCall) ([]BatchResult, error) {
+	if p.set.closed.Load() {
+		return nil, errClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, ctxError(err)
+	}
+	if len(calls) == 0 {
+		return nil, nil
+	}
+	n := uint64(len(calls))
+	first := p.nextID.Add(n) - n + 1
+	reqBuf, respBuf := getBuffer(), getBuffer()
+	defer putBuffer(reqBuf)
+	defer putBuffer(respBuf)
+	b := append((*reqBuf)[:0], '[')
+	for i, c := range calls {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendRequest(b, first+uint64(i), c.Method, c.Params)
+	}
+	*reqBuf = append(b, ']')
+	out := make([]BatchResult, len(calls))
+	if _, err := p.attempt(ctx, "batch", false, expect{id: first, batch: out}, *reqBuf, respBuf); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// expect is what an exchange's answer must be: the response to request id, or with batch
+// set, the responses to requests id … id+len(batch)-1, parsed into batch.
+type expect struct {
+	id    uint64
+	batch []BatchResult
+}
+
+// attempt runs the failover loop of Forward and ForwardBatch for one request body. The
+// result aliases *respBuf.
+func (p *Pool) attempt(ctx context.Context, label string, oncePerNode bool, want expect, body []byte, respBuf *[]byte) ([]byte, error) {
 	var (
 		tried   uint64
 		last    = outcomeOK
@@ -197,10 +259,10 @@ func (p *Pool) Forward(ctx context.Context, method string, params []byte) ([]byt
 			break
 		}
 		tried |= n.bit
-		res, o, err := p.exchange(ctx, n, label, id, *reqBuf, respBuf, false)
+		res, o, err := p.exchange(ctx, n, label, want, body, respBuf, false)
 		switch {
 		case o == outcomeOK:
-			return append([]byte(nil), res...), nil
+			return res, nil
 		case o == outcomeRPCError:
 			return nil, err
 		case o == outcomeCanceled:
@@ -230,7 +292,7 @@ func (p *Pool) call(ctx context.Context, n *node, method string) ([]byte, error)
 	defer putBuffer(reqBuf)
 	defer putBuffer(respBuf)
 	*reqBuf = appendRequest((*reqBuf)[:0], id, method, nil)
-	res, o, err := p.exchange(ctx, n, jsonrpc.MethodLabel(method), id, *reqBuf, respBuf, true)
+	res, o, err := p.exchange(ctx, n, jsonrpc.MethodLabel(method), expect{id: id}, *reqBuf, respBuf, true)
 	if o != outcomeOK {
 		return nil, err
 	}
@@ -241,7 +303,7 @@ func (p *Pool) call(ctx context.Context, n *node, method string) ([]byte, error)
 // classifies it; poll marks the pool's own checks and head polls. On outcomeOK, result
 // aliases *buf; on outcomeRPCError, err is the upstream's *jsonrpc.Error; otherwise err says
 // what failed.
-func (p *Pool) exchange(ctx context.Context, n *node, label string, id uint64, body []byte, buf *[]byte, poll bool) (result []byte, o outcome, err error) {
+func (p *Pool) exchange(ctx context.Context, n *node, label string, want expect, body []byte, buf *[]byte, poll bool) (result []byte, o outcome, err error) {
 	start := time.Now()
 	deadline := start.Add(p.timeout)
 	ctxBound := false
@@ -258,7 +320,11 @@ func (p *Pool) exchange(ctx context.Context, n *node, label string, id uint64, b
 		o, err = outcomeHTTPError, httpStatusError(status)
 	case err == nil:
 		var rpcErr *jsonrpc.Error
-		result, rpcErr, err = parseResponse(out, id)
+		if want.batch != nil {
+			rpcErr, err = parseBatchResponse(out, want.id, want.batch)
+		} else {
+			result, rpcErr, err = parseResponse(out, want.id)
+		}
 		switch {
 		case err != nil && status/100 != 2:
 			o, err = outcomeHTTPError, httpStatusError(status)

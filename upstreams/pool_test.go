@@ -356,3 +356,60 @@ func TestForwardAfterClose(t *testing.T) {
 		t.Fatalf("err = %v, want ErrUpstreamUnavailable", err)
 	}
 }
+
+func TestForwardBatch(t *testing.T) {
+	a := newFakeNode(t, "a", 1337, 100)
+	s := startSet(t, testConfig(a), Deps{})
+	p := s.dev(t)
+	calls := []BatchCall{
+		{Method: "echo_params", Params: []byte(`["x",1]`)},
+		{Method: "fail_me"},
+		{Method: "eth_getBalance"},
+	}
+	res, err := p.ForwardBatch(context.Background(), calls)
+	if err != nil {
+		t.Fatalf("ForwardBatch: %v", err)
+	}
+	if len(res) != 3 || string(res[0].Result) != `["x",1]` || res[0].Err != nil ||
+		res[1].Result != nil || res[1].Err == nil || res[1].Err.Code != rpcErrorCode ||
+		string(res[2].Result) != `"a"` {
+		t.Fatalf("results = %+v", res)
+	}
+	if got := a.count("batch"); got != 1 {
+		t.Errorf("node got %d batch requests, want 1 (one round trip)", got)
+	}
+	if probs := a.problems(); len(probs) != 0 {
+		t.Errorf("node saw malformed requests: %q", probs)
+	}
+	if res, err := p.ForwardBatch(context.Background(), nil); res != nil || err != nil {
+		t.Errorf("empty batch = %v, %v", res, err)
+	}
+}
+
+func TestForwardBatchFailsOverOnIncompleteAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer behaviour
+	}{
+		{"one response missing", answerWrongID},
+		{"http 503", answer503},
+		{"garbage body", answerGarbage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := newFakeNode(t, "bad", 1337, 101)
+			good := newFakeNode(t, "good", 1337, 100)
+			bad.setReads(tc.answer)
+			p := startSet(t, testConfig(bad, good), Deps{}).dev(t)
+			res, err := p.ForwardBatch(context.Background(), []BatchCall{{Method: "eth_call"}, {Method: "eth_getCode"}})
+			if err != nil {
+				t.Fatalf("ForwardBatch: %v", err)
+			}
+			if string(res[0].Result) != `"good"` || string(res[1].Result) != `"good"` {
+				t.Errorf("results %s, %s: want both from the good node", res[0].Result, res[1].Result)
+			}
+			if bad.count("batch") == 0 {
+				t.Error("the failing node was never tried: the test proves nothing")
+			}
+		})
+	}
+}

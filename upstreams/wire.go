@@ -43,11 +43,12 @@ func appendJSONString(dst []byte, s string) []byte {
 }
 
 var (
-	errNotJSON      = errors.New("response is not JSON")
-	errNotResponse  = errors.New("response is not a JSON-RPC response object")
-	errIDMismatch   = errors.New("response id does not match the request")
-	errBadErrorObj  = errors.New("response error is not a JSON-RPC error object")
-	errNoResultOrEr = errors.New("response has neither result nor error")
+	errNotJSON         = errors.New("response is not JSON")
+	errNotResponse     = errors.New("response is not a JSON-RPC response object")
+	errIDMismatch      = errors.New("response id does not match the request")
+	errBadErrorObj     = errors.New("response error is not a JSON-RPC error object")
+	errNoResultOrEr    = errors.New("response has neither result nor error")
+	errBatchIncomplete = errors.New("batch response lacks some of the responses")
 )
 
 // parseResponse parses a JSON-RPC response body to the request with id. It returns the raw
@@ -62,14 +63,81 @@ func parseResponse(body []byte, id uint64) (result []byte, rpcErr *jsonrpc.Error
 	if !root.IsObject() {
 		return nil, nil, errNotResponse
 	}
+	got, res, rpcErr, err := parseElement(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	// An error may come with id null (the upstream could not read the id); a result may not.
+	if (got.Type != gjson.Number || got.Uint() != id) && !(rpcErr != nil && got.Type == gjson.Null) {
+		return nil, nil, errIDMismatch
+	}
+	if rpcErr != nil {
+		return nil, rpcErr, nil
+	}
+	return stringToBytes(res.Raw), nil, nil
+}
+
+// parseBatchResponse parses the answer to a batch of len(out) requests with ids first,
+// first+1, …, into out (results copied), matching by id in any order. A single error object
+// in place of the array is the upstream refusing the whole batch: returned as rpcErr. Any
+// response missing, duplicated or unparseable makes the body invalid.
+func parseBatchResponse(body []byte, first uint64, out []BatchResult) (rpcErr *jsonrpc.Error, err error) {
+	s := bytesToString(body)
+	if !gjson.Valid(s) {
+		return nil, errNotJSON
+	}
+	root := gjson.Parse(s)
+	if root.IsObject() {
+		if _, _, rpcErr, err := parseElement(root); err == nil && rpcErr != nil {
+			return rpcErr, nil
+		}
+		return nil, errNotResponse
+	}
+	if !root.IsArray() {
+		return nil, errNotResponse
+	}
+	clear(out)
+	seen := 0
+	root.ForEach(func(_, v gjson.Result) bool {
+		if !v.IsObject() {
+			err = errNotResponse
+			return false
+		}
+		got, res, rpcErr, perr := parseElement(v)
+		if perr != nil {
+			err = perr
+			return false
+		}
+		i := got.Uint() - first
+		if got.Type != gjson.Number || got.Uint() < first || i >= uint64(len(out)) || out[i].Result != nil || out[i].Err != nil {
+			err = errIDMismatch
+			return false
+		}
+		if rpcErr != nil {
+			out[i].Err = rpcErr
+		} else {
+			out[i].Result = []byte(res.Raw)
+		}
+		seen++
+		return true
+	})
+	if err == nil && seen != len(out) {
+		err = errBatchIncomplete
+	}
+	return nil, err
+}
+
+// parseElement reads one JSON-RPC response object: its id, and its result or its error
+// (copied out of the body).
+func parseElement(root gjson.Result) (id, result gjson.Result, rpcErr *jsonrpc.Error, err error) {
 	var (
-		idv, res, errv gjson.Result
-		hasRes         bool
+		res, errv gjson.Result
+		hasRes    bool
 	)
 	root.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "id":
-			idv = v
+			id = v
 		case "result":
 			res, hasRes = v, true
 		case "error":
@@ -77,30 +145,25 @@ func parseResponse(body []byte, id uint64) (result []byte, rpcErr *jsonrpc.Error
 		}
 		return true
 	})
-	hasErr := errv.Exists() && errv.Type != gjson.Null
-	// An error may come with id null (the upstream could not read the id); a result may not.
-	if (idv.Type != gjson.Number || idv.Uint() != id) && !(hasErr && idv.Type == gjson.Null) {
-		return nil, nil, errIDMismatch
-	}
-	if hasErr {
+	if errv.Exists() && errv.Type != gjson.Null {
 		if !errv.IsObject() {
-			return nil, nil, errBadErrorObj
+			return id, result, nil, errBadErrorObj
 		}
 		code, msg, data := errv.Get("code"), errv.Get("message"), errv.Get("data")
 		if code.Type != gjson.Number || float64(int64(code.Num)) != code.Num {
-			return nil, nil, errBadErrorObj
+			return id, result, nil, errBadErrorObj
 		}
 		var raw json.RawMessage
 		if data.Exists() {
 			raw = json.RawMessage(append([]byte(nil), data.Raw...))
 		}
-		// msg.String() may alias body, which is reused: the error outlives it.
-		return nil, jsonrpc.FromUpstream(int(code.Int()), strings.Clone(msg.String()), raw), nil
+		// msg.String() may alias the body, which is reused: the error outlives it.
+		return id, result, jsonrpc.FromUpstream(int(code.Int()), strings.Clone(msg.String()), raw), nil
 	}
 	if !hasRes {
-		return nil, nil, errNoResultOrEr
+		return id, result, nil, errNoResultOrEr
 	}
-	return stringToBytes(res.Raw), nil, nil
+	return id, res, nil, nil
 }
 
 // parseHexQuantity parses a JSON-RPC quantity result such as "0x1a" (quoted).
