@@ -5,7 +5,7 @@ GO       ?= go
 FUZZTIME ?= 200000x
 GOFILES   = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/node_modules/*')
 
-.PHONY: build run test vet fuzz deps bench clean
+.PHONY: build run test vet fuzz deps bench clean contracts
 
 build:
 	$(GO) build -o bin/web3gate .
@@ -19,6 +19,11 @@ deps: e2e/node_modules/.package-lock.json
 e2e/node_modules/.package-lock.json: e2e/package-lock.json e2e/package.json
 	npm ci --prefix e2e
 	@touch $@
+
+# Test contracts (contracts/src) -> contracts/artifacts, with the pinned solc and OpenZeppelin.
+contracts:
+	npm ci --prefix contracts
+	node contracts/build.mjs
 
 vet:
 	@unformatted=$$(gofmt -l $(GOFILES)); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi

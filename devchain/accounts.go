@@ -19,6 +19,16 @@ type Account struct {
 	Key     *ecdsa.PrivateKey
 }
 
+// DevAccounts returns the first n deterministic dev accounts, the ones a dev chain with at
+// least n accounts pre-funds (account 0 first). Tests use it to sign for a dev chain they do
+// not hold a *Chain of, e.g. one behind the gateway. The keys are secrets like any key.
+func DevAccounts(n int) ([]Account, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("dev accounts: negative count %d", n)
+	}
+	return deriveAccounts(n)
+}
+
 // deriveAccounts returns the first n dev accounts. Account i's key is
 // keccak256("web3gate dev account " + decimal i), so every start yields the same accounts.
 func deriveAccounts(n int) ([]Account, error) {
