@@ -18,6 +18,7 @@ import (
 
 	"github.com/web3gate/web3gate/config"
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
 	"github.com/web3gate/web3gate/middleware/route"
@@ -109,11 +110,29 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return err
 	}
 
+	md, err := metadata.New(cfg.Metadata, metadata.Deps{
+		Chain: func(id uint64) (metadata.Chain, bool) {
+			if p, ok := ups.Pool(id); ok {
+				return p, true
+			}
+			return nil, false
+		},
+		DB: db, Registry: reg, Logger: log.Named("metadata"),
+	})
+	if err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
+	defer md.Close()
+
 	routes, cacheStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, db)
 	if err != nil {
 		return err
 	}
 	defer cacheStage.Close()
+	routes = append(routes,
+		&proxy.Route{Name: "token", Method: http.MethodGet, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}/{tokenId}", REST: md.TokenHandler()},
+		&proxy.Route{Name: "contract", Method: http.MethodGet, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}", REST: md.ContractHandler()},
+	)
 
 	srv, err := proxy.New(cfg.Server, proxy.Deps{
 		Logger:   log.Named("proxy"),

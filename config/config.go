@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
 	"github.com/web3gate/web3gate/middleware/route"
@@ -37,6 +38,7 @@ type Config struct {
 	Devchain  devchain.Config   `yaml:"devchain"`
 	Store     store.Config      `yaml:"store"`
 	Wallet    wallet.Config     `yaml:"wallet"`
+	Metadata  metadata.Config   `yaml:"metadata"`
 }
 
 // LogConfig is the `log:` section.
@@ -103,6 +105,7 @@ func (c *Config) SetDefaults() {
 	c.Devchain.SetDefaults()
 	c.Store.SetDefaults()
 	c.Wallet.SetDefaults()
+	c.Metadata.SetDefaults()
 }
 
 // ValidationError lists every problem found, each naming its key path.
@@ -145,6 +148,7 @@ func (c *Config) Validate() error {
 	}
 	add("store", c.Store.Validate())
 	add("wallet", c.Wallet.Validate())
+	add("metadata", c.Metadata.Validate())
 	problems = append(problems, c.crossCheck()...)
 	if len(problems) > 0 {
 		return &ValidationError{Problems: problems}

@@ -1,0 +1,29 @@
+package metadata
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	lookups *prometheus.CounterVec
+	fetches *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "web3gate_metadata_lookups_total",
+			Help: "Token and contract metadata lookups by kind (token, contract) and how they were served: hit, miss, stale (served, refreshed in the background), retry (a failed document's backoff passed), refresh (forceRefresh), cooldown (forceRefresh inside the cooldown).",
+		}, []string{"kind", "result"}),
+		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "web3gate_metadata_fetches_total",
+			Help: "Metadata records fetched (chain reads and document), by whether the document could be had (ok, failed).",
+		}, []string{"result"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.lookups, m.fetches)
+	}
+	return m
+}
+
+func (m *metrics) lookup(kind, result string) { m.lookups.WithLabelValues(kind, result).Inc() }
+
+func (m *metrics) fetched(result string) { m.fetches.WithLabelValues(result).Inc() }

@@ -1,0 +1,407 @@
+package metadata
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
+	"github.com/web3gate/web3gate/store"
+)
+
+// Deps are the Service's collaborators.
+type Deps struct {
+	// Chain returns the upstream pool of a configured chain.
+	Chain    func(chainID uint64) (Chain, bool)
+	DB       *store.DB
+	Registry prometheus.Registerer
+	Logger   *zap.Logger
+	Now      func() time.Time // nil: time.Now
+}
+
+// Service answers the /v1/tokens routes: chain reads through the upstream pools, documents
+// through the resolver, records kept in memory and in the store.
+type Service struct {
+	cfg      Config
+	chain    func(uint64) (Chain, bool)
+	db       *store.DB
+	resolver *Resolver
+	fetcher  *Fetcher
+	mem      *ristretto.Cache[string, *entry]
+	flight   singleflight.Group
+	log      *zap.Logger
+	now      func() time.Time
+	metrics  *metrics
+
+	bgCtx  context.Context // background refreshes
+	bgStop context.CancelFunc
+	bgWG   sync.WaitGroup
+	bgSem  chan struct{} // bounds background refreshes in flight
+}
+
+// entry is a record as served: the member object and when it was fetched.
+type entry struct {
+	body     []byte // Token or Contract, JSON
+	updated  time.Time
+	failures int // fetches in a row whose document could not be had
+}
+
+// New returns a Service; Close stops its background refreshes.
+func New(cfg Config, deps Deps) (*Service, error) {
+	if deps.Chain == nil || deps.DB == nil {
+		return nil, errors.New("metadata: Chain and DB are required")
+	}
+	fetcher, err := NewFetcher(cfg.Fetcher)
+	if err != nil {
+		return nil, err
+	}
+	mem, err := ristretto.NewCache(&ristretto.Config[string, *entry]{
+		NumCounters: max(cfg.CacheBytes/100, 1000), // ~10x the records expected at ~1 KiB each
+		MaxCost:     cfg.CacheBytes,
+		BufferItems: 64,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{
+		cfg:      cfg,
+		chain:    deps.Chain,
+		db:       deps.DB,
+		resolver: NewResolver(fetcher, cfg.IPFSGateways, cfg.ArweaveGateway, cfg.Fetcher.MaxBytes),
+		fetcher:  fetcher,
+		mem:      mem,
+		log:      deps.Logger,
+		now:      deps.Now,
+		metrics:  newMetrics(deps.Registry),
+		bgSem:    make(chan struct{}, 8),
+	}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Close stops background refreshes, waits for them, and frees the memory cache.
+func (s *Service) Close() {
+	s.bgStop()
+	s.bgWG.Wait()
+	s.mem.Close()
+	s.fetcher.CloseIdleConnections()
+}
+
+// item is what a record is about: a contract, or one token of it (id not nil).
+type item struct {
+	chainID uint64
+	addr    common.Address
+	id      *big.Int
+}
+
+func (it item) tokenKey() string {
+	if it.id == nil {
+		return ""
+	}
+	return hexID(it.id)
+}
+
+func (it item) key() string {
+	var b strings.Builder
+	b.Grow(72)
+	fmt.Fprintf(&b, "%d/%s", it.chainID, strings.ToLower(it.addr.Hex()))
+	if it.id != nil {
+		b.WriteByte('/')
+		b.WriteString(it.tokenKey())
+	}
+	return b.String()
+}
+
+func (it item) kind() string {
+	if it.id == nil {
+		return "contract"
+	}
+	return "token"
+}
+
+// Errors that answer 404.
+var (
+	errNoContract = proxy.Errorf(http.StatusNotFound, "no contract at this address")
+	errNotNFT     = proxy.Errorf(http.StatusNotFound, "the contract is not an ERC721 or ERC1155 token contract")
+	errNoToken    = proxy.Errorf(http.StatusNotFound, "token does not exist")
+)
+
+// Token returns the Token object (JSON) of token id of contract addr on chainID, as the
+// token route serves it; force is forceRefresh.
+func (s *Service) Token(ctx context.Context, chainID uint64, addr common.Address, id *big.Int, force bool) ([]byte, error) {
+	return s.get(ctx, item{chainID: chainID, addr: addr, id: id}, force)
+}
+
+// Contract returns the Contract object (JSON) of addr on chainID.
+func (s *Service) Contract(ctx context.Context, chainID uint64, addr common.Address, force bool) ([]byte, error) {
+	return s.get(ctx, item{chainID: chainID, addr: addr}, force)
+}
+
+// get serves a record: from memory or the store, refreshed when asked (outside the
+// cooldown), when its document failed and the backoff has passed, or (in the background)
+// when it is older than maxAge; a miss is fetched live. Concurrent fetches of one item
+// share one.
+func (s *Service) get(ctx context.Context, it item, force bool) ([]byte, error) {
+	if _, ok := s.chain(it.chainID); !ok {
+		return nil, proxy.Errorf(http.StatusNotFound, "chain %d is not configured", it.chainID)
+	}
+	key := it.key()
+	e, err := s.cached(ctx, it, key)
+	if err != nil {
+		return nil, err
+	}
+	kind := it.kind()
+	if e != nil {
+		age := s.now().Sub(e.updated)
+		switch {
+		case force && age < s.cfg.RefreshCooldown:
+			s.metrics.lookup(kind, "cooldown")
+			return e.body, nil
+		case force:
+			s.metrics.lookup(kind, "refresh")
+		case e.failures > 0 && age >= s.backoff(e.failures):
+			s.metrics.lookup(kind, "retry")
+		case e.failures == 0 && age >= s.cfg.MaxAge:
+			s.metrics.lookup(kind, "stale")
+			s.refreshLater(it, key, e)
+			return e.body, nil
+		default:
+			s.metrics.lookup(kind, "hit")
+			return e.body, nil
+		}
+	} else {
+		s.metrics.lookup(kind, "miss")
+	}
+	e2, err := s.refresh(ctx, it, key, e)
+	if err != nil {
+		return nil, err
+	}
+	return e2.body, nil
+}
+
+// backoff is how long a record whose document failed n times in a row is served before the
+// next try.
+func (s *Service) backoff(n int) time.Duration {
+	d := s.cfg.FailureBackoff
+	for i := 1; i < n && d < s.cfg.MaxFailureBackoff; i++ {
+		d *= 2
+	}
+	return min(d, s.cfg.MaxFailureBackoff)
+}
+
+// cached returns the record of it from memory, else from the store (then kept in memory),
+// else nil.
+func (s *Service) cached(ctx context.Context, it item, key string) (*entry, error) {
+	if e, ok := s.mem.Get(key); ok {
+		return e, nil
+	}
+	var rec *store.MetadataRecord
+	err := s.db.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		rec, err = tx.Metadata(ctx, it.chainID, it.addr, it.tokenKey())
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	e := &entry{body: rec.Body, updated: rec.UpdatedAt, failures: rec.Failures}
+	s.mem.Set(key, e, int64(len(e.body)+len(key)+64))
+	return e, nil
+}
+
+// refresh fetches it anew (one fetch for all concurrent callers) and records the result.
+// When the chain cannot be read, the previous record (if any) is served.
+func (s *Service) refresh(ctx context.Context, it item, key string, prev *entry) (*entry, error) {
+	v, err, _ := s.flight.Do(key, func() (any, error) {
+		return s.fetch(context.WithoutCancel(ctx), it, key, prev)
+	})
+	if err != nil {
+		var je *jsonrpc.Error
+		if prev != nil && errors.As(err, &je) {
+			s.log.Warn("metadata refresh failed; serving the previous record",
+				zap.String("item", key), zap.Error(err))
+			return prev, nil
+		}
+		return nil, err
+	}
+	return v.(*entry), nil
+}
+
+// refreshLater refreshes a stale record in the background, unless enough refreshes are in
+// flight already (a later request tries again).
+func (s *Service) refreshLater(it item, key string, prev *entry) {
+	select {
+	case s.bgSem <- struct{}{}:
+	default:
+		return
+	}
+	s.bgWG.Add(1)
+	go func() {
+		defer s.bgWG.Done()
+		defer func() { <-s.bgSem }()
+		if _, err := s.refresh(s.bgCtx, it, key, prev); err != nil && s.bgCtx.Err() == nil {
+			s.log.Info("background metadata refresh failed", zap.String("item", key), zap.Error(err))
+		}
+	}()
+}
+
+// fetch reads the chain and the document of it, and stores the record. A 404 (no contract,
+// no such token) removes the record.
+func (s *Service) fetch(ctx context.Context, it item, key string, prev *entry) (*entry, error) {
+	chain, ok := s.chain(it.chainID)
+	if !ok {
+		return nil, proxy.Errorf(http.StatusNotFound, "chain %d is not configured", it.chainID)
+	}
+	now := s.now()
+	var (
+		body   []byte
+		docErr error
+		err    error
+	)
+	if it.id != nil {
+		body, docErr, err = s.fetchToken(ctx, chain, it, now)
+	} else {
+		body, docErr, err = s.fetchContract(ctx, chain, it, now)
+	}
+	var he *proxy.HTTPError
+	if errors.As(err, &he) && he.Status == http.StatusNotFound {
+		s.forget(ctx, it, key)
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	e := &entry{body: body, updated: now}
+	if docErr != nil {
+		s.metrics.fetched("failed")
+		e.failures = 1
+		if prev != nil {
+			e.failures = prev.failures + 1
+		}
+	} else {
+		s.metrics.fetched("ok")
+	}
+	rec := &store.MetadataRecord{ChainID: it.chainID, Address: it.addr, TokenID: it.tokenKey(),
+		Body: body, Failures: e.failures, UpdatedAt: now}
+	if err := s.db.Write(ctx, func(tx *store.Tx) error { return tx.PutMetadata(ctx, rec) }); err != nil {
+		return nil, err
+	}
+	s.mem.Set(key, e, int64(len(body)+len(key)+64))
+	s.mem.Wait()
+	return e, nil
+}
+
+// forget removes the record of it, from memory and the store.
+func (s *Service) forget(ctx context.Context, it item, key string) {
+	s.mem.Del(key)
+	err := s.db.Write(ctx, func(tx *store.Tx) error {
+		return tx.DeleteMetadata(ctx, it.chainID, it.addr, it.tokenKey())
+	})
+	if err != nil {
+		s.log.Warn("forget metadata record", zap.String("item", key), zap.Error(err))
+	}
+}
+
+// fetchToken builds the Token object of it. docErr is the reason its document is missing
+// (the object then carries it in metadataError); err fails the request.
+func (s *Service) fetchToken(ctx context.Context, chain Chain, it item, now time.Time) (body []byte, docErr, err error) {
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.ChainTimeout)
+	reads, err := readToken(cctx, chain, it.addr, it.id)
+	cancel()
+	if err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case reads.tokenType == "":
+		return nil, nil, errNotNFT
+	case !reads.exists:
+		return nil, nil, errNoToken
+	}
+	t := Token{
+		CoinType: CoinTypeEVM, ChainID: it.chainID, ContractAddress: strings.ToLower(it.addr.Hex()),
+		ID: hexID(it.id), TokenType: reads.tokenType, Metadata: EmptyTokenMetadata(), TimeLastUpdated: timeString(now),
+	}
+	if !reads.hasURI {
+		docErr = &FetchError{Reason: "the contract has no token URI"}
+	} else {
+		t.TokenURI = ptr(reads.uri)
+		var doc []byte
+		if doc, docErr = s.resolver.Resolve(ctx, reads.uri); docErr == nil {
+			if t.Metadata, docErr = NormalizeToken(doc); docErr == nil {
+				t.RawMetadata = compactJSON(doc)
+			} else {
+				t.Metadata = EmptyTokenMetadata()
+			}
+		}
+	}
+	if docErr != nil {
+		t.MetadataError = ptr(reason(docErr))
+	}
+	body, err = json.Marshal(t)
+	return body, docErr, err
+}
+
+// fetchContract builds the Contract object of it.
+func (s *Service) fetchContract(ctx context.Context, chain Chain, it item, now time.Time) (body []byte, docErr, err error) {
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.ChainTimeout)
+	reads, err := readContract(cctx, chain, it.addr)
+	cancel()
+	if err != nil {
+		return nil, nil, err
+	}
+	c := Contract{
+		CoinType: CoinTypeEVM, ChainID: it.chainID, Address: strings.ToLower(it.addr.Hex()),
+		TokenType: reads.tokenType, Name: reads.name, Symbol: reads.symbol, Decimals: reads.decimals,
+		TimeLastUpdated: timeString(now),
+	}
+	if reads.totalSupply != nil {
+		c.TotalSupply = ptr(reads.totalSupply.String())
+	}
+	if reads.contractURI != "" {
+		c.ContractURI = ptr(reads.contractURI)
+		var doc []byte
+		if doc, docErr = s.resolver.Resolve(ctx, reads.contractURI); docErr == nil {
+			var m ContractMetadata
+			if m, docErr = NormalizeContract(doc); docErr == nil {
+				c.Metadata = &m
+			}
+		}
+		if docErr != nil {
+			c.MetadataError = ptr(reason(docErr))
+		}
+	}
+	body, err = json.Marshal(c)
+	return body, docErr, err
+}
+
+// reason is the text of a document failure as callers see it: a FetchError's reason, never
+// anything fetched or internal.
+func reason(err error) string {
+	var fe *FetchError
+	if errors.As(err, &fe) {
+		return fe.Reason
+	}
+	return "not a JSON document"
+}
