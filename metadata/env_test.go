@@ -269,4 +269,3 @@ func deref(s *string) string {
 	}
 	return *s
 }
-
