@@ -76,7 +76,7 @@ func (s sample) problems() string {
 		if f := s.calls.failures(); f != "" {
 			parts = append(parts, "web3gate /metrics: "+f)
 		}
-		if ok, n := s.calls.calls["ok"], s.warm.Requests+s.wrk.Requests; ok < float64(n) {
+		if ok, n := s.calls.calls["ok"]+s.calls.rest["200"], s.warm.Requests+s.wrk.Requests; ok < float64(n) {
 			parts = append(parts, fmt.Sprintf("web3gate counted %.0f calls answered ok, wrk %d responses", ok, n))
 		}
 	}

@@ -26,6 +26,7 @@ type target struct {
 	key     string // a, b, c, d
 	name    string
 	url     string
+	method  string // "" for POST
 	body    string
 	headers [][2]string
 	script  string   // the wrk Lua script
@@ -367,10 +368,11 @@ devchain:
 // devHeaders are the quickstart credentials of the shipped config.yaml (target b).
 var devHeaders = [][2]string{{"Content-Type", "application/json"}, {"X-API-Key", "web3gate-dev"}, {"Authorization", "Bearer dev-access-token"}}
 
-// counters are web3gate's request counters: calls by JSON-RPC outcome code, and upstream
-// exchanges by outcome.
+// counters are web3gate's request counters: calls by JSON-RPC outcome code, REST requests by
+// status, and upstream exchanges by outcome.
 type counters struct {
 	calls    map[string]float64 // web3gate_rpc_requests_total by code
+	rest     map[string]float64 // web3gate_rest_requests_total by HTTP status
 	upstream map[string]float64 // web3gate_upstream_requests_total by outcome
 	// methods is web3gate_rpc_requests_total by method and code, keyed "method code".
 	methods map[string]float64
@@ -378,7 +380,7 @@ type counters struct {
 
 // scrape reads the counters from web3gate's /metrics.
 func scrape(admin string) (counters, error) {
-	c := counters{calls: map[string]float64{}, upstream: map[string]float64{}, methods: map[string]float64{}}
+	c := counters{calls: map[string]float64{}, rest: map[string]float64{}, upstream: map[string]float64{}, methods: map[string]float64{}}
 	resp, err := probeClient.Get(admin + "/metrics")
 	if err != nil {
 		return c, fmt.Errorf("scrape %s/metrics: %w", admin, err)
@@ -399,6 +401,8 @@ func scrape(admin string) (counters, error) {
 			dst, label = c.calls, "code"
 		case strings.HasPrefix(line, "web3gate_upstream_requests_total{"):
 			dst, label = c.upstream, "outcome"
+		case strings.HasPrefix(line, "web3gate_rest_requests_total{"):
+			dst, label = c.rest, "status"
 		default:
 			continue
 		}
@@ -427,7 +431,7 @@ func labelValue(series, label string) string {
 
 // sub returns c − before, keeping the keys that changed.
 func (c counters) sub(before counters) counters {
-	d := counters{calls: map[string]float64{}, upstream: map[string]float64{}, methods: map[string]float64{}}
+	d := counters{calls: map[string]float64{}, rest: map[string]float64{}, upstream: map[string]float64{}, methods: map[string]float64{}}
 	for k, v := range c.methods {
 		if n := v - before.methods[k]; n != 0 {
 			d.methods[k] = n
@@ -443,6 +447,11 @@ func (c counters) sub(before counters) counters {
 			d.upstream[k] = n
 		}
 	}
+	for k, v := range c.rest {
+		if n := v - before.rest[k]; n != 0 {
+			d.rest[k] = n
+		}
+	}
 	return d
 }
 
@@ -452,6 +461,11 @@ func (c counters) failures() string {
 	for k, v := range c.calls {
 		if k != "ok" {
 			parts = append(parts, fmt.Sprintf("%.0f calls answered with JSON-RPC code %s", v, k))
+		}
+	}
+	for k, v := range c.rest {
+		if k != "200" {
+			parts = append(parts, fmt.Sprintf("%.0f REST requests answered HTTP %s", v, k))
 		}
 	}
 	for k, v := range c.upstream {

@@ -5,6 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	lookups *prometheus.CounterVec
 	fetches *prometheus.CounterVec
+	hits    map[string]prometheus.Counter // lookups{result="hit"} by kind, resolved once
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -21,9 +22,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.lookups, m.fetches)
 	}
+	m.hits = map[string]prometheus.Counter{
+		"token":    m.lookups.WithLabelValues("token", "hit"),
+		"contract": m.lookups.WithLabelValues("contract", "hit"),
+	}
 	return m
 }
 
-func (m *metrics) lookup(kind, result string) { m.lookups.WithLabelValues(kind, result).Inc() }
+func (m *metrics) lookup(kind, result string) {
+	if result == "hit" {
+		m.hits[kind].Inc()
+		return
+	}
+	m.lookups.WithLabelValues(kind, result).Inc()
+}
 
 func (m *metrics) fetched(result string) { m.fetches.WithLabelValues(result).Inc() }

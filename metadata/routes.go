@@ -22,11 +22,11 @@ func (s *Service) TokenHandler() proxy.RESTHandler {
 		if err != nil {
 			return nil, proxy.Errorf(http.StatusBadRequest, "tokenId: %v", err)
 		}
-		body, err := s.Token(r.Ctx, chainID, addr, id, force)
+		e, err := s.get(r.Ctx, item{chainID: chainID, addr: addr, id: id}, force)
 		if err != nil {
 			return nil, err
 		}
-		return &proxy.RESTResponse{Member: "token", Body: body}, nil
+		return &proxy.RESTResponse{Body: e.doc}, nil
 	})
 }
 
@@ -37,11 +37,11 @@ func (s *Service) ContractHandler() proxy.RESTHandler {
 		if err != nil {
 			return nil, err
 		}
-		body, err := s.Contract(r.Ctx, chainID, addr, force)
+		e, err := s.get(r.Ctx, item{chainID: chainID, addr: addr}, force)
 		if err != nil {
 			return nil, err
 		}
-		return &proxy.RESTResponse{Member: "contract", Body: body}, nil
+		return &proxy.RESTResponse{Body: e.doc}, nil
 	})
 }
 
@@ -75,11 +75,24 @@ func ParseAddress(s string) (common.Address, error) {
 		return common.Address{}, errAddressForm
 	}
 	a := common.HexToAddress(s)
-	body := s[2:]
-	if body != strings.ToLower(body) && body != strings.ToUpper(body) && a.Hex()[2:] != body {
+	if mixedCase(s[2:]) && a.Hex()[2:] != s[2:] {
 		return common.Address{}, errAddressChecksum
 	}
 	return a, nil
+}
+
+// mixedCase reports whether hex digits s have both lower- and upper-case letters.
+func mixedCase(s string) bool {
+	var lower, upper bool
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'f':
+			lower = true
+		case 'A' <= c && c <= 'F':
+			upper = true
+		}
+	}
+	return lower && upper
 }
 
 // ParseTokenID reads a token id in decimal or 0x-hex, at most 256 bits.

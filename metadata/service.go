@@ -2,11 +2,12 @@ package metadata
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math/big"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -55,6 +56,7 @@ type Service struct {
 // entry is a record as served: the member object and when it was fetched.
 type entry struct {
 	body     []byte // Token or Contract, JSON
+	doc      []byte // the route's whole answer: {"token"|"contract": body, "error": null}
 	updated  time.Time
 	failures int // fetches in a row whose document could not be had
 }
@@ -120,22 +122,37 @@ func (it item) tokenKey() string {
 	return hexID(it.id)
 }
 
+// key is the item's cache key, "<chain>/<address hex>[/<id hex>]" (no EIP-55 checksum: it
+// costs a keccak on the hot path).
 func (it item) key() string {
-	var b strings.Builder
-	b.Grow(72)
-	fmt.Fprintf(&b, "%d/%s", it.chainID, strings.ToLower(it.addr.Hex()))
+	b := make([]byte, 0, 24+40+2+64)
+	b = strconv.AppendUint(b, it.chainID, 10)
+	b = append(b, '/')
+	b = hex.AppendEncode(b, it.addr[:])
 	if it.id != nil {
-		b.WriteByte('/')
-		b.WriteString(it.tokenKey())
+		b = append(b, '/')
+		b = it.id.Append(b, 16)
 	}
-	return b.String()
+	return string(b)
 }
 
+// kind is the item's route: the member of its answer and its metrics label.
 func (it item) kind() string {
 	if it.id == nil {
 		return "contract"
 	}
 	return "token"
+}
+
+// newEntry is the entry of a record whose object is body.
+func newEntry(it item, body []byte, updated time.Time, failures int) *entry {
+	doc := make([]byte, 0, len(body)+32)
+	doc = append(doc, `{"`...)
+	doc = append(doc, it.kind()...)
+	doc = append(doc, `":`...)
+	doc = append(doc, body...)
+	doc = append(doc, `,"error":null}`...)
+	return &entry{body: body, doc: doc, updated: updated, failures: failures}
 }
 
 // Errors that answer 404.
@@ -148,19 +165,27 @@ var (
 // Token returns the Token object (JSON) of token id of contract addr on chainID, as the
 // token route serves it; force is forceRefresh.
 func (s *Service) Token(ctx context.Context, chainID uint64, addr common.Address, id *big.Int, force bool) ([]byte, error) {
-	return s.get(ctx, item{chainID: chainID, addr: addr, id: id}, force)
+	e, err := s.get(ctx, item{chainID: chainID, addr: addr, id: id}, force)
+	if err != nil {
+		return nil, err
+	}
+	return e.body, nil
 }
 
 // Contract returns the Contract object (JSON) of addr on chainID.
 func (s *Service) Contract(ctx context.Context, chainID uint64, addr common.Address, force bool) ([]byte, error) {
-	return s.get(ctx, item{chainID: chainID, addr: addr}, force)
+	e, err := s.get(ctx, item{chainID: chainID, addr: addr}, force)
+	if err != nil {
+		return nil, err
+	}
+	return e.body, nil
 }
 
 // get serves a record: from memory or the store, refreshed when asked (outside the
 // cooldown), when its document failed and the backoff has passed, or (in the background)
 // when it is older than maxAge; a miss is fetched live. Concurrent fetches of one item
 // share one.
-func (s *Service) get(ctx context.Context, it item, force bool) ([]byte, error) {
+func (s *Service) get(ctx context.Context, it item, force bool) (*entry, error) {
 	if _, ok := s.chain(it.chainID); !ok {
 		return nil, proxy.Errorf(http.StatusNotFound, "chain %d is not configured", it.chainID)
 	}
@@ -175,7 +200,7 @@ func (s *Service) get(ctx context.Context, it item, force bool) ([]byte, error) 
 		switch {
 		case force && age < s.cfg.RefreshCooldown:
 			s.metrics.lookup(kind, "cooldown")
-			return e.body, nil
+			return e, nil
 		case force:
 			s.metrics.lookup(kind, "refresh")
 		case e.failures > 0 && age >= s.backoff(e.failures):
@@ -183,20 +208,19 @@ func (s *Service) get(ctx context.Context, it item, force bool) ([]byte, error) 
 		case e.failures == 0 && age >= s.cfg.MaxAge:
 			s.metrics.lookup(kind, "stale")
 			s.refreshLater(it, key, e)
-			return e.body, nil
+			return e, nil
 		default:
 			s.metrics.lookup(kind, "hit")
-			return e.body, nil
+			return e, nil
 		}
 	} else {
 		s.metrics.lookup(kind, "miss")
 	}
-	e2, err := s.refresh(ctx, it, key, e)
-	if err != nil {
-		return nil, err
-	}
-	return e2.body, nil
+	return s.refresh(ctx, it, key, e)
 }
+
+// cost is the memory an entry takes in the cache, roughly.
+func (e *entry) cost(key string) int64 { return int64(len(e.body) + len(e.doc) + len(key) + 96) }
 
 // backoff is how long a record whose document failed n times in a row is served before the
 // next try.
@@ -226,8 +250,8 @@ func (s *Service) cached(ctx context.Context, it item, key string) (*entry, erro
 	if err != nil {
 		return nil, err
 	}
-	e := &entry{body: rec.Body, updated: rec.UpdatedAt, failures: rec.Failures}
-	s.mem.Set(key, e, int64(len(e.body)+len(key)+64))
+	e := newEntry(it, rec.Body, rec.UpdatedAt, rec.Failures)
+	s.mem.Set(key, e, e.cost(key))
 	return e, nil
 }
 
@@ -293,22 +317,23 @@ func (s *Service) fetch(ctx context.Context, it item, key string, prev *entry) (
 	if err != nil {
 		return nil, err
 	}
-	e := &entry{body: body, updated: now}
+	failures := 0
 	if docErr != nil {
 		s.metrics.fetched("failed")
-		e.failures = 1
+		failures = 1
 		if prev != nil {
-			e.failures = prev.failures + 1
+			failures = prev.failures + 1
 		}
 	} else {
 		s.metrics.fetched("ok")
 	}
+	e := newEntry(it, body, now, failures)
 	rec := &store.MetadataRecord{ChainID: it.chainID, Address: it.addr, TokenID: it.tokenKey(),
 		Body: body, Failures: e.failures, UpdatedAt: now}
 	if err := s.db.Write(ctx, func(tx *store.Tx) error { return tx.PutMetadata(ctx, rec) }); err != nil {
 		return nil, err
 	}
-	s.mem.Set(key, e, int64(len(body)+len(key)+64))
+	s.mem.Set(key, e, e.cost(key))
 	s.mem.Wait()
 	return e, nil
 }

@@ -79,7 +79,8 @@ func (r *RESTRequest) QueryList(name string) []string {
 }
 
 // RESTResponse is a REST answer. With Member set the body is {"<Member>": Body, "error":
-// null}; without, Body is the whole document (e.g. an OAuth2 token response).
+// null}; without, Body is the whole document (e.g. an OAuth2 token response). Body is
+// written without a copy: the handler must not change it afterwards.
 type RESTResponse struct {
 	Status int // 200 when zero
 	Member string
@@ -132,7 +133,10 @@ func (s *Server) serveREST(ctx *fasthttp.RequestCtx, route *Route, params Params
 			body = append(body, resp.Body...)
 			body = append(body, `,"error":null}`...)
 		}
-		s.writeJSON(ctx, status, body)
+		// Not copied: the handler's bytes are not changed afterwards (see RESTResponse).
+		ctx.SetStatusCode(status)
+		ctx.SetContentType("application/json")
+		ctx.Response.SetBodyRaw(body)
 	}
 	s.metrics.observeREST(route, status, time.Since(start))
 }
