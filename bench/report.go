@@ -131,7 +131,7 @@ func report(w io.Writer, mi machineInfo, cfg runConfig, ts []*target, rounds []r
 		fmt.Fprintf(tw, "throughput\t%s after a %v warm-up, each target; %d rounds (orders %s); %s\n",
 			cfg.load, cfg.warmup, cfg.rounds, strings.Join(orders, ", "), pin)
 		fmt.Fprintf(tw, "latency\t%s after a %v warm-up, %s; p50 of wrk's histogram\n", cfg.latency, cfg.warmup, latTargets)
-		fmt.Fprintf(tw, "requests\tthe same bytes to every target but for the path, with Content-Type, X-API-Key and Authorization headers\n")
+		fmt.Fprintf(tw, "requests\tthe same bytes to every target but for the path, with Content-Type, X-API-Key and Authorization headers; (h) a GET with the same headers\n")
 	}
 	if len(signRounds) > 0 {
 		signHeader(tw, cfg, specs)
