@@ -123,6 +123,11 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return fmt.Errorf("metadata: %w", err)
 	}
 	defer md.Close()
+	for id := range embedded {
+		if err := md.ForgetChain(ctx, id); err != nil {
+			return fmt.Errorf("metadata: %w", err)
+		}
+	}
 
 	routes, cacheStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, db)
 	if err != nil {

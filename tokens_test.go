@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -177,4 +178,34 @@ func flipCase(s string) string {
 		}
 	}
 	return string(out)
+}
+
+// TestDevChainRecordsDroppedAtStart: the embedded dev chain starts empty at every start, so
+// the metadata records a previous run stored for it are dropped: a contract of that run is
+// not served from the store after a restart.
+func TestDevChainRecordsDroppedAtStart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := strings.Replace(devConfig(t), "maxBodyBytes: 4096", "maxBodyBytes: 1048576", 1)
+	ts := startServerIn(t, cfg, dir, io.Discard)
+	s := gatewaySession(t, ts.API, 6)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nft := contracts.MustLoad("OnChainERC721")
+	addr, err := s.Deploy(ctx, nft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Transact(ctx, addr, nft, "mint", crypto.PubkeyToAddress(s.Key.PublicKey), big.NewInt(1)); err != nil {
+		t.Fatal(err)
+	}
+	path := "/v1/tokens/60/1337/" + strings.ToLower(addr.Hex()) + "/1"
+	if status, body := get(t, ts.API+path); status != http.StatusOK {
+		t.Fatalf("HTTP %d %s", status, body)
+	}
+	ts.stop()
+
+	ts = startServerIn(t, cfg, dir, io.Discard)
+	if status, body := get(t, ts.API+path); status != http.StatusNotFound {
+		t.Fatalf("after a restart on a fresh dev chain: HTTP %d %s, want 404 (no contract)", status, body)
+	}
 }

@@ -108,6 +108,22 @@ func (s *Service) Close() {
 	s.fetcher.CloseIdleConnections()
 }
 
+// ForgetChain drops every record of chainID, from the store (memory holds none yet: it is
+// called at start). The embedded dev chain starts empty at every start, so the records of
+// its previous run describe contracts that no longer exist.
+func (s *Service) ForgetChain(ctx context.Context, chainID uint64) error {
+	var n int64
+	err := s.db.Write(ctx, func(tx *store.Tx) error {
+		var err error
+		n, err = tx.DeleteChainMetadata(ctx, chainID)
+		return err
+	})
+	if err == nil && n > 0 {
+		s.log.Info("dropped the metadata records of the previous dev chain", zap.Uint64("chain", chainID), zap.Int64("records", n))
+	}
+	return err
+}
+
 // item is what a record is about: a contract, or one token of it (id not nil).
 type item struct {
 	chainID uint64

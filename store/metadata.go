@@ -72,3 +72,14 @@ func (t *Tx) DeleteMetadata(ctx context.Context, chainID uint64, addr common.Add
 	}
 	return nil
 }
+
+var qDeleteChainMetadata = prepared(`DELETE FROM metadata_records WHERE chain_id = ?`)
+
+// DeleteChainMetadata removes every record of chainID and returns how many there were.
+func (t *Tx) DeleteChainMetadata(ctx context.Context, chainID uint64) (int64, error) {
+	res, err := t.ExecContext(ctx, qDeleteChainMetadata, int64(chainID))
+	if err != nil {
+		return 0, fmt.Errorf("delete metadata records of chain %d: %w", chainID, err)
+	}
+	return res.RowsAffected()
+}
