@@ -329,6 +329,17 @@ func TestIsolationBetweenPrincipals(t *testing.T) {
 		t.Fatalf("dev funds bob: %+v", r.Error)
 	}
 	waitMined(t, url, []common.Hash{devHash})
+	// The dev chain can serve the receipt a moment before "latest" is the block holding it
+	// (a CI run saw bob's balance still 0): the funded check reads "latest".
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		r := rpcCall(t, http.DefaultClient, url, "eth_getBalance", []any{bob, "latest"})
+		if r.Error == nil && string(r.Result) != `"0x0"` {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bob's balance after the funding transaction was mined: %s %+v", r.Result, r.Error)
+		}
+	}
 	if r := rpcCall(t, http.DefaultClient, url, "eth_sendTransaction", []any{transfer(bob, 1)}, asBob...); r.Error != nil || json.Unmarshal(r.Result, &bobHash) != nil {
 		t.Fatalf("bob sends: %+v", r.Error)
 	}
