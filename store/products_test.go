@@ -18,9 +18,9 @@ func TestProductsFilterAndOrder(t *testing.T) {
 		{ID: "p1", Creator: "alice", SaleType: "LIMITED_EDITION", TotalSold: 10, TotalAvailable: &ten, LiveAt: at(-5)},
 		{ID: "p2", Creator: "alice", SaleType: "OPEN_EDITION", TotalSold: 99, LiveAt: at(-1)},
 		{ID: "p3", Creator: "bob", SaleType: "ON_CHAIN_AUCTION", TotalSold: 1, TotalAvailable: &ten, LiveAt: at(-1)},
-		{ID: "p4", Creator: "bob", SaleType: "OFF_CHAIN_AUCTION", LiveAt: at(+2)},                  // upcoming
+		{ID: "p4", Creator: "bob", SaleType: "OFF_CHAIN_AUCTION", LiveAt: at(+2)},                   // upcoming
 		{ID: "p5", Creator: "bob", SaleType: "LIMITED_EDITION", LiveAt: at(-9), SalesEndAt: at(-3)}, // ended
-		{ID: "p6", SaleType: "OPEN_EDITION"},                                                        // never scheduled
+		{ID: "p6", SaleType: "OPEN_EDITION"}, // never scheduled
 	}
 	err := db.Write(ctx, func(tx *Tx) error {
 		for i := range rows {
