@@ -86,3 +86,21 @@ func TestSendRawTransactionRejectionNotRetried(t *testing.T) {
 		t.Errorf("transaction sent %d times, want 1", got)
 	}
 }
+
+// TestBatchWithSendRawTransactionAtMostOncePerNode: a batch holding eth_sendRawTransaction
+// is held to the same rule as the call alone.
+func TestBatchWithSendRawTransactionAtMostOncePerNode(t *testing.T) {
+	n := newFakeNode(t, "n", 1337, 100)
+	cfg := testConfig(n)
+	cfg.MaxAttempts = 5
+	cfg.EjectAfter = 100
+	p := startSet(t, cfg, Deps{}).dev(t)
+	n.setReads(answer500)
+	_, err := p.ForwardBatch(context.Background(), []BatchCall{{Method: "eth_chainId"}, {Method: "eth_sendRawTransaction", Params: []byte(rawTx)}})
+	if !errors.Is(err, jsonrpc.ErrUpstreamUnavailable) {
+		t.Fatalf("err = %v, want ErrUpstreamUnavailable", err)
+	}
+	if got := n.count("batch"); got != 1 {
+		t.Errorf("the node received the batch %d times, want 1", got)
+	}
+}

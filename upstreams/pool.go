@@ -198,7 +198,8 @@ type BatchResult struct {
 // their answers in order. It fails over and retries like Forward: a node's answer counts only
 // when it answers every call. An error for one call is that call's BatchResult.Err; the error
 // returned is for the batch as a whole (as Forward's). The batch is labeled "batch" in
-// metrics; it must not contain eth_sendRawTransaction.
+// metrics. A batch holding a call that goes at most once to each node (eth_sendRawTransaction)
+// goes at most once to each node too.
 func (p *Pool) ForwardBatch(ctx context.Context, calls []BatchCall) ([]BatchResult, error) {
 	if p.set.closed.Load() {
 		return nil, errClosed
@@ -222,8 +223,12 @@ func (p *Pool) ForwardBatch(ctx context.Context, calls []BatchCall) ([]BatchResu
 		b = appendRequest(b, first+uint64(i), c.Method, c.Params)
 	}
 	*reqBuf = append(b, ']')
+	oncePerNode := false
+	for _, c := range calls {
+		oncePerNode = oncePerNode || sentAtMostOncePerNode(c.Method)
+	}
 	out := make([]BatchResult, len(calls))
-	if _, err := p.attempt(ctx, "batch", false, expect{id: first, batch: out}, *reqBuf, respBuf); err != nil {
+	if _, err := p.attempt(ctx, "batch", oncePerNode, expect{id: first, batch: out}, *reqBuf, respBuf); err != nil {
 		return nil, err
 	}
 	return out, nil
