@@ -221,15 +221,33 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// erc165 reports whether the contract implements ERC-165 as the standard says to detect it:
-// supportsInterface(0x01ffc9a7) is true and supportsInterface(0xffffffff) is not.
-func (rs results) erc165(yes, invalid int) bool {
-	v, ok := rs.bool(yes)
-	if !ok || !v {
-		return false
+// probe is the part of every lookup's batch that tells what the address is: its code and
+// its ERC-165 interfaces.
+type probe struct{ code, i165, invalid, i721, i1155 int }
+
+func (c *calls) probe() probe {
+	return probe{code: c.getCode(), i165: c.supports(ifaceERC165), invalid: c.supports(ifaceInvalid),
+		i721: c.supports(ifaceERC721), i1155: c.supports(ifaceERC1155)}
+}
+
+// standards reads a probe's answers: errNoContract when the address has no code; is165 when
+// the contract implements ERC-165 as the standard says to detect it (supportsInterface
+// 0x01ffc9a7 true, 0xffffffff not), and is721, is1155 only when it does.
+func (rs results) standards(p probe) (is165, is721, is1155 bool, err error) {
+	if has, err := rs.hasCode(p.code); err != nil {
+		return false, false, false, err
+	} else if !has {
+		return false, false, false, errNoContract
 	}
-	bad, ok := rs.bool(invalid)
-	return !ok || !bad
+	if v, ok := rs.bool(p.i165); !ok || !v {
+		return false, false, false, nil
+	}
+	if bad, ok := rs.bool(p.invalid); ok && bad {
+		return false, false, false, nil
+	}
+	is721, _ = rs.bool(p.i721)
+	is1155, _ = rs.bool(p.i1155)
+	return true, is721, is1155, nil
 }
 
 // tokenReads is what the token route reads of the chain for one token.
@@ -244,9 +262,7 @@ type tokenReads struct {
 // whether token id exists, and its URI. errNoContract when the address has no code.
 func readToken(ctx context.Context, chain Chain, addr common.Address, id *big.Int) (*tokenReads, error) {
 	c := &calls{to: addr}
-	code := c.getCode()
-	i165, iInvalid := c.supports(ifaceERC165), c.supports(ifaceInvalid)
-	i721, i1155 := c.supports(ifaceERC721), c.supports(ifaceERC1155)
+	pr := c.probe()
 	idw := word(id)
 	tokenURI, uri, ownerOf := c.call(selTokenURI, idw), c.call(selURI, idw), c.call(selOwnerOf, idw)
 	exists, supply := c.call(selExists, idw), c.call(selTotalSupplyOf, idw)
@@ -254,23 +270,19 @@ func readToken(ctx context.Context, chain Chain, addr common.Address, id *big.In
 	if err != nil {
 		return nil, err
 	}
-	if has, err := rs.hasCode(code); err != nil {
+	is165, is721, is1155, err := rs.standards(pr)
+	if err != nil {
 		return nil, err
-	} else if !has {
-		return nil, errNoContract
 	}
 	t := &tokenReads{}
-	is165 := rs.erc165(i165, iInvalid)
-	is721, _ := rs.bool(i721)
-	is1155, _ := rs.bool(i1155)
 	owner, hasOwner := rs.address(ownerOf)
 	switch {
-	case is165 && is721, !is165 && hasOwner:
+	case is721, !is165 && hasOwner:
 		// Contracts from before ERC-165 (CryptoKitties) answer ownerOf all the same.
 		t.tokenType = TypeERC721
 		t.exists = hasOwner && owner != (common.Address{})
 		t.uri, t.hasURI = rs.string(tokenURI)
-	case is165 && is1155:
+	case is1155:
 		t.tokenType = TypeERC1155
 		t.exists = true // unless the contract says otherwise (ERC1155Supply)
 		if v, ok := rs.bool(exists); ok {
@@ -302,9 +314,7 @@ type contractReads struct {
 // shows. errNoContract when the address has no code.
 func readContract(ctx context.Context, chain Chain, addr common.Address) (*contractReads, error) {
 	c := &calls{to: addr}
-	code := c.getCode()
-	i165, iInvalid := c.supports(ifaceERC165), c.supports(ifaceInvalid)
-	i721, i1155 := c.supports(ifaceERC721), c.supports(ifaceERC1155)
+	pr := c.probe()
 	name, symbol, decimals := c.call(selName), c.call(selSymbol), c.call(selDecimals)
 	supply, balance := c.call(selTotalSupply), c.call(selBalanceOf, make([]byte, 32))
 	contractURI := c.call(selContractURI)
@@ -312,22 +322,18 @@ func readContract(ctx context.Context, chain Chain, addr common.Address) (*contr
 	if err != nil {
 		return nil, err
 	}
-	if has, err := rs.hasCode(code); err != nil {
+	_, is721, is1155, err := rs.standards(pr)
+	if err != nil {
 		return nil, err
-	} else if !has {
-		return nil, errNoContract
 	}
 	r := &contractReads{tokenType: TypeUnknown}
-	is165 := rs.erc165(i165, iInvalid)
-	is721, _ := rs.bool(i721)
-	is1155, _ := rs.bool(i1155)
 	dec, hasDec := rs.uint(decimals)
 	total, hasTotal := rs.uint(supply)
 	_, hasBalance := rs.uint(balance)
 	switch {
-	case is165 && is721:
+	case is721:
 		r.tokenType = TypeERC721
-	case is165 && is1155:
+	case is1155:
 		r.tokenType = TypeERC1155
 	case hasDec && dec.IsUint64() && dec.Uint64() <= 255 && hasTotal && hasBalance:
 		// ERC20 by behaviour: decimals, totalSupply and balanceOf(0x0) all answer. ERC721

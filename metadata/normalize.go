@@ -6,8 +6,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/ethereum/go-ethereum/common"
 )
 
 // TokenMetadata is the normalized token document: the `metadata` member of a Token.
@@ -265,21 +263,17 @@ func basisPoints(raw json.RawMessage) *int64 {
 	return &n
 }
 
-// lowerAddress returns s as a lowercase 0x address when it is one (a mixed-case one must carry a
-// valid EIP-55 checksum), else nil.
+// lowerAddress returns s as a lowercase 0x address when it is one (ParseAddress: a mixed-case
+// one must carry a valid EIP-55 checksum), else nil.
 func lowerAddress(s *string) *string {
 	if s == nil {
 		return nil
 	}
-	v := strings.TrimSpace(*s)
-	if len(v) != 42 || (v[:2] != "0x" && v[:2] != "0X") || !common.IsHexAddress(v) {
+	a, err := ParseAddress(strings.TrimSpace(*s))
+	if err != nil {
 		return nil
 	}
-	hex := v[2:]
-	if hex != strings.ToLower(hex) && hex != strings.ToUpper(hex) && common.HexToAddress(v).Hex()[2:] != hex {
-		return nil
-	}
-	out := "0x" + strings.ToLower(hex)
+	out := strings.ToLower(a.Hex())
 	return &out
 }
 

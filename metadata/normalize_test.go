@@ -88,18 +88,22 @@ func TestNormalizeToken(t *testing.T) {
 			`{"name":"Ñandú 🦤 \"#1\"","description":"line\nbreak","image":null,"animationUrl":null,"externalUrl":null,"backgroundColor":null,"attributes":[],"properties":{}}`},
 		{"byte order mark", "\xef\xbb\xbf{\"name\":\"bom\"}", `{"name":"bom","description":null,"image":null,"animationUrl":null,"externalUrl":null,"backgroundColor":null,"attributes":[],"properties":{}}`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m, err := NormalizeToken([]byte(tc.doc))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := json.Marshal(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			jsonEqual(t, got, tc.want)
-		})
+		t.Run(tc.name, func(t *testing.T) { normalizesTo(t, NormalizeToken, tc.doc, tc.want) })
 	}
+}
+
+// normalizesTo checks that normalize reads doc into the JSON want.
+func normalizesTo[T any](t *testing.T, normalize func([]byte) (T, error), doc, want string) {
+	t.Helper()
+	m, err := normalize([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jsonEqual(t, got, want)
 }
 
 func TestNormalizeTokenNotAnObject(t *testing.T) {
@@ -191,17 +195,7 @@ func TestNormalizeContract(t *testing.T) {
 		{"recipient ENS", `{"fee_recipient":"vitalik.eth"}`, emptyContract},
 		{"recipient number", `{"fee_recipient":123}`, emptyContract},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m, err := NormalizeContract([]byte(tc.doc))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := json.Marshal(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			jsonEqual(t, got, tc.want)
-		})
+		t.Run(tc.name, func(t *testing.T) { normalizesTo(t, NormalizeContract, tc.doc, tc.want) })
 	}
 }
 
