@@ -13,8 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/google/uuid"
+
+	"github.com/web3gate/web3gate/metadata"
 )
 
 // Sale types. EDITION and AUCTION are filter umbrellas, not stored values.
@@ -130,16 +131,17 @@ func jsonKind(goType string) string {
 
 // Validate checks the values of a decoded product.
 func (p *Product) Validate() error {
-	if _, err := uuid.Parse(p.ID); err != nil || len(p.ID) != 36 {
+	if uuidErr(p.ID) != nil {
 		return errors.New("id: must be a UUID")
 	}
 	if !networkRE.MatchString(p.Network) {
 		return errors.New("network: must be a network name such as mainnet or polygon")
 	}
-	if len(p.TokenContractAddress) != 42 || !common.IsHexAddress(p.TokenContractAddress) || !strings.HasPrefix(p.TokenContractAddress, "0x") {
-		return errors.New("tokenContractAddress: must be a 0x-prefixed 20-byte hex address")
+	addr, err := metadata.ParseAddress(p.TokenContractAddress)
+	if err != nil {
+		return fmt.Errorf("tokenContractAddress: %w", err)
 	}
-	p.TokenContractAddress = strings.ToLower(p.TokenContractAddress)
+	p.TokenContractAddress = strings.ToLower(addr.Hex())
 	if t := bytes.TrimSpace(p.TokenMetadata); len(t) == 0 || t[0] != '{' {
 		return errors.New("tokenMetadata: must be an object")
 	}
@@ -199,6 +201,8 @@ func (p *Product) Validate() error {
 	return nil
 }
 
+// uuidErr checks s is a UUID in its canonical 36-character form (uuid.Parse also takes
+// braces, a urn:uuid: prefix and no hyphens).
 func uuidErr(s string) error {
 	if len(s) != 36 {
 		return errors.New("not a UUID")

@@ -66,6 +66,7 @@ func TestParseBad(t *testing.T) {
 		{"negative sold", set("totalSold", -1), "totalSold: must not be negative"},
 		{"unknown field", set("colour", "red"), "colour: unknown field"},
 		{"bad address", set("tokenContractAddress", "0x12"), "tokenContractAddress"},
+		{"bad checksum", set("tokenContractAddress", "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAeD"), "tokenContractAddress: mixed-case"},
 		{"metadata not an object", set("tokenMetadata", "x"), "tokenMetadata"},
 		{"bad price", set("prices", []any{map[string]any{"id": "5d1f0a4e-8c2b-4b6f-a1e2-3c4d5e6f7a8b", "currency": "USD", "price": "2e2"}}), "prices[0].price"},
 		{"bad currency", set("prices", []any{map[string]any{"id": "5d1f0a4e-8c2b-4b6f-a1e2-3c4d5e6f7a8b", "currency": "usd", "price": "2"}}), "prices[0].currency"},

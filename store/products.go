@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -32,26 +31,17 @@ var (
 			total_available = excluded.total_available, live_at = excluded.live_at,
 			sales_end_at = excluded.sales_end_at, created_at = excluded.created_at, body = excluded.body`)
 	qDeleteProduct = prepared(`DELETE FROM products WHERE id = ?`)
-	qProduct       = prepared(`SELECT body FROM products WHERE id = ?`)
 )
 
-// UpsertProduct inserts p or replaces the product with its id; inserted is false for a
-// replacement.
-func (t *Tx) UpsertProduct(ctx context.Context, p *ProductRow) (inserted bool, err error) {
-	var exists int
-	err = t.QueryRowContext(ctx, qProductExists, p.ID).Scan(&exists)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return false, fmt.Errorf("product %s: %w", p.ID, err)
-	}
-	_, err = t.ExecContext(ctx, qUpsertProduct, p.ID, p.Network, p.TokenContract, nullString(p.Creator), p.SaleType,
+// UpsertProduct inserts p or replaces the product with its id.
+func (t *Tx) UpsertProduct(ctx context.Context, p *ProductRow) error {
+	_, err := t.ExecContext(ctx, qUpsertProduct, p.ID, p.Network, p.TokenContract, nullString(p.Creator), p.SaleType,
 		p.TotalSold, nullInt(p.TotalAvailable), nullTime(p.LiveAt), nullTime(p.SalesEndAt), formatTime(p.CreatedAt), p.Body)
 	if err != nil {
-		return false, fmt.Errorf("put product %s: %w", p.ID, err)
+		return fmt.Errorf("put product %s: %w", p.ID, err)
 	}
-	return exists == 0, nil
+	return nil
 }
-
-var qProductExists = prepared(`SELECT COUNT(*) FROM products WHERE id = ?`)
 
 // DeleteProduct removes the product id; ErrNotFound when there is none.
 func (t *Tx) DeleteProduct(ctx context.Context, id string) error {
@@ -63,19 +53,6 @@ func (t *Tx) DeleteProduct(ctx context.Context, id string) error {
 		return ErrNotFound
 	}
 	return nil
-}
-
-// Product returns the JSON of product id, or ErrNotFound.
-func (t *Tx) Product(ctx context.Context, id string) ([]byte, error) {
-	var body []byte
-	err := t.QueryRowContext(ctx, qProduct, id).Scan(&body)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("product %s: %w", id, err)
-	}
-	return body, nil
 }
 
 // ProductFilter selects products for the list. Zero values select everything.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ func TestProductsFilterAndOrder(t *testing.T) {
 			r.ID = fmt.Sprintf("%-36s", r.ID) // the schema wants a UUID's length
 			r.Network, r.TokenContract, r.CreatedAt = "mainnet", "0x"+strings.Repeat("a", 40), now
 			r.Body = []byte(`{"id":"` + strings.TrimSpace(r.ID) + `"}`)
-			if _, err := tx.UpsertProduct(ctx, &r); err != nil {
+			if err := tx.UpsertProduct(ctx, &r); err != nil {
 				return err
 			}
 		}
@@ -74,5 +75,16 @@ func TestProductsFilterAndOrder(t *testing.T) {
 		if got := list(c.f); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
 		}
+	}
+
+	// Delete removes one product; deleting it again is ErrNotFound.
+	p2 := fmt.Sprintf("%-36s", "p2")
+	for _, want := range []error{nil, ErrNotFound} {
+		if err := db.Write(ctx, func(tx *Tx) error { return tx.DeleteProduct(ctx, p2) }); !errors.Is(err, want) {
+			t.Fatalf("DeleteProduct = %v, want %v", err, want)
+		}
+	}
+	if got := list(ProductFilter{}); got != "p3,p1" {
+		t.Errorf("after deleting p2: %s", got)
 	}
 }
