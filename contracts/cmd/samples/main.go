@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"math/big"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -43,9 +42,6 @@ func main() {
 func run(base string, chainID int64, clientID, token string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := url.Parse(base); err != nil {
-		return err
-	}
 	c, err := rpc.DialOptions(ctx, strings.TrimSuffix(base, "/")+fmt.Sprintf("/v1/web3/chains/%d", chainID),
 		rpc.WithHeader("X-API-Key", clientID), rpc.WithHeader("Authorization", "Bearer "+token))
 	if err != nil {
@@ -59,71 +55,58 @@ func run(base string, chainID int64, clientID, token string) error {
 	key := accounts[8].Key
 	s := &contracts.Session{Client: ethclient.NewClient(c), Key: key, ChainID: big.NewInt(chainID)}
 	me := crypto.PubkeyToAddress(key.PublicKey)
-	do := func(what string, f func() error) error {
-		if err := f(); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
+	deploy := func(c *contracts.Contract, args ...any) (common.Address, error) {
+		addr, err := s.Deploy(ctx, c, args...)
+		if err != nil {
+			return addr, fmt.Errorf("deploy %s: %w", c.Name, err)
+		}
+		return addr, nil
+	}
+	// send runs the transactions in order, stopping at the first failure.
+	send := func(to common.Address, c *contracts.Contract, calls ...[]any) error {
+		for _, call := range calls {
+			if _, err := s.Transact(ctx, to, c, call[0].(string), call[1:]...); err != nil {
+				return fmt.Errorf("%s.%s: %w", c.Name, call[0], err)
+			}
 		}
 		return nil
 	}
 
-	erc721 := contracts.MustLoad("TestERC721")
-	alpha, err := s.Deploy(ctx, erc721, "Alpha", "ALPHA")
+	erc721, erc1155 := contracts.MustLoad("TestERC721"), contracts.MustLoad("TestERC1155")
+	onChainC, erc20 := contracts.MustLoad("OnChainERC721"), contracts.MustLoad("TestERC20")
+	alpha, err := deploy(erc721, "Alpha", "ALPHA")
 	if err != nil {
-		return fmt.Errorf("deploy TestERC721: %w", err)
+		return err
 	}
+	var alphaCalls [][]any
 	for id := int64(1); id <= 3; id++ {
 		doc := fmt.Sprintf(`data:application/json,{"name":"Alpha #%d","description":"A sample token","image":"ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi/%d.png","attributes":[{"trait_type":"Number","value":%d}]}`, id, id, id)
-		err := do("mint Alpha", func() error {
-			if _, err := s.Transact(ctx, alpha, erc721, "mint", me, big.NewInt(id)); err != nil {
-				return err
-			}
-			_, err := s.Transact(ctx, alpha, erc721, "setTokenURI", big.NewInt(id), doc)
-			return err
-		})
-		if err != nil {
-			return err
-		}
+		alphaCalls = append(alphaCalls, []any{"mint", me, big.NewInt(id)}, []any{"setTokenURI", big.NewInt(id), doc})
 	}
-	if err := do("contract URI", func() error {
-		_, err := s.Transact(ctx, alpha, erc721, "setContractURI",
-			`data:application/json,{"name":"Alpha","description":"Sample collection","seller_fee_basis_points":250,"fee_recipient":"`+strings.ToLower(me.Hex())+`"}`)
-		return err
-	}); err != nil {
+	alphaCalls = append(alphaCalls, []any{"setContractURI",
+		`data:application/json,{"name":"Alpha","description":"Sample collection","seller_fee_basis_points":250,"fee_recipient":"` + strings.ToLower(me.Hex()) + `"}`})
+	if err := send(alpha, erc721, alphaCalls...); err != nil {
 		return err
 	}
-
-	erc1155 := contracts.MustLoad("TestERC1155")
-	multi, err := s.Deploy(ctx, erc1155, "Multi", "MULTI", `data:application/json,{"name":"Multi {id}","description":"A sample edition"}`)
+	multi, err := deploy(erc1155, "Multi", "MULTI", `data:application/json,{"name":"Multi {id}","description":"A sample edition"}`)
 	if err != nil {
-		return fmt.Errorf("deploy TestERC1155: %w", err)
-	}
-	if err := do("mint Multi", func() error {
-		_, err := s.Transact(ctx, multi, erc1155, "mintBatch", me, []*big.Int{big.NewInt(1), big.NewInt(2)}, []*big.Int{big.NewInt(10), big.NewInt(5)})
-		return err
-	}); err != nil {
 		return err
 	}
-
-	onChain, err := s.Deploy(ctx, contracts.MustLoad("OnChainERC721"))
+	if err := send(multi, erc1155, []any{"mintBatch", me, []*big.Int{big.NewInt(1), big.NewInt(2)}, []*big.Int{big.NewInt(10), big.NewInt(5)}}); err != nil {
+		return err
+	}
+	onChain, err := deploy(onChainC)
 	if err != nil {
-		return fmt.Errorf("deploy OnChainERC721: %w", err)
-	}
-	if err := do("mint OnChain", func() error {
-		_, err := s.Transact(ctx, onChain, contracts.MustLoad("OnChainERC721"), "mint", me, big.NewInt(7))
-		return err
-	}); err != nil {
 		return err
 	}
-
-	erc20 := contracts.MustLoad("TestERC20")
-	coin, err := s.Deploy(ctx, erc20, "Sample Coin", "SMPL", uint8(18))
+	if err := send(onChain, onChainC, []any{"mint", me, big.NewInt(7)}); err != nil {
+		return err
+	}
+	coin, err := deploy(erc20, "Sample Coin", "SMPL", uint8(18))
 	if err != nil {
-		return fmt.Errorf("deploy TestERC20: %w", err)
-	}
-	if err := do("mint Coin", func() error {
-		_, err := s.Transact(ctx, coin, erc20, "mint", me, new(big.Int).Exp(big.NewInt(10), big.NewInt(24), nil))
 		return err
-	}); err != nil {
+	}
+	if err := send(coin, erc20, []any{"mint", me, new(big.Int).Exp(big.NewInt(10), big.NewInt(24), nil)}); err != nil {
 		return err
 	}
 
