@@ -32,8 +32,22 @@ type Config struct {
 	EjectAfter int           `yaml:"ejectAfter"`
 	Cooldown   time.Duration `yaml:"cooldown"`
 	// MaxResponseBytes is the largest upstream response body accepted.
-	MaxResponseBytes int           `yaml:"maxResponseBytes"`
-	Chains           []ChainConfig `yaml:"chains"`
+	MaxResponseBytes int `yaml:"maxResponseBytes"`
+	// Batch is upstream batching: the calls to one node beyond its in-flight limit go
+	// together as JSON-RPC batches (see coalescer).
+	Batch  BatchConfig   `yaml:"batch"`
+	Chains []ChainConfig `yaml:"chains"`
+}
+
+// BatchConfig is `upstreams.batch`.
+type BatchConfig struct {
+	// Enabled turns upstream batching on for http(s) nodes (default true).
+	Enabled bool `yaml:"enabled"`
+	// MaxInFlight is the number of exchanges in flight to one node before further calls
+	// queue and leave together as one batch when an exchange ends.
+	MaxInFlight int `yaml:"maxInFlight"`
+	// MaxSize is the largest batch.
+	MaxSize int `yaml:"maxSize"`
 }
 
 // ChainConfig is one element of `upstreams.chains`.
@@ -54,6 +68,8 @@ const (
 	DefaultEjectAfter       = 3
 	DefaultCooldown         = 10 * time.Second
 	DefaultMaxResponseBytes = 32 << 20
+	DefaultBatchMaxInFlight = 4
+	DefaultBatchMaxSize     = 50
 )
 
 // DefaultConfig returns the section with every default set and no chains. A loader that
@@ -61,6 +77,7 @@ const (
 // unset keys.
 func DefaultConfig() Config {
 	var c Config
+	c.Batch.Enabled = true
 	c.SetDefaults()
 	return c
 }
@@ -75,6 +92,8 @@ func (c *Config) SetDefaults() {
 	setDefault(&c.EjectAfter, DefaultEjectAfter)
 	setDefault(&c.Cooldown, DefaultCooldown)
 	setDefault(&c.MaxResponseBytes, DefaultMaxResponseBytes)
+	setDefault(&c.Batch.MaxInFlight, DefaultBatchMaxInFlight)
+	setDefault(&c.Batch.MaxSize, DefaultBatchMaxSize)
 	for i := range c.Chains {
 		if c.Chains[i].Name == "" && c.Chains[i].ChainID != 0 {
 			c.Chains[i].Name = strconv.FormatUint(c.Chains[i].ChainID, 10)
@@ -107,6 +126,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxResponseBytes < 1024 {
 		add("maxResponseBytes: must be at least 1024")
+	}
+	if c.Batch.MaxInFlight < 1 || c.Batch.MaxInFlight > maxConnsPerNode {
+		add("batch.maxInFlight: must be between 1 and %d", maxConnsPerNode)
+	}
+	if c.Batch.MaxSize < 2 || c.Batch.MaxSize > 1000 {
+		add("batch.maxSize: must be between 2 and 1000")
 	}
 
 	if len(c.Chains) == 0 {

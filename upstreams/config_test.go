@@ -28,12 +28,13 @@ func TestSetDefaults(t *testing.T) {
 		EjectAfter:       3,
 		Cooldown:         10 * time.Second,
 		MaxResponseBytes: 32 << 20,
+		Batch:            BatchConfig{MaxInFlight: 4, MaxSize: 50},
 		Chains:           []ChainConfig{{ChainID: 137, Name: "137", URLs: []string{"https://p.example"}}, {ChainID: 1, Name: "eth"}},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("SetDefaults =\n%+v\nwant\n%+v", c, want)
 	}
-	if d := DefaultConfig(); d.Timeout != DefaultTimeout || d.MaxLag != DefaultMaxLag || d.Chains != nil {
+	if d := DefaultConfig(); d.Timeout != DefaultTimeout || d.MaxLag != DefaultMaxLag || !d.Batch.Enabled || d.Chains != nil {
 		t.Errorf("DefaultConfig = %+v", d)
 	}
 }
@@ -110,6 +111,10 @@ func TestValidateRejects(t *testing.T) {
 			"maxAttempts: must be between 1 and 100",
 			"ejectAfter: must be at least 1",
 			"maxResponseBytes: must be at least 1024",
+		}},
+		{"batch limits", func(c *Config) { c.Batch.MaxInFlight, c.Batch.MaxSize = 0, 1 }, []string{
+			"batch.maxInFlight: must be between 1 and 512",
+			"batch.maxSize: must be between 2 and 1000",
 		}},
 		{"several chains wrong at once", func(c *Config) {
 			c.Chains[0].URLs = nil

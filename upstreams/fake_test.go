@@ -57,6 +57,9 @@ type fakeNode struct {
 	reads   atomic.Int32 // behaviour for methods other than the checks
 	checks  atomic.Int32 // behaviour for eth_chainId and eth_blockNumber
 	failN   atomic.Int32 // when > 0: the next failN reads get HTTP 500
+	delay   atomic.Int64 // nanoseconds every request other than the checks waits before its answer
+	noBatch atomic.Bool  // batches get the error a node without batch support gives
+	dropOne atomic.Bool  // the next batch answer lacks its first response
 
 	mu       sync.Mutex
 	counts   map[string]int
@@ -133,6 +136,12 @@ type fakeRequest struct {
 
 func (f *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	if d := f.delay.Load(); d > 0 && !strings.Contains(string(body), `"eth_chainId"`) && !strings.Contains(string(body), `"eth_blockNumber"`) {
+		select {
+		case <-time.After(time.Duration(d)):
+		case <-f.stop:
+		}
+	}
 	if len(body) > 0 && body[0] == '[' && f.serveBatch(w, body) {
 		return
 	}
@@ -210,7 +219,15 @@ func (f *fakeNode) serveBatch(w http.ResponseWriter, body []byte) bool {
 	if err != nil || len(reqs) == 0 {
 		f.badReqs = append(f.badReqs, "batch body: "+string(body))
 	}
+	for _, r := range reqs {
+		f.counts["batched "+r.Method]++
+	}
 	f.mu.Unlock()
+	if f.noBatch.Load() {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch requests are not supported"}}`)
+		return true
+	}
 	b := behaviour(f.reads.Load())
 	if f.failN.Load() > 0 && f.failN.Add(-1) >= 0 {
 		b = answer500
@@ -221,7 +238,7 @@ func (f *fakeNode) serveBatch(w http.ResponseWriter, body []byte) bool {
 	out := make([]string, 0, len(reqs))
 	for i := len(reqs) - 1; i >= 0; i-- {
 		req := reqs[i]
-		if b == answerWrongID && i == 0 {
+		if b == answerWrongID && i == 0 || i == 0 && f.dropOne.CompareAndSwap(true, false) {
 			continue
 		}
 		if req.Method == "fail_me" {

@@ -36,6 +36,8 @@ type metrics struct {
 	head      *prometheus.GaugeVec
 	healthy   *prometheus.GaugeVec
 	ejections *prometheus.CounterVec
+	batches   *prometheus.CounterVec
+	batched   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -63,6 +65,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "web3gate_upstream_ejections_total",
 			Help: "Times an upstream node was ejected after consecutive failures.",
 		}, []string{"chain", "node"}),
+		batches: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "web3gate_upstream_batches_total",
+			Help: "JSON-RPC batches of queued calls sent to upstream nodes (upstreams.batch).",
+		}, []string{"chain", "node"}),
+		batched: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "web3gate_upstream_batched_calls_total",
+			Help: "Calls sent to upstream nodes inside those batches.",
+		}, []string{"chain", "node"}),
 	}
 }
 
@@ -80,6 +90,8 @@ type nodeMetrics struct {
 	head      prometheus.Gauge
 	healthy   prometheus.Gauge
 	ejections prometheus.Counter
+	batches   prometheus.Counter
+	batched   prometheus.Counter
 }
 
 func (m *metrics) forNode(chain, node string) *nodeMetrics {
@@ -91,7 +103,15 @@ func (m *metrics) forNode(chain, node string) *nodeMetrics {
 		head:      m.head.WithLabelValues(chain, node),
 		healthy:   m.healthy.WithLabelValues(chain, node),
 		ejections: m.ejections.WithLabelValues(chain, node),
+		batches:   m.batches.WithLabelValues(chain, node),
+		batched:   m.batched.WithLabelValues(chain, node),
 	}
+}
+
+// batch counts one batch of size queued calls.
+func (nm *nodeMetrics) batch(size int) {
+	nm.batches.Inc()
+	nm.batched.Add(float64(size))
 }
 
 // request counts one exchange. method must be a jsonrpc.MethodLabel value.

@@ -27,6 +27,7 @@ type node struct {
 	name     string // metric label and log field: "<chain>-<index>" or "embedded"
 	endpoint string // scheme://host, or "embedded": safe to log
 	t        transport
+	co       *coalescer // nil: every call goes alone (embedded nodes, batching off)
 	log      *zap.Logger
 	m        *nodeMetrics
 

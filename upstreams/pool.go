@@ -174,7 +174,8 @@ func (p *Pool) Forward(ctx context.Context, method string, params []byte) ([]byt
 	defer putBuffer(reqBuf)
 	defer putBuffer(respBuf)
 	*reqBuf = appendRequest((*reqBuf)[:0], id, method, params)
-	res, err := p.attempt(ctx, jsonrpc.MethodLabel(method), sentAtMostOncePerNode(method), expect{id: id}, *reqBuf, respBuf)
+	once := sentAtMostOncePerNode(method)
+	res, err := p.attempt(ctx, jsonrpc.MethodLabel(method), once, expect{id: id, join: !once}, *reqBuf, respBuf)
 	if err != nil {
 		return nil, err
 	}
@@ -235,10 +236,12 @@ func (p *Pool) ForwardBatch(ctx context.Context, calls []BatchCall) ([]BatchResu
 }
 
 // expect is what an exchange's answer must be: the response to request id, or with batch
-// set, the responses to requests id … id+len(batch)-1, parsed into batch.
+// set, the responses to requests id … id+len(batch)-1, parsed into batch. join marks a
+// single call that may share a JSON-RPC batch with others under load (see coalescer).
 type expect struct {
 	id    uint64
 	batch []BatchResult
+	join  bool
 }
 
 // attempt runs the failover loop of Forward and ForwardBatch for one request body. The
@@ -315,7 +318,15 @@ func (p *Pool) exchange(ctx context.Context, n *node, label string, want expect,
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline, ctxBound = d, true
 	}
-	status, out, err := n.t.roundTrip(ctx, deadline, body, (*buf)[:0])
+	var (
+		status int
+		out    []byte
+	)
+	if want.join && n.co != nil {
+		status, out, err = n.co.roundTrip(ctx, deadline, want.id, body, (*buf)[:0])
+	} else {
+		status, out, err = n.t.roundTrip(ctx, deadline, body, (*buf)[:0])
+	}
 	*buf = out
 	elapsed := time.Since(start)
 
@@ -352,6 +363,9 @@ func (p *Pool) exchange(ctx context.Context, n *node, label string, want expect,
 		o, counts = outcomeTimeout, !ctxBound
 	case errors.Is(err, errResponseTooLarge):
 		// Our limit, not the node's fault; no other node would do better.
+		o, counts = outcomeBadResponse, false
+	case errors.Is(err, errBatchRefused):
+		// The batch, not the call, was refused: the call fails over and goes alone.
 		o, counts = outcomeBadResponse, false
 	case errors.Is(err, errBusy):
 		// Our own connection limit: ejecting the node would only move the load.

@@ -99,6 +99,10 @@ func New(cfg Config, deps Deps) (*Set, error) {
 			}
 			n.log = p.log.With(zap.String("node", n.name), zap.String("endpoint", n.endpoint))
 			n.m = m.forNode(ch.Name, n.name)
+			if t, ok := n.t.(*httpTransport); ok && cfg.Batch.Enabled {
+				n.co = &coalescer{t: t, maxInFlight: cfg.Batch.MaxInFlight, maxBatch: cfg.Batch.MaxSize,
+					wg: &s.inflight, log: n.log, batches: n.m.batch}
+			}
 			n.m.healthy.Set(0)
 			p.nodes = append(p.nodes, n)
 		}

@@ -1,0 +1,243 @@
+package upstreams
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+)
+
+// coalescer sends the calls that arrive for one node while it already has maxInFlight
+// requests in flight as JSON-RPC batches: one HTTP exchange for many calls. Below the limit a
+// call goes out at once, in its caller's goroutine, exactly as without a coalescer, so an idle
+// node sees no delay and no batch. At the limit, calls queue; each time an exchange ends, the
+// queue (up to maxBatch calls) leaves as one batch in the freed slot. Under load this divides
+// the HTTP and system-call cost of both web3gate and the node by the batch size; it is what
+// eRPC calls upstream batching, without its wait window.
+//
+// Each queued call keeps its own request id (the pool's counter makes ids unique), so the
+// batch's answer is split by id and every caller gets its own response object, as if it had
+// been sent alone: the failover loop then judges each call on its own. A call the answer
+// lacks gets an empty body (a bad response: it fails over). A node that answers a batch with
+// something other than an array, or with a client error, does not take batches: coalescing
+// is switched off for it, the calls of that batch fail over without counting against the
+// node, and its calls go one by one from then on.
+// errBatchRefused is the attempt error of the calls of a batch the node refused: they fail
+// over (and go alone from then on) without counting against the node.
+var errBatchRefused = errors.New("upstream node does not take JSON-RPC batches")
+
+type coalescer struct {
+	t           *httpTransport
+	maxInFlight int
+	maxBatch    int
+	wg          *sync.WaitGroup
+	log         *zap.Logger
+	batches     func(size int) // metrics: one batch of size calls sent
+
+	off atomic.Bool // the node refused a batch
+
+	mu       sync.Mutex
+	inFlight int       // exchanges in flight, at most maxInFlight
+	queue    []*joined // calls waiting for a slot, oldest first
+}
+
+// joined is one queued call. Its request is a copy, so a caller that gives up (its context
+// done) simply leaves it behind.
+type joined struct {
+	id       uint64
+	body     []byte
+	deadline time.Time
+	state    atomic.Uint32 // joinWaiting, then joinDelivered or joinAbandoned
+	done     chan struct{} // capacity 1: signalled on delivery
+
+	status int
+	out    []byte
+	err    error
+}
+
+const (
+	joinWaiting uint32 = iota
+	joinDelivered
+	joinAbandoned
+)
+
+// roundTrip sends the single JSON-RPC request body with the given id to the node, alone when
+// a slot is free, else in the next batch. It has the contract of transport.roundTrip.
+func (c *coalescer) roundTrip(ctx context.Context, deadline time.Time, id uint64, body, dst []byte) (int, []byte, error) {
+	if c.off.Load() {
+		return c.t.roundTrip(ctx, deadline, body, dst)
+	}
+	c.mu.Lock()
+	if c.inFlight < c.maxInFlight {
+		c.inFlight++
+		c.mu.Unlock()
+		status, out, err := c.t.roundTrip(ctx, deadline, body, dst)
+		c.release()
+		return status, out, err
+	}
+	j := &joined{id: id, body: append([]byte(nil), body...), deadline: deadline, done: make(chan struct{}, 1)}
+	c.queue = append(c.queue, j)
+	c.mu.Unlock()
+
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+		if j.state.CompareAndSwap(joinWaiting, joinAbandoned) {
+			return 0, dst, ctx.Err()
+		}
+		<-j.done
+	case <-timer.C:
+		if j.state.CompareAndSwap(joinWaiting, joinAbandoned) {
+			return 0, dst, errAttemptTimeout
+		}
+		<-j.done
+	}
+	if j.err != nil {
+		return 0, dst, j.err
+	}
+	return j.status, append(dst, j.out...), nil
+}
+
+// release ends an exchange: the slot goes to the queued calls, if any, as one batch sent from
+// a goroutine of its own; otherwise it is freed.
+func (c *coalescer) release() {
+	c.mu.Lock()
+	if len(c.queue) == 0 {
+		c.inFlight--
+		c.mu.Unlock()
+		return
+	}
+	n := min(len(c.queue), c.maxBatch)
+	batch := make([]*joined, n)
+	copy(batch, c.queue)
+	rest := copy(c.queue, c.queue[n:])
+	clear(c.queue[rest:])
+	c.queue = c.queue[:rest]
+	c.mu.Unlock()
+	c.wg.Add(1)
+	go c.send(batch)
+}
+
+// send makes the exchange of the queued calls batch, delivers each its answer, and releases
+// the slot it holds.
+func (c *coalescer) send(batch []*joined) {
+	defer c.wg.Done()
+	defer c.release()
+	live := batch[:0]
+	var deadline time.Time
+	for _, j := range batch {
+		if j.state.Load() == joinWaiting {
+			live = append(live, j)
+			if j.deadline.After(deadline) {
+				deadline = j.deadline
+			}
+		}
+	}
+	switch len(live) {
+	case 0:
+		return
+	case 1:
+		// Nothing to share the exchange with: the call goes as it came.
+		j := live[0]
+		j.status, j.out, j.err = c.t.roundTrip(context.Background(), deadline, j.body, nil)
+		j.deliver()
+		return
+	}
+	size := 2
+	for _, j := range live {
+		size += len(j.body) + 1
+	}
+	body := make([]byte, 0, size)
+	body = append(body, '[')
+	for i, j := range live {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, j.body...)
+	}
+	body = append(body, ']')
+	if c.batches != nil {
+		c.batches(len(live))
+	}
+
+	buf := getBuffer()
+	defer putBuffer(buf)
+	status, out, err := c.t.roundTrip(context.Background(), deadline, body, (*buf)[:0])
+	*buf = out
+	switch {
+	case err != nil:
+		for _, j := range live {
+			j.err = err
+			j.deliver()
+		}
+		return
+	case status/100 == 2 && splitBatch(out, live):
+	case status == 429 || status >= 500 || status/100 == 2 && !gjson.ValidBytes(out):
+		// Overload or a broken answer: each call fails over as it would have alone.
+		for _, j := range live {
+			j.status, j.out = status, append(j.out[:0], out...)
+		}
+	default:
+		// A valid answer that is no batch answer, or a client error: the node does not
+		// take batches.
+		if c.off.CompareAndSwap(false, true) {
+			c.log.Warn("upstream node refused a JSON-RPC batch; its calls go one by one from now on",
+				zap.Int("status", status), zap.Int("calls", len(live)))
+		}
+		for _, j := range live {
+			j.err = errBatchRefused
+		}
+	}
+	for _, j := range live {
+		j.deliver()
+	}
+}
+
+// deliver hands j's answer to its caller unless the caller has gone.
+func (j *joined) deliver() {
+	if j.state.CompareAndSwap(joinWaiting, joinDelivered) {
+		j.done <- struct{}{}
+	}
+}
+
+// splitBatch gives each call of live its element of the batch answer body, matched by id,
+// with status 200; a call the answer lacks gets an empty body. It reports false when body is
+// not a JSON array.
+func splitBatch(body []byte, live []*joined) bool {
+	s := bytesToString(body)
+	if !gjson.Valid(s) {
+		return false
+	}
+	root := gjson.Parse(s)
+	if !root.IsArray() {
+		return false
+	}
+	for _, j := range live {
+		j.status, j.out = 200, nil
+	}
+	root.ForEach(func(_, el gjson.Result) bool {
+		id := el.Get("id")
+		if id.Type != gjson.Number {
+			return true
+		}
+		v, err := strconv.ParseUint(id.Raw, 10, 64)
+		if err != nil {
+			return true
+		}
+		for _, j := range live {
+			if j.id == v && j.out == nil {
+				j.out = []byte(el.Raw)
+				break
+			}
+		}
+		return true
+	})
+	return true
+}

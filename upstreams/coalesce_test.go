@@ -1,0 +1,270 @@
+package upstreams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
+)
+
+// batchingSet starts a set of one fake node with upstream batching at maxInFlight 1, and
+// returns its pool and the node's coalescer.
+func batchingSet(t *testing.T, f *fakeNode, mutate func(*Config)) (testSet, *Pool, *coalescer) {
+	t.Helper()
+	cfg := testConfig(f)
+	cfg.Batch = BatchConfig{Enabled: true, MaxInFlight: 1, MaxSize: 50}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	s := startSet(t, cfg, Deps{})
+	p := s.dev(t)
+	eventually(t, 2*time.Second, "the node verified", p.healthy)
+	co := p.nodes[0].co
+	if co == nil {
+		t.Fatal("the http node has no coalescer")
+	}
+	return s, p, co
+}
+
+func (c *coalescer) state() (inFlight, queued int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inFlight, len(c.queue)
+}
+
+// holdSlot starts one echo_params call that occupies the node's only slot for the node's
+// delay, and returns a channel that yields its error.
+func holdSlot(t *testing.T, p *Pool, co *coalescer) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		res, err := p.Forward(context.Background(), "echo_params", []byte(`["holder"]`))
+		if err == nil && string(res) != `["holder"]` {
+			err = fmt.Errorf("holder got %s", res)
+		}
+		done <- err
+	}()
+	eventually(t, 2*time.Second, "the slot taken", func() bool { n, _ := co.state(); return n == 1 })
+	return done
+}
+
+// forwardConcurrently starts n echo_params calls, each with its own params, once the slot is
+// held, waits until all n are queued, and returns a function that waits for their answers
+// and checks that every caller got its own.
+func forwardConcurrently(t *testing.T, p *Pool, co *coalescer, n int) func() []error {
+	t.Helper()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			want := fmt.Sprintf(`["call-%d"]`, i)
+			res, err := p.Forward(context.Background(), "echo_params", []byte(want))
+			switch {
+			case err != nil:
+				errs[i] = err
+			case string(res) != want:
+				errs[i] = fmt.Errorf("call %d got %s, want %s", i, res, want)
+			}
+		})
+	}
+	eventually(t, 2*time.Second, "the calls queued", func() bool { _, q := co.state(); return q == n })
+	return func() []error { wg.Wait(); return errs }
+}
+
+func TestBatchingSendsQueuedCallsAsOneBatch(t *testing.T) {
+	f := newFakeNode(t, "a", 1337, 100)
+	s, p, co := batchingSet(t, f, nil)
+	f.delay.Store(int64(100 * time.Millisecond))
+
+	holder := holdSlot(t, p, co)
+	wait := forwardConcurrently(t, p, co, 10)
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range wait() {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if got := f.count("batch"); got != 1 {
+		t.Errorf("batches = %d, want 1: the 10 queued calls leave together", got)
+	}
+	if got := f.count("batched echo_params"); got != 10 {
+		t.Errorf("calls in batches = %d, want 10", got)
+	}
+	if got := f.count("echo_params"); got != 1 {
+		t.Errorf("calls sent alone = %d, want 1 (the holder)", got)
+	}
+	if n, q := co.state(); n != 0 || q != 0 {
+		t.Errorf("after the load: %d in flight, %d queued; want 0, 0", n, q)
+	}
+	labels := map[string]string{"chain": "dev", "node": "dev-0"}
+	if got := s.metricValue(t, "web3gate_upstream_batches_total", labels); got != 1 {
+		t.Errorf("web3gate_upstream_batches_total = %v, want 1", got)
+	}
+	if got := s.metricValue(t, "web3gate_upstream_batched_calls_total", labels); got != 10 {
+		t.Errorf("web3gate_upstream_batched_calls_total = %v, want 10", got)
+	}
+	if probs := f.problems(); len(probs) > 0 {
+		t.Errorf("the node saw malformed requests: %v", probs)
+	}
+}
+
+func TestBatchingIdleNodeSendsAlone(t *testing.T) {
+	f := newFakeNode(t, "a", 1337, 100)
+	_, p, _ := batchingSet(t, f, func(c *Config) { c.Batch.MaxInFlight = 4 })
+	for i := range 20 {
+		want := fmt.Sprintf(`[%d]`, i)
+		res, err := p.Forward(context.Background(), "echo_params", []byte(want))
+		if err != nil || string(res) != want {
+			t.Fatalf("call %d: %s, %v", i, res, err)
+		}
+	}
+	if got := f.count("batch"); got != 0 {
+		t.Errorf("batches = %d: calls one at a time must never wait for a batch", got)
+	}
+}
+
+func TestBatchingMaxSize(t *testing.T) {
+	f := newFakeNode(t, "a", 1337, 100)
+	_, p, co := batchingSet(t, f, func(c *Config) { c.Batch.MaxSize = 4 })
+	f.delay.Store(int64(50 * time.Millisecond))
+	holder := holdSlot(t, p, co)
+	wait := forwardConcurrently(t, p, co, 10)
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range wait() {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	// 10 queued calls at most 4 a batch: 4, 4, 2 (calls that queue meanwhile would join).
+	if got := f.count("batch"); got != 3 {
+		t.Errorf("batches = %d, want 3", got)
+	}
+}
+
+func TestBatchingMissingAnswerFailsOver(t *testing.T) {
+	// The node drops one response of each batch: that call fails over alone; the others
+	// keep their answers.
+	f := newFakeNode(t, "a", 1337, 100)
+	_, p, co := batchingSet(t, f, nil)
+	f.delay.Store(int64(50 * time.Millisecond))
+	holder := holdSlot(t, p, co)
+	wait := forwardConcurrently(t, p, co, 5)
+	f.dropOne.Store(true)
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range wait() {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	// One batch of 5, then the call it lacked alone (or in a batch of one: alone).
+	if got := f.count("batched echo_params"); got != 5 {
+		t.Errorf("calls in batches = %d, want 5", got)
+	}
+	if got := f.count("echo_params"); got != 2 {
+		t.Errorf("calls sent alone = %d, want 2 (the holder and the retried one)", got)
+	}
+}
+
+func TestBatchingNodeWithoutBatchSupport(t *testing.T) {
+	f := newFakeNode(t, "a", 1337, 100)
+	f.noBatch.Store(true)
+	_, p, co := batchingSet(t, f, nil)
+	f.delay.Store(int64(50 * time.Millisecond))
+	holder := holdSlot(t, p, co)
+	wait := forwardConcurrently(t, p, co, 5)
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range wait() {
+		if err != nil {
+			t.Errorf("a call failed although the node answers calls alone: %v", err)
+		}
+	}
+	if !co.off.Load() {
+		t.Fatal("batching is still on for a node that refused a batch")
+	}
+	if got := f.count("batch"); got != 1 {
+		t.Errorf("batches = %d, want 1: after the refusal calls go alone", got)
+	}
+	if got := f.count("echo_params"); got != 6 {
+		t.Errorf("calls sent alone = %d, want 6 (the holder and the 5 retried)", got)
+	}
+}
+
+func TestBatchingNeverHoldsSendRawTransaction(t *testing.T) {
+	f := newFakeNode(t, "a", 1337, 100)
+	_, p, co := batchingSet(t, f, nil)
+	f.delay.Store(int64(100 * time.Millisecond))
+	holder := holdSlot(t, p, co)
+	// The slot is taken, yet the raw transaction goes at once, alone.
+	if _, err := p.Forward(context.Background(), "eth_sendRawTransaction", []byte(`["0x01"]`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, q := co.state(); q != 0 {
+		t.Errorf("%d calls queued", q)
+	}
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+	if got, batched := f.count("eth_sendRawTransaction"), f.count("batched eth_sendRawTransaction"); got != 1 || batched != 0 {
+		t.Errorf("eth_sendRawTransaction sent alone %d times, in batches %d times; want 1, 0", got, batched)
+	}
+}
+
+func TestBatchingQueuedCallLeavesOnCancel(t *testing.T) {
+	f := newFakeNode(t, "a", 1337, 100)
+	_, p, co := batchingSet(t, f, nil)
+	f.delay.Store(int64(200 * time.Millisecond))
+	holder := holdSlot(t, p, co)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Forward(ctx, "echo_params", []byte(`["gone"]`))
+		done <- err
+	}()
+	eventually(t, 2*time.Second, "the call queued", func() bool { _, q := co.state(); return q == 1 })
+	start := time.Now()
+	cancel()
+	err := <-done
+	if !errors.Is(err, errCanceled) {
+		t.Fatalf("canceled queued call: %v", err)
+	}
+	if waited := time.Since(start); waited > 100*time.Millisecond {
+		t.Errorf("the canceled call waited %v for the slot", waited)
+	}
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+	// The abandoned call is not sent: nobody waits for its answer.
+	eventually(t, 2*time.Second, "the slot free", func() bool { n, _ := co.state(); return n == 0 })
+	if got := f.count("batch") + f.count("echo_params"); got != 1 {
+		t.Errorf("exchanges = %d, want 1 (the holder only)", got)
+	}
+}
+
+func TestBatchingQueuedCallTimesOut(t *testing.T) {
+	// The slot holder hangs; a queued call ends at its own attempt deadline, not later.
+	f := newFakeNode(t, "a", 1337, 100)
+	_, p, co := batchingSet(t, f, func(c *Config) { c.MaxAttempts = 1 })
+	f.setReads(answerHang)
+	holder := holdSlot(t, p, co)
+	start := time.Now()
+	_, err := p.Forward(context.Background(), "echo_params", []byte(`["late"]`))
+	if !errors.Is(err, jsonrpc.ErrUpstreamTimeout) {
+		t.Fatalf("queued call behind a hanging one: %v, want the upstream timeout", err)
+	}
+	if waited := time.Since(start); waited > 2*300*time.Millisecond {
+		t.Errorf("waited %v, beyond the attempt timeout of 300ms", waited)
+	}
+	<-holder
+}
