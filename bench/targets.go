@@ -330,8 +330,9 @@ func (c credentials) headers() [][2]string {
 }
 
 // forwardConfig is target (d): mainnet is the anvil node, nothing cached or coalesced, so
-// that every call goes upstream; the credentials are the run's own, since the dev ones are
-// refused once mainnet is a real upstream.
+// that every call goes upstream (upstream batching keeps its defaults: it sends every call,
+// several to an exchange under load); the credentials are the run's own, since the dev ones
+// are refused once mainnet is a real upstream.
 func forwardConfig(dir, anvilURL string, cred credentials) func(api, admin int) (string, error) {
 	return func(api, admin int) (string, error) {
 		sum := sha256.Sum256([]byte(cred.token))
