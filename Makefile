@@ -37,6 +37,10 @@ test: deps vet
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./proxy/jsonrpc
 	$(GO) test -run '^$$' -fuzz '^FuzzRouterMatch$$' -fuzztime $(FUZZTIME) ./proxy
+	$(GO) test -run '^$$' -fuzz '^FuzzParseLogs$$' -fuzztime $(FUZZTIME) ./owners
+	$(GO) test -run '^$$' -fuzz '^FuzzPageKey$$' -fuzztime 20000x ./owners
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./products
+	$(GO) test -run '^$$' -fuzz '^FuzzParseQuery$$' -fuzztime 20000x ./products
 
 # Load benchmark: ratios against baselines measured in the same run (needs Debian's wrk).
 bench: deps

@@ -13,8 +13,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/web3gate/web3gate/config"
-	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/wallet"
 )
 
@@ -55,17 +53,9 @@ func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if want := map[string]int{"new": 0, "import": 1, "list": 0}[sub]; len(positional) != want {
 		return usageError{fmt.Errorf("accounts %s: wrong number of arguments\n%s", sub, accountsUsage)}
 	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		return err
-	}
-	log, err := newLogger("warn", stderr)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	db, err := store.Open(ctx, cfg.Store, store.Deps{Logger: log})
+	cfg, db, log, err := openStore(ctx, *cfgPath, stderr)
 	if err != nil {
 		return err
 	}

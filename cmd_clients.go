@@ -9,9 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/web3gate/web3gate/config"
 	"github.com/web3gate/web3gate/middleware/auth"
-	"github.com/web3gate/web3gate/store"
 )
 
 const clientsUsage = `usage:
@@ -35,17 +33,9 @@ func clientsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if strings.TrimSpace(*principal) == "" || len(positional) != 0 {
 		return usageError{fmt.Errorf("clients new: --principal is required and takes no arguments\n%s", clientsUsage)}
 	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		return err
-	}
-	log, err := newLogger("warn", stderr)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	db, err := store.Open(ctx, cfg.Store, store.Deps{Logger: log})
+	_, db, _, err := openStore(ctx, *cfgPath, stderr)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,11 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"go.uber.org/zap"
+
+	"github.com/web3gate/web3gate/config"
+	"github.com/web3gate/web3gate/store"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -62,11 +67,13 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return accountsCmd(ctx, args[1:], stdout, stderr)
 		case "clients":
 			return clientsCmd(ctx, args[1:], stdout, stderr)
+		case "products":
+			return productsCmd(ctx, args[1:], stdin, stdout, stderr)
 		case "version":
 			fmt.Fprintln(stdout, "web3gate", version)
 			return nil
 		default:
-			return usageError{fmt.Errorf("unknown command %q (commands: serve, config check, auth hash-token, accounts, clients, version)", args[0])}
+			return usageError{fmt.Errorf("unknown command %q (commands: serve, config check, auth hash-token, accounts, clients, products, version)", args[0])}
 		}
 	}
 	return serveCmd(ctx, args, stderr)
@@ -131,4 +138,23 @@ func usageErrorOf(err error) error {
 		return err
 	}
 	return usageError{err}
+}
+
+// openStore loads the config at path and opens its store, for the commands that work on the
+// store beside a running server or without one; their log (warnings and errors) goes to
+// stderr.
+func openStore(ctx context.Context, path string, stderr io.Writer) (*config.Config, *store.DB, *zap.Logger, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	log, err := newLogger("warn", stderr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	db, err := store.Open(ctx, cfg.Store, store.Deps{Logger: log})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, db, log, nil
 }

@@ -23,6 +23,8 @@ import (
 	"github.com/web3gate/web3gate/middleware/cache"
 	"github.com/web3gate/web3gate/middleware/route"
 	"github.com/web3gate/web3gate/middleware/sign"
+	"github.com/web3gate/web3gate/owners"
+	"github.com/web3gate/web3gate/products"
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/upstreams"
@@ -129,6 +131,38 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		}
 	}
 
+	// The owners indexers stop before the metadata service, the upstreams and the store
+	// (defers run last first); the index of an embedded chain is rebuilt from its blocks.
+	own, err := owners.New(cfg.Owners, owners.Deps{
+		Chain: func(id uint64) (owners.Chain, bool) {
+			if p, ok := ups.Pool(id); ok {
+				return p, true
+			}
+			return nil, false
+		},
+		DB: db, Tokens: md, Registry: reg, Logger: log.Named("owners"),
+	})
+	if err != nil {
+		return err
+	}
+	for id := range embedded {
+		if err := own.ForgetChain(ctx, id); err != nil {
+			return err
+		}
+	}
+	own.Start()
+	defer own.Close()
+
+	catalog, err := products.New(cfg.Products, products.Deps{
+		DB: db, Networks: products.NetworkChains(cfg.Upstreams), Logger: log.Named("products"),
+		// The products of a contract the owners indexer follows count totalSold from the
+		// chain (README "Products", sold from the chain).
+		Scope: products.IndexScope{Chains: cfg.Owners.Scope()},
+	})
+	if err != nil {
+		return err
+	}
+
 	routes, cacheStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, db)
 	if err != nil {
 		return err
@@ -137,6 +171,8 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	routes = append(routes,
 		&proxy.Route{Name: "token", Method: http.MethodGet, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}/{tokenId}", REST: md.TokenHandler()},
 		&proxy.Route{Name: "contract", Method: http.MethodGet, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}", REST: md.ContractHandler()},
+		&proxy.Route{Name: "owners", Method: http.MethodGet, Pattern: "/v1/owners", REST: own.Handler()},
+		&proxy.Route{Name: "products", Method: http.MethodGet, Pattern: "/v1/products", REST: catalog.ListHandler()},
 	)
 
 	srv, err := proxy.New(cfg.Server, proxy.Deps{
@@ -160,7 +196,8 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		_ = ln.Close()
 		return fmt.Errorf("admin listen %s: %w", cfg.Admin.Listen, err)
 	}
-	admin := &http.Server{Handler: adminMux(reg, ups), ReadHeaderTimeout: 10 * time.Second}
+	// ReadTimeout bounds the bodies of the admin product API as well as the headers.
+	admin := &http.Server{Handler: adminMux(reg, ups, catalog.AdminHandler()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
@@ -244,10 +281,12 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 	return routes, cacheStage, nil
 }
 
-// adminMux serves /metrics, /healthz (the process is up) and /readyz (every chain has a
-// healthy upstream).
-func adminMux(reg *prometheus.Registry, ups *upstreams.Set) http.Handler {
+// adminMux serves /metrics, /healthz (the process is up), /readyz (every chain has a
+// healthy upstream) and the admin product API.
+func adminMux(reg *prometheus.Registry, ups *upstreams.Set, productsAdmin http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle(products.AdminPath, productsAdmin)
+	mux.Handle(products.AdminPath+"/", productsAdmin)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -4,7 +4,8 @@
 //	(a) bench/bare, a bare fasthttp server answering a constant JSON-RPC reply
 //	(b) web3gate answering eth_chainId itself (the shipped config.yaml, embedded dev chain)
 //	(c) an anvil node answering eth_getBalance at "latest"
-//	(d) web3gate forwarding that eth_getBalance to the anvil node, cache and coalescing off
+//	(d) web3gate forwarding that eth_getBalance to the anvil node, cache and in-flight
+//	    coalescing off, upstream batching at its defaults (every call still reaches anvil)
 //	(e) with -forwarder, bench/bare -upstream: the least a forwarder does, in front of the same
 //	    anvil; e/c is the ceiling of d/c on the machine
 //	(h) web3gate (b)'s process answering GET /v1/tokens/60/1337/{contract}/1 from its cache
@@ -16,11 +17,22 @@
 //	(g) eth_sendTransaction: sends per second from one dev account, sustained over
 //	    -send-duration, every send mined with no nonce gap
 //
+// and the product catalog (issue 5; products.go):
+//
+//	(p) GET /v1/products over 100,000 imported products: each kind of list, and a mix of
+//	    them, at concurrency 1
+//
+// and the NFT owners index (issue 5; owners.go):
+//
+//	(i) ingest: a fresh web3gate indexing 1,000,000 NFT transfers from an anvil node, logs/s
+//	(o) GET /v1/owners over that index: each kind of query, and a mix, at concurrency 1
+//
 // Targets: throughput b/a ≥ 0.85, d/c ≥ 0.60, h/b ≥ 0.80, and the p50 latency at concurrency 1 that web3gate
 // adds in front of anvil (d − c) ≤ 50 µs; (f) ≥ 5,000 signatures/s and (g) ≥ 1,000 sends/s on
-// the machine. It is a measurement, not a test: it exits 0 whether the targets are met or not,
+// the machine; (p) p99 ≤ 5 ms; (i) ≥ 50,000 logs/s and (o) p99 ≤ 5 ms. It is a measurement, not a test: it exits 0 whether the targets are met or not,
 // and 1 when something could not run, the load got errors, or (g)'s nonces do not add up.
-// -only proxy measures (a)-(e) alone, -only signing (f) and (g) alone.
+// -only proxy measures (a)-(e) alone, -only signing (f) and (g) alone, -only products (p) alone,
+// -only owners (i) and (o) alone.
 //
 // Every server runs as a child process on free 127.0.0.1 ports, built from this module
 // (web3gate with `go build .`, bench/bare), anvil from `npm ci --prefix e2e`; the load is
@@ -62,7 +74,7 @@ type options struct {
 	rounds, threads, conns        int
 	pin, forwarder                bool
 	src                           string
-	only                          string // "", "proxy" or "signing"
+	only                          string // "", "proxy", "signing", "products" or "owners"
 }
 
 func main() {
@@ -93,7 +105,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.forwarder, "forwarder", false, "also measure (e), the least a forwarder does (bench/bare -upstream) in front of the same anvil: the ceiling of d/c on this machine")
 	fs.StringVar(&o.src, "src", "", "web3gate module to build and measure (default: this module); e.g. a patched copy")
 	fs.DurationVar(&o.sendDuration, "send-duration", 10*time.Second, "measured load of (g), the sustained eth_sendTransaction rate (whole seconds); (f) runs for -duration")
-	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f) and (g), custodial signing`)
+	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f) and (g), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -113,11 +125,11 @@ func parseFlags(args []string) (options, error) {
 	if o.rounds < 1 || o.threads < 1 || o.conns < o.threads {
 		return o, errors.New("-rounds and -threads must be at least 1, -connections at least -threads")
 	}
-	if o.only != "" && o.only != "proxy" && o.only != "signing" {
-		return o, fmt.Errorf(`-only %q: must be "proxy" or "signing"`, o.only)
+	if o.only != "" && o.only != "proxy" && o.only != "signing" && o.only != "products" && o.only != "owners" {
+		return o, fmt.Errorf(`-only %q: must be "proxy", "signing", "products" or "owners"`, o.only)
 	}
-	if o.forwarder && o.only == "signing" {
-		return o, errors.New("-forwarder is a proxy target: it does not go with -only signing")
+	if o.forwarder && o.only != "" && o.only != "proxy" {
+		return o, fmt.Errorf("-forwarder is a proxy target: it does not go with -only %s", o.only)
 	}
 	return o, nil
 }
@@ -189,7 +201,7 @@ func run(args []string) (err error) {
 
 	info := collectInfo(root, src, wrkVersion, anvilBin)
 	web3gateBin, bareBin := filepath.Join(tmp, "web3gate"), filepath.Join(tmp, "bare")
-	if o.only == "signing" {
+	if o.only == "signing" || o.only == "products" || o.only == "owners" {
 		fmt.Printf("building web3gate (%s)...\n", src)
 	} else {
 		fmt.Printf("building web3gate (%s) and bench/bare...\n", src)
@@ -197,7 +209,7 @@ func run(args []string) (err error) {
 	if err := goBuild(ctx, src, ".", web3gateBin); err != nil {
 		return err
 	}
-	if o.only != "signing" {
+	if o.only == "" || o.only == "proxy" {
 		if err := goBuild(ctx, root, "./bench/bare", bareBin); err != nil {
 			return err
 		}
@@ -210,7 +222,7 @@ func run(args []string) (err error) {
 	}
 	var targets []*target
 	var rounds []round
-	if o.only != "signing" {
+	if o.only == "" || o.only == "proxy" {
 		fmt.Println("starting servers...")
 		if targets, err = startTargets(ctx, cs, serverCPUs, root, tmp, web3gateBin, bareBin, anvilBin, o.forwarder); err != nil {
 			return err
@@ -233,7 +245,7 @@ func run(args []string) (err error) {
 	}
 	var specs []*signSpec
 	var signRounds []signRound
-	if o.only != "proxy" {
+	if o.only == "" || o.only == "signing" {
 		fmt.Println("signing: a fresh web3gate for each measurement and round...")
 		specs = signSpecs(o)
 		for _, sp := range specs {
@@ -245,9 +257,23 @@ func run(args []string) (err error) {
 			return err
 		}
 	}
+	var prods *productsRun
+	if o.only == "" || o.only == "products" {
+		if prods, err = measureProducts(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin}); err != nil {
+			return err
+		}
+	}
+	var owns *ownersRun
+	if o.only == "" || o.only == "owners" {
+		if owns, err = measureOwners(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin}, anvilBin); err != nil {
+			return err
+		}
+	}
 	report(os.Stdout, info, cfg, targets, rounds, specs, signRounds)
+	reportProducts(os.Stdout, cfg, prods)
+	reportOwners(os.Stdout, cfg, owns)
 	var bad []string
-	for _, b := range []string{failures(rounds), signFailures(signRounds)} {
+	for _, b := range []string{failures(rounds), signFailures(signRounds), productsFailures(prods), ownersFailures(owns)} {
 		if b != "" {
 			bad = append(bad, b)
 		}

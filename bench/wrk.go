@@ -178,3 +178,26 @@ func parseWrk(out []byte) (wrkResult, error) {
 	}
 	return r, errors.New("no WRKRESULT line in wrk's output (did the done() hook run?)")
 }
+
+// rotatingScript is writeScript's script for t with a request() that rotates over paths.
+func rotatingScript(dir string, t *target, paths []string) (string, error) {
+	path, err := writeScript(dir, t)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("local paths = {\n")
+	for _, p := range paths {
+		fmt.Fprintf(&b, "  %s,\n", luaString(p))
+	}
+	b.WriteString("}\nlocal next_path = 0\nrequest = function()\n  next_path = next_path % #paths + 1\n  return wrk.format(nil, paths[next_path])\nend\n")
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.WriteString(b.String()); err != nil {
+		f.Close()
+		return "", err
+	}
+	return path, f.Close()
+}

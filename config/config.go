@@ -20,6 +20,8 @@ import (
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
 	"github.com/web3gate/web3gate/middleware/route"
+	"github.com/web3gate/web3gate/owners"
+	"github.com/web3gate/web3gate/products"
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/upstreams"
@@ -39,6 +41,8 @@ type Config struct {
 	Store     store.Config      `yaml:"store"`
 	Wallet    wallet.Config     `yaml:"wallet"`
 	Metadata  metadata.Config   `yaml:"metadata"`
+	Owners    owners.Config     `yaml:"owners"`
+	Products  products.Config   `yaml:"products"`
 }
 
 // LogConfig is the `log:` section.
@@ -106,6 +110,8 @@ func (c *Config) SetDefaults() {
 	c.Store.SetDefaults()
 	c.Wallet.SetDefaults()
 	c.Metadata.SetDefaults()
+	c.Owners.SetDefaults()
+	c.Products.SetDefaults()
 }
 
 // ValidationError lists every problem found, each naming its key path.
@@ -149,6 +155,8 @@ func (c *Config) Validate() error {
 	add("store", c.Store.Validate())
 	add("wallet", c.Wallet.Validate())
 	add("metadata", c.Metadata.Validate())
+	add("owners", c.Owners.Validate(c.Upstreams.Chains))
+	add("products", c.Products.Validate())
 	problems = append(problems, c.crossCheck()...)
 	if len(problems) > 0 {
 		return &ValidationError{Problems: problems}

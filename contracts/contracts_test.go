@@ -8,6 +8,7 @@ import (
 	"errors"
 	"math/big"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ var (
 )
 
 func TestArtifactsLoad(t *testing.T) {
-	want := []string{"OnChainERC721", "Plain", "TestERC1155", "TestERC20", "TestERC721"}
+	want := []string{"OnChainERC721", "Plain", "TestERC1155", "TestERC20", "TestERC721", "TransferEmitter"}
 	if got := names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("embedded artifacts = %v, want %v", got, want)
 	}
@@ -168,6 +169,42 @@ func TestContractsOnDevChain(t *testing.T) {
 		}
 		h.check(t, "supportsInterface(ERC721Metadata)", h.call(t, nft, onChain, "supportsInterface", idERC721Metadata), true)
 		wantRevert(t, onChain, "ERC721NonexistentToken")(s.Call(ctx, nft, onChain, "tokenURI", big.NewInt(43)))
+	})
+
+	t.Run("TransferEmitter", func(t *testing.T) {
+		em := MustLoad("TransferEmitter")
+		addr := h.deploy(t, em)
+		word := func(v int64) common.Hash { return common.BigToHash(big.NewInt(v)) }
+		holder := func(i int64) common.Hash { return common.BigToHash(big.NewInt(0x1000 + i%3)) }
+		for _, c := range []struct {
+			method string
+			args   []any
+			topics [][]common.Hash // of each log
+			data   []int           // bytes of data of each log
+		}{
+			{"mint721", []any{big.NewInt(5), big.NewInt(2), big.NewInt(3)}, [][]common.Hash{
+				{em.ABI.Events["Transfer"].ID, {}, holder(5), word(5)}, {em.ABI.Events["Transfer"].ID, {}, holder(6), word(6)}}, []int{0, 0}},
+			{"move721", []any{big.NewInt(5), big.NewInt(1), big.NewInt(3), big.NewInt(1)}, [][]common.Hash{
+				{em.ABI.Events["Transfer"].ID, holder(6), holder(7), word(5)}}, []int{0}},
+			{"mint1155", []any{big.NewInt(9), big.NewInt(1), big.NewInt(3), big.NewInt(4)}, [][]common.Hash{
+				{em.ABI.Events["TransferSingle"].ID, common.BytesToHash(me.Bytes()), {}, holder(9)}}, []int{64}},
+			{"batch1155", []any{big.NewInt(10), big.NewInt(2), big.NewInt(3), big.NewInt(3)}, [][]common.Hash{
+				{em.ABI.Events["TransferBatch"].ID, common.BytesToHash(me.Bytes()), {}, holder(10)},
+				{em.ABI.Events["TransferBatch"].ID, common.BytesToHash(me.Bytes()), {}, holder(13)}}, []int{64 + 2*(32+3*32), 64 + 2*(32+3*32)}},
+		} {
+			r, err := h.s.Transact(ctx, addr, em, c.method, c.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Logs) != len(c.topics) {
+				t.Fatalf("%s: %d logs, want %d", c.method, len(r.Logs), len(c.topics))
+			}
+			for i, l := range r.Logs {
+				if !slices.Equal(l.Topics, c.topics[i]) || len(l.Data) != c.data[i] || l.Address != addr {
+					t.Errorf("%s: log %d = %v %d bytes of data, want %v %d", c.method, i, l.Topics, len(l.Data), c.topics[i], c.data[i])
+				}
+			}
+		}
 	})
 
 	t.Run("Plain", func(t *testing.T) {

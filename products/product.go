@@ -1,6 +1,7 @@
 // Package products is the product catalog behind GET /v1/products: the Product object of
-// shared/reference/api-objects.md, its validation, and (with the rest of issue 5) its store,
-// import command, admin API and list route.
+// shared/reference/api-objects.md and its validation (product.go), catalog files and their
+// import (file.go, catalog.go), the admin API (admin.go), the public list route (list.go) and
+// the rule that takes totalSold from the chain (scope.go).
 package products
 
 import (
@@ -16,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/web3gate/web3gate/metadata"
+	"github.com/web3gate/web3gate/store"
 )
 
 // Sale types. EDITION and AUCTION are filter umbrellas, not stored values.
@@ -95,7 +97,55 @@ func Parse(raw []byte) (*Product, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	p.normalize()
 	return &p, nil
+}
+
+// normalize puts the UUIDs in lowercase, the times in UTC and tokenMetadata in compact form,
+// as the store and the API show them.
+func (p *Product) normalize() {
+	p.ID = strings.ToLower(p.ID)
+	var compact bytes.Buffer
+	if json.Compact(&compact, p.TokenMetadata) == nil { // decoded as JSON: it compacts
+		p.TokenMetadata = compact.Bytes()
+	}
+	for i := range p.Prices {
+		p.Prices[i].ID = strings.ToLower(p.Prices[i].ID)
+	}
+	utc := func(t *time.Time) *time.Time {
+		if t == nil {
+			return nil
+		}
+		u := t.UTC()
+		return &u
+	}
+	p.CreatedAt = p.CreatedAt.UTC()
+	p.LiveAt, p.PreviewAt, p.SalesEndAt = utc(p.LiveAt), utc(p.PreviewAt), utc(p.SalesEndAt)
+	for i := range p.Auctions {
+		p.Auctions[i].StartsAt = p.Auctions[i].StartsAt.UTC()
+		p.Auctions[i].EndsAt = p.Auctions[i].EndsAt.UTC()
+	}
+}
+
+// Creator is the creator key of a username, as baseUrl filters match it: lowercase, without
+// a leading @.
+func Creator(username string) string {
+	return strings.ToLower(strings.TrimPrefix(username, "@"))
+}
+
+// row is p as the store keeps it: its JSON and the columns the list filters on.
+func (p *Product) row() (*store.ProductRow, error) {
+	body, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("product %s: %w", p.ID, err)
+	}
+	r := &store.ProductRow{ID: p.ID, Network: p.Network, TokenContract: p.TokenContractAddress, SaleType: p.SaleType,
+		TotalSold: p.TotalSold, TotalAvailable: p.TotalAvailable, LiveAt: p.LiveAt, SalesEndAt: p.SalesEndAt,
+		CreatedAt: p.CreatedAt, Body: body}
+	if p.Username != nil {
+		r.Creator = Creator(*p.Username)
+	}
+	return r, nil
 }
 
 // decodeError names the field of a JSON decoding error.
@@ -195,8 +245,13 @@ func (p *Product) Validate() error {
 			return errors.New("purchaseLink: must be an http(s) URL")
 		}
 	}
-	if p.Username != nil && strings.TrimSpace(*p.Username) == "" {
-		return errors.New("username: must not be empty (null when there is none)")
+	if p.Username != nil {
+		switch u := *p.Username; {
+		case strings.TrimSpace(Creator(u)) == "":
+			return errors.New("username: must not be empty (null when there is none)")
+		case strings.Contains(u, "/"):
+			return errors.New("username: must not contain / (baseUrl filters match it as one path segment)")
+		}
 	}
 	return nil
 }

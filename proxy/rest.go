@@ -49,7 +49,8 @@ func (r *RESTRequest) Exchange() *Exchange {
 // Header returns a request header's value, "" when absent.
 func (r *RESTRequest) Header(name string) string { return string(r.header.Peek(name)) }
 
-// Query returns the last value of a query parameter and whether it was present.
+// Query returns the first value of a query parameter (fasthttp's Args.Peek) and whether it
+// was present.
 func (r *RESTRequest) Query(name string) (string, bool) {
 	if !r.args.Has(name) {
 		return "", false

@@ -29,7 +29,7 @@ func TestProductsFilterAndOrder(t *testing.T) {
 			r.ID = fmt.Sprintf("%-36s", r.ID) // the schema wants a UUID's length
 			r.Network, r.TokenContract, r.CreatedAt = "mainnet", "0x"+strings.Repeat("a", 40), now
 			r.Body = []byte(`{"id":"` + strings.TrimSpace(r.ID) + `"}`)
-			if err := tx.UpsertProduct(ctx, &r); err != nil {
+			if _, err := tx.PutProduct(ctx, &r); err != nil {
 				return err
 			}
 		}
@@ -44,17 +44,13 @@ func TestProductsFilterAndOrder(t *testing.T) {
 			f.Limit = 20
 		}
 		f.LiveAt = now
-		var out [][]byte
-		if err := db.Read(ctx, func(tx *Tx) error {
-			var err error
-			out, err = tx.Products(ctx, f)
-			return err
-		}); err != nil {
+		out, err := db.Products(ctx, f)
+		if err != nil {
 			t.Fatal(err)
 		}
 		var ids []string
-		for _, b := range out {
-			ids = append(ids, strings.TrimSuffix(strings.TrimPrefix(string(b), `{"id":"`), `"}`))
+		for _, p := range out {
+			ids = append(ids, strings.TrimSuffix(strings.TrimPrefix(string(p.Body), `{"id":"`), `"}`))
 		}
 		return strings.Join(ids, ",")
 	}
@@ -86,5 +82,201 @@ func TestProductsFilterAndOrder(t *testing.T) {
 	}
 	if got := list(ProductFilter{}); got != "p3,p1" {
 		t.Errorf("after deleting p2: %s", got)
+	}
+}
+
+// productRow is a valid row for the schema: id padded to a UUID's length.
+func productRow(id string, mod func(r *ProductRow)) *ProductRow {
+	live := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	r := &ProductRow{ID: fmt.Sprintf("%-36s", id), Network: "mainnet", TokenContract: "0x" + strings.Repeat("a", 40),
+		SaleType: "OPEN_EDITION", LiveAt: &live, CreatedAt: live, Body: []byte(`{"id":"` + id + `"}`)}
+	if mod != nil {
+		mod(r)
+	}
+	return r
+}
+
+func TestPutInsertGetProduct(t *testing.T) {
+	db := openTest(t, testConfig(t), options{})
+	ctx := context.Background()
+	put := func(r *ProductRow) PutResult {
+		t.Helper()
+		var res PutResult
+		if err := db.Write(ctx, func(tx *Tx) error {
+			var err error
+			res, err = tx.PutProduct(ctx, r)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	body := func(id string) (string, error) {
+		var b []byte
+		err := db.Read(ctx, func(tx *Tx) error {
+			var err error
+			b, err = tx.Product(ctx, fmt.Sprintf("%-36s", id))
+			return err
+		})
+		return string(b), err
+	}
+	if got := put(productRow("p1", nil)); got != Inserted {
+		t.Errorf("first put = %v, want Inserted", got)
+	}
+	if got := put(productRow("p1", nil)); got != Unchanged {
+		t.Errorf("same put = %v, want Unchanged", got)
+	}
+	changed := productRow("p1", func(r *ProductRow) { r.Body, r.TotalSold = []byte(`{"id":"p1","v":2}`), 7 })
+	if got := put(changed); got != Updated {
+		t.Errorf("changed put = %v, want Updated", got)
+	}
+	if b, err := body("p1"); err != nil || b != `{"id":"p1","v":2}` {
+		t.Errorf("Product(p1) = %s, %v", b, err)
+	}
+	if _, err := body("nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Product(nope) = %v, want ErrNotFound", err)
+	}
+	err := db.Write(ctx, func(tx *Tx) error { return tx.InsertProduct(ctx, productRow("p1", nil)) })
+	if !errors.Is(err, ErrExists) {
+		t.Errorf("InsertProduct of an existing id = %v, want ErrExists", err)
+	}
+	if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertProduct(ctx, productRow("p2", nil)) }); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := body("p2"); err != nil || b != `{"id":"p2"}` {
+		t.Errorf("Product(p2) = %s, %v", b, err)
+	}
+}
+
+// TestChainSold: products of an indexed network (and contract) count nft_minted as sold, in
+// the figure returned and in the sold filter; the others keep their stored figure.
+func TestChainSold(t *testing.T) {
+	db := openTest(t, testConfig(t), options{})
+	ctx := context.Background()
+	addr := func(c byte) string { return "0x" + strings.Repeat(string(c), 40) }
+	ten := int64(10)
+	rows := []*ProductRow{
+		// mainnet (chain 1) is indexed whole.
+		productRow("m-minted-out", func(r *ProductRow) { r.TokenContract, r.TotalSold, r.TotalAvailable = addr('a'), 2, &ten }),
+		productRow("m-minted-few", func(r *ProductRow) { r.TokenContract, r.TotalSold, r.TotalAvailable = addr('b'), 10, &ten }),
+		productRow("m-no-row", func(r *ProductRow) { r.TokenContract, r.TotalSold, r.TotalAvailable = addr('c'), 10, &ten }),
+		// polygon (chain 137): only contract d is indexed.
+		productRow("p-indexed", func(r *ProductRow) {
+			r.Network, r.TokenContract, r.TotalSold, r.TotalAvailable = "polygon", addr('d'), 0, &ten
+		}),
+		productRow("p-not-indexed", func(r *ProductRow) {
+			r.Network, r.TokenContract, r.TotalSold, r.TotalAvailable = "polygon", addr('e'), 10, &ten
+		}),
+		// base is not indexed at all, though its chain has rows.
+		productRow("b-not-indexed", func(r *ProductRow) { r.Network, r.TokenContract, r.TotalSold = "base", addr('a'), 4 }),
+	}
+	if err := db.Write(ctx, func(tx *Tx) error {
+		for _, r := range rows {
+			if _, err := tx.PutProduct(ctx, r); err != nil {
+				return err
+			}
+		}
+		for _, m := range []struct {
+			chain    int
+			contract string
+			minted   int64
+		}{{1, addr('a'), 12}, {1, addr('b'), 3}, {137, addr('d'), 10}, {137, addr('e'), 1}, {8453, addr('a'), 99}} {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO nft_minted (chain_id, contract, minted) VALUES (?, ?, ?)`, m.chain, m.contract, m.minted); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rule := NewChainSold([]IndexedNetwork{{Network: "mainnet", ChainID: 1}, {Network: "polygon", ChainID: 137, Contracts: []string{addr('d')}}})
+	list := func(f ProductFilter) string {
+		t.Helper()
+		f.Limit, f.LiveAt, f.ChainSold = 20, time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC), rule
+		out, err := db.Products(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parts []string
+		for _, p := range out {
+			id := strings.TrimSuffix(strings.TrimPrefix(string(p.Body), `{"id":"`), `"}`)
+			parts = append(parts, fmt.Sprintf("%s=%d/%d", id, p.Sold, p.StoredSold))
+		}
+		return strings.Join(parts, " ")
+	}
+	yes, no := true, false
+	for _, c := range []struct {
+		name string
+		f    ProductFilter
+		want string
+	}{
+		{"figures", ProductFilter{}, "b-not-indexed=4/4 m-minted-few=3/10 m-minted-out=12/2 m-no-row=0/10 p-indexed=10/0 p-not-indexed=10/10"},
+		{"sold", ProductFilter{Sold: &yes}, "m-minted-out=12/2 p-indexed=10/0 p-not-indexed=10/10"},
+		{"not sold", ProductFilter{Sold: &no}, "b-not-indexed=4/4 m-minted-few=3/10 m-no-row=0/10"},
+		{"sold, paged", ProductFilter{Sold: &yes, Offset: 1}, "p-indexed=10/0 p-not-indexed=10/10"},
+	} {
+		if got := list(c.f); got != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
+		}
+	}
+	if NewChainSold(nil) != nil {
+		t.Error("NewChainSold(nil) is a rule; want nil (the stored figures)")
+	}
+}
+
+// TestProductsQueryPlans: every shape of the list walks an index in the list's order,
+// never sorting (EXPLAIN QUERY PLAN), and the sold rule reads nft_minted by its key.
+func TestProductsQueryPlans(t *testing.T) {
+	db := openTest(t, testConfig(t), options{})
+	ctx := context.Background()
+	yes, no := true, false
+	rule := NewChainSold([]IndexedNetwork{{Network: "mainnet", ChainID: 1}, {Network: "polygon", ChainID: 137, Contracts: []string{"0x" + strings.Repeat("d", 40)}}})
+	for _, c := range []struct {
+		name string
+		f    ProductFilter
+		want string
+	}{
+		{"no filter", ProductFilter{}, "products_live (live_at<?)"},
+		{"upcoming", ProductFilter{IncludeUpcoming: true}, "products_live (live_at>?)"},
+		{"creator", ProductFilter{Creator: "a"}, "products_creator_live (creator=? AND live_at<?)"},
+		{"one sale type", ProductFilter{SaleTypes: []string{"OPEN_EDITION"}}, "products_sale_live (sale_type=? AND live_at<?)"},
+		{"two sale types", ProductFilter{SaleTypes: []string{"OPEN_EDITION", "LIMITED_EDITION"}}, "products_live (live_at<?)"},
+		{"creator and sale type", ProductFilter{Creator: "a", SaleTypes: []string{"OPEN_EDITION"}}, "products_creator_live (creator=? AND live_at<?)"},
+		{"creator, types, upcoming", ProductFilter{Creator: "a", SaleTypes: []string{"OPEN_EDITION", "ON_CHAIN_AUCTION"}, IncludeUpcoming: true}, "products_creator_live (creator=? AND live_at>?)"},
+		{"sold", ProductFilter{Sold: &yes}, "products_sold_live (live_at<?)"},
+		{"sold, upcoming", ProductFilter{Sold: &yes, IncludeUpcoming: true}, "products_sold_live (live_at>?)"},
+		{"not sold", ProductFilter{Sold: &no}, "products_live (live_at<?)"},
+		{"sold and a creator", ProductFilter{Sold: &yes, Creator: "a"}, "products_creator_live (creator=? AND live_at<?)"},
+		{"sold and a sale type", ProductFilter{Sold: &yes, SaleTypes: []string{"OPEN_EDITION"}}, "products_sale_live (sale_type=? AND live_at<?)"},
+		{"sold and sale types", ProductFilter{Sold: &yes, SaleTypes: []string{"OPEN_EDITION", "LIMITED_EDITION"}}, "products_sold_live (live_at<?)"},
+		{"sold from the chain", ProductFilter{Sold: &yes, ChainSold: rule, Offset: 100}, "products_live (live_at<?)"},
+	} {
+		q, args := productsQuery(c.f)
+		var plan []string
+		if err := db.Read(ctx, func(tx *Tx) error {
+			rows, err := tx.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+					return err
+				}
+				plan = append(plan, detail)
+			}
+			return rows.Err()
+		}); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		text := strings.Join(plan, "; ")
+		if !strings.HasPrefix(text, "SEARCH products USING INDEX "+c.want) || strings.Contains(text, "TEMP B-TREE") {
+			t.Errorf("%s: plan %q, want a walk of %s and no sort", c.name, text, c.want)
+		}
+		if c.f.ChainSold != nil && (strings.Count(text, "SEARCH nft_minted USING PRIMARY KEY") == 0 || strings.Contains(text, "SCAN nft_minted")) {
+			t.Errorf("%s: plan %q, want nft_minted read by its primary key", c.name, text)
+		}
 	}
 }

@@ -115,6 +115,9 @@ type DB struct {
 	group  grouper
 
 	writeStmts, readStmts *stmtCache // prepared statements of each pool
+	// listStmts are the product list's statements, prepared on the read pool on first use
+	// (products.go).
+	listStmts lazyStmts
 }
 
 // options are the knobs tests turn; Open uses the defaults.
@@ -224,6 +227,7 @@ func (db *DB) Close() error {
 	db.group.wg.Wait()
 	db.writeStmts.close()
 	db.readStmts.close()
+	db.listStmts.close()
 	var errs []error
 	if db.read != nil {
 		errs = append(errs, db.read.Close())

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 )
@@ -71,6 +73,48 @@ func (c *stmtCache) close() {
 		_ = st.Close()
 	}
 	c.m = nil
+}
+
+// lazyStmts are statements of the read pool prepared on first use, for queries whose text
+// is known only at run time (the product list's, which depend on the configured sold rule).
+// A query is prepared outside any transaction (preparing takes a connection of the pool),
+// at most maxLazyStmts of them; any further query runs unprepared.
+type lazyStmts struct {
+	m      sync.Map // query text → *sql.Stmt
+	n      atomic.Int32
+	closed atomic.Bool
+}
+
+const maxLazyStmts = 256
+
+// get returns the prepared statement of query on pool, preparing it if needed; nil when the
+// cache is full or closed (the caller runs the query unprepared).
+func (c *lazyStmts) get(ctx context.Context, pool *sql.DB, query string) (*sql.Stmt, error) {
+	if st, ok := c.m.Load(query); ok {
+		return st.(*sql.Stmt), nil
+	}
+	if c.closed.Load() || c.n.Load() >= maxLazyStmts {
+		return nil, nil
+	}
+	st, err := pool.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := c.m.LoadOrStore(query, st); loaded {
+		_ = st.Close() // prepared at the same time by another caller
+		return prev.(*sql.Stmt), nil
+	}
+	c.n.Add(1)
+	return st, nil
+}
+
+func (c *lazyStmts) close() {
+	c.closed.Store(true)
+	c.m.Range(func(k, v any) bool {
+		_ = v.(*sql.Stmt).Close()
+		c.m.Delete(k)
+		return true
+	})
 }
 
 // stmt is the transaction's handle on the prepared form of query, or nil.

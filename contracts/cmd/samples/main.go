@@ -1,5 +1,5 @@
 // Command samples deploys a few test tokens on a dev chain through a running web3gate, so
-// that the /v1/tokens (and /v1/owners) examples of the README have something to answer:
+// that the /v1/tokens and /v1/owners examples of the README have something to answer:
 //
 //	go run . &                              # web3gate on the embedded dev chain
 //	go run ./contracts/cmd/samples          # deploys, mints, prints curl commands
@@ -110,9 +110,20 @@ func run(base string, chainID int64, clientID, token string) error {
 		return err
 	}
 
+	// A second owner for the /v1/owners examples: Alpha #3 and 4 of Multi id 1 go to dev
+	// account 7.
+	other := accounts[7].Address
+	if err := send(alpha, erc721, []any{"transferFrom", me, other, big.NewInt(3)}); err != nil {
+		return err
+	}
+	if err := send(multi, erc1155, []any{"safeTransferFrom", me, other, big.NewInt(1), big.NewInt(4), []byte{}}); err != nil {
+		return err
+	}
+
 	lower := func(a common.Address) string { return strings.ToLower(a.Hex()) }
 	tokens := fmt.Sprintf("%s/v1/tokens/60/%d", strings.TrimSuffix(base, "/"), chainID)
-	fmt.Printf("owner %s (dev account 8)\n", lower(me))
+	owners := fmt.Sprintf("%s/v1/owners?chainId=%d", strings.TrimSuffix(base, "/"), chainID)
+	fmt.Printf("owner %s (dev account 8); %s (dev account 7) holds Alpha #3 and 4 of Multi id 1\n", lower(me), lower(other))
 	fmt.Printf("ERC721  Alpha    %s  tokens 1, 2, 3\n", lower(alpha))
 	fmt.Printf("ERC1155 Multi    %s  ids 1 (10), 2 (5)\n", lower(multi))
 	fmt.Printf("ERC721  OnChain  %s  token 7\n", lower(onChain))
@@ -122,5 +133,8 @@ func run(base string, chainID int64, clientID, token string) error {
 	fmt.Printf("curl -s %s/%s/7\n", tokens, lower(onChain))
 	fmt.Printf("curl -s %s/%s\n", tokens, lower(alpha))
 	fmt.Printf("curl -s %s/%s\n", tokens, lower(coin))
+	fmt.Printf("curl -s '%s&contractAddress=%s&tokenId=1'\n", owners, lower(multi))
+	fmt.Printf("curl -s '%s&contractAddresses=%s,%s&limit=2'\n", owners, lower(alpha), lower(onChain))
+	fmt.Printf("curl -s '%s&contractAddress=%s&tokenId=7&nfts=true&fetchNftMetadata=true'\n", owners, lower(onChain))
 	return nil
 }

@@ -1,0 +1,87 @@
+package products
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/web3gate/web3gate/store"
+)
+
+// Deps are the catalog's collaborators.
+type Deps struct {
+	DB *store.DB
+	// Networks maps product network names to chain ids (NetworkChains of the upstreams
+	// config).
+	Networks map[string]uint64
+	// Scope is what the owners indexer follows: the products it covers take totalSold from
+	// the chain. Empty: every product shows its stored figure.
+	Scope IndexScope
+	// Logger receives the admin API's writes and its internal errors; nil discards them.
+	Logger *zap.Logger
+	// Now is the clock of "live" when a list gives no liveAt; nil: time.Now.
+	Now func() time.Time
+}
+
+// Service is the product catalog: the list route and the admin API.
+type Service struct {
+	db        *store.DB
+	log       *zap.Logger
+	now       func() time.Time
+	chainSold *store.ChainSold
+	maxBody   int64
+	tokens    []adminToken
+
+	idPrefix string
+	idSeq    atomic.Uint64
+}
+
+type adminToken struct {
+	name string
+	hash [sha256.Size]byte
+}
+
+// New builds the catalog from a validated config.
+func New(cfg Config, deps Deps) (*Service, error) {
+	if deps.DB == nil {
+		return nil, errors.New("products: a store is required")
+	}
+	indexed, err := indexedNetworks(deps.Networks, deps.Scope)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{db: deps.DB, log: deps.Logger, now: deps.Now, chainSold: store.NewChainSold(indexed),
+		maxBody: cfg.Admin.MaxBodyBytes}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBodyBytes
+	}
+	for i, t := range cfg.Admin.Tokens {
+		var tok adminToken
+		b, err := hex.DecodeString(strings.ToLower(t.SHA256))
+		if err != nil || len(b) != sha256.Size {
+			return nil, fmt.Errorf("products.admin.tokens[%d].sha256: must be 64 hex digits", i)
+		}
+		copy(tok.hash[:], b)
+		tok.name = t.Name
+		s.tokens = append(s.tokens, tok)
+	}
+	var rnd [4]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return nil, fmt.Errorf("products: request id prefix: %w", err)
+	}
+	s.idPrefix = "admin-" + hex.EncodeToString(rnd[:]) + "-"
+	return s, nil
+}
