@@ -153,7 +153,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	own.Start()
 	defer own.Close()
 
-	catalog, err := products.New(cfg.Products, products.Deps{
+	catalog, err := products.New(ctx, cfg.Products, products.Deps{
 		DB: db, Networks: products.NetworkChains(cfg.Upstreams), Logger: log.Named("products"),
 		// The products of a contract the owners indexer follows count totalSold from the
 		// chain (README "Products", sold from the chain).

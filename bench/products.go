@@ -225,7 +225,7 @@ func checkProducts(url string, want int) error {
 // writeCatalog writes a generated catalog of n products, {"products": [...]}, and returns
 // its size.
 //
-// 1,000 creators; sale types 40 % limited editions (1-100 available, a quarter of them sold
+// 1,000 creators; 90 % on network ethereum, 10 % on mainnet (sold from the chain); sale types 40 % limited editions (1-100 available, a quarter of them sold
 // out), 30 % open editions, 15 % each auction (1 available, 30 % sold); liveAt spread over
 // the three years before now, 5 % upcoming within 90 days, 2 % never scheduled; 10 % with a
 // salesEndAt 1-60 days after liveAt (most of them ended).
@@ -253,8 +253,14 @@ func writeCatalog(path string, n int, now time.Time) (int64, error) {
 	}
 	for i := range n {
 		creator := fmt.Sprintf("creator%d", rng.IntN(productsCreators))
+		// A tenth on mainnet, the dev chain the shipped config's owners indexer follows: their
+		// totalSold comes from the chain (nft_minted); the rest on a network it does not serve.
+		network := "ethereum"
+		if rng.IntN(10) == 0 {
+			network = "mainnet"
+		}
 		p := products.Product{
-			ID: uuid(), Network: "mainnet", TokenContractAddress: "0x" + hex(40),
+			ID: uuid(), Network: network, TokenContractAddress: "0x" + hex(40),
 			TokenMetadata: json.RawMessage(fmt.Sprintf(`{"name":"Work %d","description":"Generated product %d of the bench catalog.","image":"ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi/%d.png","background_color":"ffffff","attributes":[{"trait_type":"Batch","value":%d}],"properties":{}}`, i, i, i, i%100)),
 			GatedContent:  []string{}, Prices: []products.Price{{ID: uuid(), Currency: "USD", Price: fmt.Sprintf("%d.00", 5+rng.IntN(500))}},
 			Auctions:  []products.Auction{},

@@ -62,7 +62,7 @@ func newEnv(t *testing.T, cfg Config, deps Deps) *env {
 	if deps.Now == nil {
 		deps.Now = func() time.Time { return testNow }
 	}
-	if e.svc, err = New(cfg, deps); err != nil {
+	if e.svc, err = New(context.Background(), cfg, deps); err != nil {
 		t.Fatal(err)
 	}
 

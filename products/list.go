@@ -34,7 +34,6 @@ func (s *Service) ListHandler() proxy.RESTHandler {
 		if err != nil {
 			return nil, err
 		}
-		f.ChainSold = s.chainSold
 		list, err := s.db.Products(r.Ctx, f)
 		if err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package products
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,11 +33,10 @@ type Deps struct {
 
 // Service is the product catalog: the list route and the admin API.
 type Service struct {
-	db        *store.DB
-	log       *zap.Logger
-	now       func() time.Time
-	chainSold *store.ChainSold
-	maxBody   int64
+	db      *store.DB
+	log     *zap.Logger
+	now     func() time.Time
+	maxBody int64
 	tokens    []adminToken
 
 	idPrefix string
@@ -48,8 +48,10 @@ type adminToken struct {
 	hash [sha256.Size]byte
 }
 
-// New builds the catalog from a validated config.
-func New(cfg Config, deps Deps) (*Service, error) {
+// New builds the catalog from a validated config, and writes the scope of the sold rule to
+// the store (store.SetProductSoldScope), recomputing the products' sold figures when it
+// changed.
+func New(ctx context.Context, cfg Config, deps Deps) (*Service, error) {
 	if deps.DB == nil {
 		return nil, errors.New("products: a store is required")
 	}
@@ -57,10 +59,17 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{db: deps.DB, log: deps.Logger, now: deps.Now, chainSold: store.NewChainSold(indexed),
-		maxBody: cfg.Admin.MaxBodyBytes}
+	s := &Service{db: deps.DB, log: deps.Logger, now: deps.Now, maxBody: cfg.Admin.MaxBodyBytes}
 	if s.log == nil {
 		s.log = zap.NewNop()
+	}
+	changed, err := s.db.SetProductSoldScope(ctx, indexed)
+	if err != nil {
+		return nil, err
+	}
+	if changed {
+		s.log.Info("the scope of sold-from-the-chain changed; every product's sold figure was recomputed",
+			zap.Int("indexed networks", len(indexed)))
 	}
 	if s.now == nil {
 		s.now = time.Now

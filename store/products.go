@@ -1,11 +1,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 )
@@ -117,57 +118,92 @@ type IndexedNetwork struct {
 	Contracts []string
 }
 
-// ChainSold is the "sold from the chain" rule compiled to SQL once: the number of tokens a
-// product has sold is COALESCE(nft_minted.minted, 0) of its (chain, contract) when its
-// network and contract are indexed, else its stored total_sold. The list selects it and
-// filters on it in SQL, so that pagination stays exact.
-type ChainSold struct {
-	expr string // a SQL expression over the products row
-	args []any  // the arguments of expr's placeholders, in order
-}
+var qProductSoldScope = prepared(`SELECT network, chain_id, contract FROM products_sold_scope ORDER BY network, contract`)
 
-// NewChainSold compiles the rule for the indexed networks; nil or empty: the stored figures.
-func NewChainSold(indexed []IndexedNetwork) *ChainSold {
-	if len(indexed) == 0 {
-		return nil
+// SetProductSoldScope makes indexed the scope of the "sold from the chain" rule (migration
+// 0008): a product whose network and contract it covers counts its contract's nft_minted as
+// sold, every other product its stored total_sold. When the scope changed, every product is
+// recomputed, in the same transaction; the triggers of 0008 keep the figures right after
+// that, on every write of a product or of nft_minted. It reports whether the scope changed.
+// Replicas on one database must share the scope (their config's owners and upstreams).
+func (db *DB) SetProductSoldScope(ctx context.Context, indexed []IndexedNetwork) (changed bool, err error) {
+	type row struct {
+		network  string
+		chainID  uint64
+		contract string
 	}
-	var (
-		b    strings.Builder
-		args []any
-	)
-	b.WriteString("CASE")
+	var want []row
 	for _, n := range indexed {
-		b.WriteString(" WHEN network = ?")
-		args = append(args, n.Network)
-		if len(n.Contracts) > 0 {
-			b.WriteString(" AND token_contract IN (?" + strings.Repeat(", ?", len(n.Contracts)-1) + ")")
-			for _, c := range n.Contracts {
-				args = append(args, c)
+		if len(n.Contracts) == 0 {
+			want = append(want, row{n.Network, n.ChainID, ""})
+		}
+		for _, c := range n.Contracts {
+			want = append(want, row{n.Network, n.ChainID, c})
+		}
+	}
+	slices.SortFunc(want, func(a, b row) int {
+		return cmp.Or(strings.Compare(a.network, b.network), strings.Compare(a.contract, b.contract))
+	})
+	want = slices.Compact(want)
+	err = db.Write(ctx, func(tx *Tx) error {
+		rows, err := tx.QueryContext(ctx, qProductSoldScope)
+		if err != nil {
+			return err
+		}
+		var have []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.network, &r.chainID, &r.contract); err != nil {
+				rows.Close()
+				return err
+			}
+			have = append(have, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if changed = !slices.Equal(have, want); !changed {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM products_sold_scope`); err != nil {
+			return err
+		}
+		for _, r := range want {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO products_sold_scope (network, chain_id, contract) VALUES (?, ?, ?)`,
+				r.network, r.chainID, r.contract); err != nil {
+				return err
 			}
 		}
-		// The chain id is a literal: it is a number, and SQLite plans the subquery on the
-		// nft_minted primary key either way.
-		b.WriteString(" THEN COALESCE((SELECT minted FROM nft_minted WHERE chain_id = " +
-			strconv.FormatUint(n.ChainID, 10) + " AND contract = products.token_contract), 0)")
+		_, err = tx.ExecContext(ctx, `UPDATE products SET chain_id = (SELECT s.chain_id FROM products_sold_scope s
+				WHERE s.network = products.network AND s.contract IN ('', products.token_contract) LIMIT 1)`)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE products SET sold = CASE WHEN chain_id IS NULL THEN total_sold
+				ELSE COALESCE((SELECT m.minted FROM nft_minted m
+					WHERE m.chain_id = products.chain_id AND m.contract = products.token_contract), 0) END`)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("products sold scope: %w", err)
 	}
-	b.WriteString(" ELSE total_sold END")
-	return &ChainSold{expr: b.String(), args: args}
+	return changed, nil
 }
 
 // ProductFilter selects products for the list. Zero values select everything.
 type ProductFilter struct {
 	Creator   string   // lowercase username
 	SaleTypes []string // any of
-	// Sold true: total_available not null and the sold figure >= total_available; false:
-	// the others.
+	// Sold true: total_available not null and the sold figure (column sold: the stored
+	// total_sold or, in the scope of SetProductSoldScope, the chain's) >= total_available;
+	// false: the others.
 	Sold *bool
 	// LiveAt is the instant "live" is judged at: live_at <= LiveAt and (sales_end_at null or
 	// after it). With IncludeUpcoming, products whose live_at is after it are included too.
 	LiveAt          time.Time
 	IncludeUpcoming bool
 	Limit, Offset   int
-	// ChainSold is the sold rule; nil: the stored total_sold.
-	ChainSold *ChainSold
 }
 
 // ListedProduct is one product of the list: its stored JSON, the total_sold stored with it,
@@ -225,11 +261,6 @@ func productsQuery(f ProductFilter) (string, []any) {
 		where []string
 		args  []any
 	)
-	sold, soldArgs := "total_sold", []any(nil)
-	if f.ChainSold != nil {
-		sold, soldArgs = f.ChainSold.expr, f.ChainSold.args
-	}
-	args = append(args, soldArgs...)
 	at := formatTime(f.LiveAt)
 	if f.IncludeUpcoming {
 		where = append(where, "live_at IS NOT NULL", "(sales_end_at IS NULL OR sales_end_at > ?)")
@@ -262,19 +293,15 @@ func productsQuery(f ProductFilter) (string, []any) {
 		}
 	}
 	if f.Sold != nil {
-		// Under the stored rule, sold=true is the WHERE of the partial index
-		// products_sold_live, term for term, so that SQLite can walk it.
-		cond := "total_available IS NOT NULL AND total_sold >= total_available"
-		if f.ChainSold != nil {
-			cond = "total_available IS NOT NULL AND (" + sold + ") >= total_available"
-		}
+		// sold=true is the WHERE of the partial index products_sold_live, term for term, so
+		// that SQLite can walk it.
+		cond := "total_available IS NOT NULL AND sold >= total_available"
 		if !*f.Sold {
 			cond = "NOT (" + cond + ")"
 		}
 		where = append(where, cond)
-		args = append(args, soldArgs...)
 	}
-	q := "SELECT body, total_sold, " + sold + " FROM products WHERE " + strings.Join(where, " AND ") +
+	q := "SELECT body, total_sold, sold FROM products WHERE " + strings.Join(where, " AND ") +
 		" ORDER BY live_at DESC, id LIMIT ? OFFSET ?"
 	args = append(args, f.Limit, f.Offset)
 	return q, args
