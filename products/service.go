@@ -37,7 +37,7 @@ type Service struct {
 	log     *zap.Logger
 	now     func() time.Time
 	maxBody int64
-	tokens    []adminToken
+	tokens  []adminToken
 
 	idPrefix string
 	idSeq    atomic.Uint64
