@@ -31,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math/big"
 	"math/rand/v2"
 	"net/http"
@@ -86,27 +85,12 @@ func (s ingestSample) wallRate() float64  { return s.logs / s.wall.Seconds() }
 func (s ingestSample) writeRate() float64 { return s.logs / s.writeSum }
 func (s ingestSample) fetchRate() float64 { return s.logs / s.fetchSum }
 
-// ownersCase is one kind of GET /v1/owners: the URLs its load rotates over and the balances
-// each must answer (0: at least one).
-type ownersCase struct {
-	key, name string
-	paths     []string
-	want      int
-}
-
-// ownersSample is one round of one kind of query, or of the mix.
-type ownersSample struct {
-	lat  sample // concurrency 1
-	tput sample // the mix only: the throughput load
-}
-
 // ownersRun is the whole measurement.
 type ownersRun struct {
 	genTime   time.Duration
 	blocks    uint64
 	ingest    []ingestSample
-	cases     []ownersCase
-	rounds    []map[string]ownersSample // (o) by case key, "mix" for the mix
+	get       getSuite // (o)
 	emitters  []common.Address
 	anvilHead uint64
 }
@@ -118,7 +102,7 @@ func measureOwners(ctx context.Context, cs *children, cfg runConfig, env signEnv
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	or := &ownersRun{}
+	or := &ownersRun{get: getSuite{label: "owners"}}
 
 	node := &target{key: "anvil-owners", headers: [][2]string{{"Content-Type", "application/json"}}}
 	if err := startAnvil(ctx, cs, "", anvilBin, node); err != nil {
@@ -171,52 +155,10 @@ func measureOwners(ctx context.Context, cs *children, cfg runConfig, env signEnv
 	if err := waitOwnersIndexed(ctx, admin, or.anvilHead, time.Minute); err != nil {
 		return or, err
 	}
-	if or.cases, err = ownersCases(api, or.emitters); err != nil {
+	if or.get.cases, err = ownersCases(api, or.emitters); err != nil {
 		return or, err
 	}
-	targets := map[string]*target{}
-	for _, oc := range or.cases {
-		for _, p := range oc.paths {
-			if err := checkOwners(api+p, oc.want); err != nil {
-				return or, fmt.Errorf("check (%s) %s: %w", oc.key, oc.name, err)
-			}
-		}
-		t := &target{key: oc.key, name: oc.name, method: http.MethodGet, url: api + oc.paths[0], admin: admin, servers: []*child{c}}
-		if t.script, err = rotatingScript(dir, t, oc.paths); err != nil {
-			return or, err
-		}
-		targets[oc.key] = t
-	}
-	mixCases := slices.DeleteFunc(slices.Clone(or.cases), func(oc ownersCase) bool { return oc.key == "o6" })
-	mixPaths := ownersMix(mixCases)
-	mt := &target{key: "omix", name: "mix", method: http.MethodGet, url: api + mixPaths[0], admin: admin, servers: []*child{c}}
-	if mt.script, err = rotatingScript(dir, mt, mixPaths); err != nil {
-		return or, err
-	}
-	for r := range cfg.rounds {
-		rd := map[string]ownersSample{}
-		for _, i := range order(len(or.cases), r) {
-			oc := or.cases[i]
-			s, err := measure(ctx, cs, cfg, targets[oc.key], cfg.latency)
-			if err != nil {
-				return or, err
-			}
-			rd[oc.key] = ownersSample{lat: s}
-			ownersProgress(r, cfg, oc.key, oc.name, s, "c=1")
-		}
-		var ms ownersSample
-		if ms.lat, err = measure(ctx, cs, cfg, mt, cfg.latency); err != nil {
-			return or, err
-		}
-		ownersProgress(r, cfg, "mix", "mix of (o1)-(o5)", ms.lat, "c=1")
-		if ms.tput, err = measure(ctx, cs, cfg, mt, cfg.load); err != nil {
-			return or, err
-		}
-		ownersProgress(r, cfg, "mix", "mix of (o1)-(o5)", ms.tput, fmt.Sprintf("c=%d", cfg.load.conns))
-		rd["mix"] = ms
-		or.rounds = append(or.rounds, rd)
-	}
-	return or, nil
+	return or, or.get.measure(ctx, cs, cfg, dir, api, admin, c, checkOwners)
 }
 
 // ownersConfig is web3gate on the anvil chain alone, indexing it from block 0, its state in
@@ -554,9 +496,10 @@ func generateTransfers(ctx context.Context, url string) ([]common.Address, error
 	return emitters, nil
 }
 
-// ownersCases are the kinds of GET /v1/owners of (o), each over several URLs. The deep page
+// ownersCases are the kinds of GET /v1/owners of (o), each over several URLs; a case's want
+// is the balances each URL must answer (0: at least one). The deep page
 // keys are found by walking the first contract in pages of 1,000.
-func ownersCases(api string, em []common.Address) ([]ownersCase, error) {
+func ownersCases(api string, em []common.Address) ([]getCase, error) {
 	rng := rand.New(rand.NewPCG(5, 1_000_000))
 	base := fmt.Sprintf("/v1/owners?chainId=%d&", anvilChainID)
 	lower := func(a common.Address) string { return strings.ToLower(a.Hex()) }
@@ -597,41 +540,22 @@ func ownersCases(api string, em []common.Address) ([]ownersCase, error) {
 	for i, e := range em {
 		all[i] = lower(e)
 	}
-	return []ownersCase{
-		{"o1", "one ERC721 token", one721, 1},
-		{"o2", "one ERC1155 token", one1155, 0},
-		{"o3", "a contract, first page", firstPages, 100},
-		{"o4", "a contract, deep pageKey", deep, 100},
-		{"o5", "four contracts, a page", []string{base + "contractAddresses=" + strings.Join(all, ","),
-			base + "contractAddresses[]=" + all[1] + "&contractAddresses[]=" + all[3]}, 100},
-		{"o6", "a page of 1,000", []string{base + "limit=1000&contractAddress=" + all[1], base + "limit=1000&contractAddress=" + all[3]}, 1000},
+	return []getCase{
+		{key: "o1", name: "one ERC721 token", paths: one721, want: 1},
+		{key: "o2", name: "one ERC1155 token", paths: one1155, want: 0},
+		{key: "o3", name: "a contract, first page", paths: firstPages, want: 100},
+		{key: "o4", name: "a contract, deep pageKey", paths: deep, want: 100},
+		{key: "o5", name: "four contracts, a page", paths: []string{base + "contractAddresses=" + strings.Join(all, ","),
+			base + "contractAddresses[]=" + all[1] + "&contractAddresses[]=" + all[3]}, want: 100},
+		// A page ten times the default: shown, not a target.
+		{key: "o6", name: "a page of 1,000", paths: []string{base + "limit=1000&contractAddress=" + all[1], base + "limit=1000&contractAddress=" + all[3]}, want: 1000, aside: true},
 	}, nil
-}
-
-// ownersMix interleaves the URLs of cases, each kind weighing the same.
-func ownersMix(cases []ownersCase) []string {
-	n := 0
-	for _, oc := range cases {
-		n = max(n, len(oc.paths))
-	}
-	var out []string
-	for i := range n {
-		for _, oc := range cases {
-			out = append(out, oc.paths[i%len(oc.paths)])
-		}
-	}
-	return out
 }
 
 // checkOwners GETs url and checks the answer: 200, X-Indexed-Block, want balances (0: at
 // least one).
 func checkOwners(url string, want int) error {
-	resp, err := probeClient.Get(url)
-	if err != nil {
-		return err
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	resp.Body.Close()
+	resp, body, err := probeGet(url, 4<<20)
 	if err != nil {
 		return err
 	}
@@ -649,15 +573,6 @@ func checkOwners(url string, want int) error {
 		return fmt.Errorf("GET %s: %d balances, want %d", url, len(v.Balances), want)
 	}
 	return nil
-}
-
-func ownersProgress(r int, cfg runConfig, key, name string, s sample, conc string) {
-	line := fmt.Sprintf("round %d/%d  (%s) %-26s %s: p50 %6.0f µs, p99 %6.0f µs, %7.0f req/s; web3gate %.2f CPU, %6.1f µs CPU/req; other processes %.2f CPU",
-		r+1, cfg.rounds, key, name, conc, us(s.wrk.P50), us(s.wrk.P99), s.wrk.Rate(), s.cores(s.serverCPU), us(s.cpuPerRequest()), s.cores(s.otherCPU()))
-	if p := s.problems(); p != "" {
-		line += "\n    !!! ERRORS: " + p
-	}
-	fmt.Println(line)
 }
 
 // reportOwners prints (i) and (o) against their targets.
@@ -687,55 +602,15 @@ func reportOwners(w io.Writer, cfg runConfig, or *ownersRun) {
 	tw.Flush()
 	fmt.Fprintf(w, "CPU per log: web3gate %.1f µs, anvil %.1f µs\n", med("cpu"), med("anvil"))
 
-	if len(or.rounds) > 0 {
-		fmt.Fprintf(w, "\nowners (o): GET /v1/owners over that index (%d transfers); latency load %s, throughput load %s, each after a %v warm-up; %d rounds\n",
-			ownersTransfers, cfg.latency, cfg.load, cfg.warmup, len(or.rounds))
-		for _, rd := range or.rounds {
-			for k, s := range rd {
-				add("p50 "+k, us(s.lat.wrk.P50))
-				add("p99 "+k, us(s.lat.wrk.P99))
-				add("rate "+k, s.lat.wrk.Rate())
-				add("cpu "+k, us(s.lat.cpuPerRequest()))
-				if k == "mix" {
-					add("tput", s.tput.wrk.Rate())
-					add("tput p99", us(s.tput.wrk.P99))
-					add("tput cpu", us(s.tput.cpuPerRequest()))
-				}
-			}
-		}
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "query (median of the rounds, concurrency 1)\tURLs\tp50\tp99\tp99 range\treq/s\tweb3gate CPU µs/req\t")
-		row := func(k, name string, n int) {
-			fmt.Fprintf(tw, "(%s) %s\t%d\t%.0f µs\t%.0f µs\t%.0f–%.0f µs\t%.0f\t%.0f\t\n", k, name, n, med("p50 "+k), med("p99 "+k),
-				slices.Min(series["p99 "+k]), slices.Max(series["p99 "+k]), med("rate "+k), med("cpu "+k))
-		}
-		var mix []ownersCase
-		for _, oc := range or.cases {
-			row(oc.key, oc.name, len(oc.paths))
-			if oc.key != "o6" { // a page ten times the default: shown, not a target
-				mix = append(mix, oc)
-			}
-		}
-		row("mix", "mix of (o1)-(o5)", len(ownersMix(mix)))
-		tw.Flush()
-		fmt.Fprintf(w, "mix at the throughput load (%s): %.0f req/s, p99 %.0f µs, %.0f µs web3gate CPU/req\n", cfg.load, med("tput"), med("tput p99"), med("tput cpu"))
-	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "measure\tmedian\ttarget\tresult\t")
 	fmt.Fprintf(tw, "owners ingest, whole pipeline\t%.0f logs/s\t≥ %.0f logs/s\t%s\t\n", med("rate"), targetIngestRate, verdict(med("rate") >= targetIngestRate))
-	if len(or.rounds) > 0 {
-		fmt.Fprintf(tw, "owners p99, mix of (o1)-(o5) at c=1\t%.2f ms\t≤ %.0f ms\t%s\t\n", med("p99 mix")/1000, targetOwnersP99.Seconds()*1000,
-			verdict(med("p99 mix") <= us(targetOwnersP99)))
-		worst, worstKey := 0.0, ""
-		for _, oc := range or.cases {
-			if v := med("p99 " + oc.key); oc.key != "o6" && v > worst {
-				worst, worstKey = v, oc.key
-			}
-		}
-		fmt.Fprintf(tw, "owners p99, slowest kind (%s) at c=1\t%.2f ms\t≤ %.0f ms\t%s\t\n", worstKey, worst/1000, targetOwnersP99.Seconds()*1000,
-			verdict(worst <= us(targetOwnersP99)))
-	}
 	tw.Flush()
+	if len(or.get.rounds) > 0 {
+		fmt.Fprintf(w, "\nowners (o): GET /v1/owners over that index (%d transfers); latency load %s, throughput load %s, each after a %v warm-up; %d rounds\n",
+			ownersTransfers, cfg.latency, cfg.load, cfg.warmup, len(or.get.rounds))
+		or.get.report(w, cfg, "query", targetOwnersP99)
+	}
 	if bad := ownersFailures(or); bad != "" {
 		fmt.Fprintf(w, "\n!!!!! THE LOAD GOT ERRORS: these figures count failed requests and are not valid !!!!!\n%s\n", bad)
 	}
@@ -746,15 +621,5 @@ func ownersFailures(or *ownersRun) string {
 	if or == nil {
 		return ""
 	}
-	var lines []string
-	for i, rd := range or.rounds {
-		for _, k := range slices.Sorted(maps.Keys(rd)) {
-			for _, s := range []sample{rd[k].lat, rd[k].tput} {
-				if p := s.problems(); p != "" {
-					lines = append(lines, fmt.Sprintf("  round %d, (%s) owners: %s", i+1, k, p))
-				}
-			}
-		}
-	}
-	return strings.Join(lines, "\n")
+	return or.get.failures()
 }

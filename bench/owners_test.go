@@ -40,11 +40,16 @@ func TestOwnersConfig(t *testing.T) {
 	}
 }
 
-// TestOwnersMix: the mix weighs every kind of query the same.
+// TestOwnersMix: the mix weighs every kind of query the same and leaves the asides out, and
+// the generated chain is the documented one.
 func TestOwnersMix(t *testing.T) {
-	cases := []ownersCase{{key: "a", paths: []string{"a1", "a2", "a3"}}, {key: "b", paths: []string{"b1"}}}
-	if got := strings.Join(ownersMix(cases), " "); got != "a1 b1 a2 b1 a3 b1" {
+	g := getSuite{cases: []getCase{{key: "a", paths: []string{"a1", "a2", "a3"}}, {key: "x", paths: []string{"x1"}, aside: true},
+		{key: "b", paths: []string{"b1"}}}}
+	if got := strings.Join(interleave(g.mixCases()), " "); got != "a1 b1 a2 b1 a3 b1" {
 		t.Fatalf("mix = %s", got)
+	}
+	if got := g.mixName(); got != "mix of (a)-(b)" {
+		t.Errorf("mix name = %s", got)
 	}
 	if ownersLogs != 955_000 || ownersTransfers != 1_000_000 {
 		t.Fatalf("the generated chain holds %d transfers in %d logs, not the documented 1,000,000 in 955,000", ownersTransfers, ownersLogs)

@@ -19,15 +19,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/web3gate/web3gate/products"
@@ -39,15 +36,9 @@ const (
 	targetProductsP99 = 5 * time.Millisecond
 )
 
-// productCase is one kind of list: the URLs (path and query) its load rotates over, and the
-// number of products each must answer.
-type productCase struct {
-	key, name string
-	paths     []string
-	want      int
-}
-
-func productCases() []productCase {
+// productCases are the kinds of list of (p); each case's want is the number of products each
+// URL must answer.
+func productCases() []getCase {
 	var creators, types, deep []string
 	for i := range 50 {
 		creators = append(creators, "/v1/products?baseUrl="+url.QueryEscape(fmt.Sprintf("https://example.com/@creator%d", i*17%productsCreators)))
@@ -63,22 +54,16 @@ func productCases() []productCase {
 		combined = append(combined, fmt.Sprintf("/v1/products?baseUrl=%s&saleType=EDITION&sold=false&includeUpcoming=true&limit=10",
 			url.QueryEscape(fmt.Sprintf("https://example.com/creators/creator%d", i*31%productsCreators))))
 	}
-	return []productCase{
-		{"p1", "no filter", []string{"/v1/products"}, 20},
-		{"p2", "creator (baseUrl)", creators, 20},
-		{"p3", "saleType", types, 20},
-		{"p4", "sold=true / false", []string{"/v1/products?sold=true", "/v1/products?sold=false"}, 20},
-		{"p5", "offset 1,000-10,000", deep, 20},
-		{"p6", "limit=100", []string{"/v1/products?limit=100", "/v1/products?limit=100&offset=100"}, 100},
-		{"p7", "combined filters", combined, 10},
-		{"p8", "upcoming, sold, page 50", []string{"/v1/products?includeUpcoming=true&sold=true&offset=1000", "/v1/products?sold=true&saleType=EDITION&offset=980"}, 20},
+	return []getCase{
+		{key: "p1", name: "no filter", paths: []string{"/v1/products"}, want: 20},
+		{key: "p2", name: "creator (baseUrl)", paths: creators, want: 20},
+		{key: "p3", name: "saleType", paths: types, want: 20},
+		{key: "p4", name: "sold=true / false", paths: []string{"/v1/products?sold=true", "/v1/products?sold=false"}, want: 20},
+		{key: "p5", name: "offset 1,000-10,000", paths: deep, want: 20},
+		{key: "p6", name: "limit=100", paths: []string{"/v1/products?limit=100", "/v1/products?limit=100&offset=100"}, want: 100},
+		{key: "p7", name: "combined filters", paths: combined, want: 10},
+		{key: "p8", name: "upcoming, sold, page 50", paths: []string{"/v1/products?includeUpcoming=true&sold=true&offset=1000", "/v1/products?sold=true&saleType=EDITION&offset=980"}, want: 20},
 	}
-}
-
-// productSample is one round of one kind of list, or of the mix.
-type productSample struct {
-	lat  sample // concurrency 1
-	tput sample // the mix only: the throughput load
 }
 
 // productsRun is the whole measurement.
@@ -86,8 +71,7 @@ type productsRun struct {
 	catalogBytes int64
 	importTime   time.Duration
 	importOut    string
-	cases        []productCase
-	rounds       []map[string]productSample // by case key, "mix" for the mix
+	get          getSuite
 }
 
 // measureProducts generates and imports the catalog, starts web3gate on it and measures.
@@ -97,7 +81,7 @@ func measureProducts(ctx context.Context, cs *children, cfg runConfig, env signE
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	pr := &productsRun{cases: productCases()}
+	pr := &productsRun{get: getSuite{label: "products list", cases: productCases()}}
 
 	catalog := filepath.Join(dir, "catalog.json")
 	if pr.catalogBytes, err = writeCatalog(catalog, productsCount, time.Now().UTC()); err != nil {
@@ -125,84 +109,12 @@ func measureProducts(ctx context.Context, cs *children, cfg runConfig, env signE
 	}
 	defer func() { _ = cs.stop(c) }()
 
-	targets := map[string]*target{}
-	for _, pc := range pr.cases {
-		for _, p := range pc.paths {
-			if err := checkProducts(api+p, pc.want); err != nil {
-				return nil, fmt.Errorf("check (%s) %s: %w", pc.key, pc.name, err)
-			}
-		}
-		t := &target{key: pc.key, name: pc.name, method: http.MethodGet, url: api + pc.paths[0], admin: admin, servers: []*child{c}}
-		if t.script, err = rotatingScript(dir, t, pc.paths); err != nil {
-			return nil, err
-		}
-		targets[pc.key] = t
-	}
-	mixPaths := interleave(pr.cases)
-	mt := &target{key: "pmix", name: "mix", method: http.MethodGet, url: api + mixPaths[0], admin: admin, servers: []*child{c}}
-	if mt.script, err = rotatingScript(dir, mt, mixPaths); err != nil {
-		return nil, err
-	}
-
-	for r := range cfg.rounds {
-		rd := map[string]productSample{}
-		for _, i := range order(len(pr.cases), r) {
-			pc := pr.cases[i]
-			s, err := measure(ctx, cs, cfg, targets[pc.key], cfg.latency)
-			if err != nil {
-				return pr, err
-			}
-			rd[pc.key] = productSample{lat: s}
-			productsProgress(r, cfg, pc.key, pc.name, s, "c=1")
-		}
-		var ms productSample
-		if ms.lat, err = measure(ctx, cs, cfg, mt, cfg.latency); err != nil {
-			return pr, err
-		}
-		productsProgress(r, cfg, "mix", "mix of (p1)-(p8)", ms.lat, "c=1")
-		if ms.tput, err = measure(ctx, cs, cfg, mt, cfg.load); err != nil {
-			return pr, err
-		}
-		productsProgress(r, cfg, "mix", "mix of (p1)-(p8)", ms.tput, fmt.Sprintf("c=%d", cfg.load.conns))
-		rd["mix"] = ms
-		pr.rounds = append(pr.rounds, rd)
-	}
-	return pr, nil
-}
-
-// interleave is the mix: one URL of each kind in turn, each kind cycling through its URLs,
-// until the kind with the most has listed them all; every kind weighs the same.
-func interleave(cases []productCase) []string {
-	n := 0
-	for _, pc := range cases {
-		n = max(n, len(pc.paths))
-	}
-	var out []string
-	for i := range n {
-		for _, pc := range cases {
-			out = append(out, pc.paths[i%len(pc.paths)])
-		}
-	}
-	return out
-}
-
-func productsProgress(r int, cfg runConfig, key, name string, s sample, conc string) {
-	line := fmt.Sprintf("round %d/%d  (%s) %-24s %s: p50 %6.0f µs, p99 %6.0f µs, %7.0f req/s; web3gate %.2f CPU, %6.1f µs CPU/req; other processes %.2f CPU",
-		r+1, cfg.rounds, key, name, conc, us(s.wrk.P50), us(s.wrk.P99), s.wrk.Rate(), s.cores(s.serverCPU), us(s.cpuPerRequest()), s.cores(s.otherCPU()))
-	if p := s.problems(); p != "" {
-		line += "\n    !!! ERRORS: " + p
-	}
-	fmt.Println(line)
+	return pr, pr.get.measure(ctx, cs, cfg, dir, api, admin, c, checkProducts)
 }
 
 // checkProducts GETs url and checks the answer is a products list of want products.
 func checkProducts(url string, want int) error {
-	resp, err := probeClient.Get(url)
-	if err != nil {
-		return err
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	resp.Body.Close()
+	resp, body, err := probeGet(url, 4<<20)
 	if err != nil {
 		return err
 	}
@@ -341,50 +253,12 @@ func writeCatalog(path string, n int, now time.Time) (int64, error) {
 
 // reportProducts prints the rounds and the summary of (p).
 func reportProducts(w io.Writer, cfg runConfig, pr *productsRun) {
-	if pr == nil || len(pr.rounds) == 0 {
+	if pr == nil || len(pr.get.rounds) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "\nproducts (p): GET /v1/products over %d products (%d creators), imported with `web3gate products import` in %v (%.0f MB of JSON: %s); latency load %s, throughput load %s, each after a %v warm-up; %d rounds\n",
-		productsCount, productsCreators, pr.importTime.Round(100*time.Millisecond), float64(pr.catalogBytes)/1e6, pr.importOut, cfg.latency, cfg.load, cfg.warmup, len(pr.rounds))
-	series := map[string][]float64{}
-	add := func(k string, v float64) { series[k] = append(series[k], v) }
-	for _, rd := range pr.rounds {
-		for k, s := range rd {
-			add("p50 "+k, us(s.lat.wrk.P50))
-			add("p99 "+k, us(s.lat.wrk.P99))
-			add("rate "+k, s.lat.wrk.Rate())
-			add("cpu "+k, us(s.lat.cpuPerRequest()))
-			if k == "mix" {
-				add("tput", s.tput.wrk.Rate())
-				add("tput p99", us(s.tput.wrk.P99))
-				add("tput cpu", us(s.tput.cpuPerRequest()))
-			}
-		}
-	}
-	med := func(k string) float64 { return median(series[k]) }
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "list (median of the rounds, concurrency 1)\tURLs\tp50\tp99\tp99 range\treq/s\tweb3gate CPU µs/req\t")
-	row := func(k, name string, n int) {
-		fmt.Fprintf(tw, "(%s) %s\t%d\t%.0f µs\t%.0f µs\t%.0f–%.0f µs\t%.0f\t%.0f\t\n", k, name, n, med("p50 "+k), med("p99 "+k),
-			slices.Min(series["p99 "+k]), slices.Max(series["p99 "+k]), med("rate "+k), med("cpu "+k))
-	}
-	worst, worstKey := 0.0, ""
-	for _, pc := range pr.cases {
-		row(pc.key, pc.name, len(pc.paths))
-		if v := med("p99 " + pc.key); v > worst {
-			worst, worstKey = v, pc.key
-		}
-	}
-	row("mix", "mix of (p1)-(p8)", len(interleave(pr.cases)))
-	tw.Flush()
-	fmt.Fprintf(w, "mix at the throughput load (%s): %.0f req/s, p99 %.0f µs, %.0f µs web3gate CPU/req\n", cfg.load, med("tput"), med("tput p99"), med("tput cpu"))
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "measure\tmedian\ttarget\tresult\t")
-	fmt.Fprintf(tw, "products list p99, mix at c=1\t%.2f ms\t≤ %.0f ms\t%s\t\n", med("p99 mix")/1000, targetProductsP99.Seconds()*1000,
-		verdict(med("p99 mix") <= us(targetProductsP99)))
-	fmt.Fprintf(tw, "products list p99, slowest kind (%s) at c=1\t%.2f ms\t≤ %.0f ms\t%s\t\n", worstKey, worst/1000, targetProductsP99.Seconds()*1000,
-		verdict(worst <= us(targetProductsP99)))
-	tw.Flush()
+		productsCount, productsCreators, pr.importTime.Round(100*time.Millisecond), float64(pr.catalogBytes)/1e6, pr.importOut, cfg.latency, cfg.load, cfg.warmup, len(pr.get.rounds))
+	pr.get.report(w, cfg, "list", targetProductsP99)
 	if bad := productsFailures(pr); bad != "" {
 		fmt.Fprintf(w, "\n!!!!! THE LOAD GOT ERRORS: these figures count failed requests and are not valid !!!!!\n%s\n", bad)
 	}
@@ -395,15 +269,5 @@ func productsFailures(pr *productsRun) string {
 	if pr == nil {
 		return ""
 	}
-	var lines []string
-	for i, rd := range pr.rounds {
-		for _, k := range slices.Sorted(maps.Keys(rd)) {
-			for _, s := range []sample{rd[k].lat, rd[k].tput} {
-				if p := s.problems(); p != "" {
-					lines = append(lines, fmt.Sprintf("  round %d, (%s) products: %s", i+1, k, p))
-				}
-			}
-		}
-	}
-	return strings.Join(lines, "\n")
+	return pr.get.failures()
 }

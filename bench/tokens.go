@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/big"
 	"net/http"
 	"strings"
@@ -47,12 +46,10 @@ func tokenTarget(ctx context.Context, b *target) (*target, error) {
 	h := &target{key: "h", name: "web3gate token metadata", method: http.MethodGet, headers: devHeaders,
 		url:   fmt.Sprintf("%s/v1/tokens/60/%d/%s/1", base, devChainID, strings.ToLower(addr.Hex())),
 		admin: b.admin, servers: b.servers}
-	resp, err := probeClient.Get(h.url)
+	resp, body, err := probeGet(h.url, 64<<10)
 	if err != nil {
 		return nil, fmt.Errorf("check (h) %s: %w", h.url, err)
 	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"OnChain #1"`) {
 		return nil, fmt.Errorf("check (h) %s: HTTP %d %s, want the token's metadata", h.url, resp.StatusCode, body)
 	}
