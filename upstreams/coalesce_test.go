@@ -52,11 +52,12 @@ func holdSlot(t *testing.T, p *Pool, co *coalescer) <-chan error {
 	return done
 }
 
-// forwardConcurrently starts n echo_params calls, each with its own params, once the slot is
-// held, waits until all n are queued, and returns a function that waits for their answers
-// and checks that every caller got its own.
-func forwardConcurrently(t *testing.T, p *Pool, co *coalescer, n int) func() []error {
+// queueBehindHolder holds the node's only slot with one call (holdSlot), queues n
+// echo_params calls behind it, each with its own params, and waits for all of them: the
+// holder must succeed, and every queued caller must get its own answer.
+func queueBehindHolder(t *testing.T, p *Pool, co *coalescer, n int) {
 	t.Helper()
+	holder := holdSlot(t, p, co)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -72,7 +73,15 @@ func forwardConcurrently(t *testing.T, p *Pool, co *coalescer, n int) func() []e
 		})
 	}
 	eventually(t, 2*time.Second, "the calls queued", func() bool { _, q := co.state(); return q == n })
-	return func() []error { wg.Wait(); return errs }
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 func TestBatchingSendsQueuedCallsAsOneBatch(t *testing.T) {
@@ -80,16 +89,7 @@ func TestBatchingSendsQueuedCallsAsOneBatch(t *testing.T) {
 	s, p, co := batchingSet(t, f, nil)
 	f.delay.Store(int64(100 * time.Millisecond))
 
-	holder := holdSlot(t, p, co)
-	wait := forwardConcurrently(t, p, co, 10)
-	if err := <-holder; err != nil {
-		t.Fatal(err)
-	}
-	for _, err := range wait() {
-		if err != nil {
-			t.Error(err)
-		}
-	}
+	queueBehindHolder(t, p, co, 10)
 	if got := f.count("batch"); got != 1 {
 		t.Errorf("batches = %d, want 1: the 10 queued calls leave together", got)
 	}
@@ -133,16 +133,7 @@ func TestBatchingMaxSize(t *testing.T) {
 	f := newFakeNode(t, "a", 1337, 100)
 	_, p, co := batchingSet(t, f, func(c *Config) { c.Batch.MaxSize = 4 })
 	f.delay.Store(int64(50 * time.Millisecond))
-	holder := holdSlot(t, p, co)
-	wait := forwardConcurrently(t, p, co, 10)
-	if err := <-holder; err != nil {
-		t.Fatal(err)
-	}
-	for _, err := range wait() {
-		if err != nil {
-			t.Error(err)
-		}
-	}
+	queueBehindHolder(t, p, co, 10)
 	// 10 queued calls at most 4 a batch: 4, 4, 2 (calls that queue meanwhile would join).
 	if got := f.count("batch"); got != 3 {
 		t.Errorf("batches = %d, want 3", got)
@@ -155,17 +146,8 @@ func TestBatchingMissingAnswerFailsOver(t *testing.T) {
 	f := newFakeNode(t, "a", 1337, 100)
 	_, p, co := batchingSet(t, f, nil)
 	f.delay.Store(int64(50 * time.Millisecond))
-	holder := holdSlot(t, p, co)
-	wait := forwardConcurrently(t, p, co, 5)
-	f.dropOne.Store(true)
-	if err := <-holder; err != nil {
-		t.Fatal(err)
-	}
-	for _, err := range wait() {
-		if err != nil {
-			t.Error(err)
-		}
-	}
+	f.dropOne.Store(true) // the holder goes alone: the first batch is the queued calls'
+	queueBehindHolder(t, p, co, 5)
 	// One batch of 5, then the call it lacked alone (or in a batch of one: alone).
 	if got := f.count("batched echo_params"); got != 5 {
 		t.Errorf("calls in batches = %d, want 5", got)
@@ -180,16 +162,7 @@ func TestBatchingNodeWithoutBatchSupport(t *testing.T) {
 	f.noBatch.Store(true)
 	_, p, co := batchingSet(t, f, nil)
 	f.delay.Store(int64(50 * time.Millisecond))
-	holder := holdSlot(t, p, co)
-	wait := forwardConcurrently(t, p, co, 5)
-	if err := <-holder; err != nil {
-		t.Fatal(err)
-	}
-	for _, err := range wait() {
-		if err != nil {
-			t.Errorf("a call failed although the node answers calls alone: %v", err)
-		}
-	}
+	queueBehindHolder(t, p, co, 5) // every call succeeds: the node answers calls alone
 	if !co.off.Load() {
 		t.Fatal("batching is still on for a node that refused a batch")
 	}
