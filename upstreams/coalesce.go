@@ -178,12 +178,12 @@ func (c *coalescer) send(batch []*joined) {
 			j.deliver()
 		}
 		return
-	case status/100 == 2 && splitBatch(out, live):
 	case status == 429 || status >= 500 || status/100 == 2 && !gjson.ValidBytes(out):
 		// Overload or a broken answer: each call fails over as it would have alone.
 		for _, j := range live {
 			j.status, j.out = status, append(j.out[:0], out...)
 		}
+	case status/100 == 2 && splitBatch(out, live):
 	default:
 		// A valid answer that is no batch answer, or a client error: the node does not
 		// take batches.
@@ -207,15 +207,11 @@ func (j *joined) deliver() {
 	}
 }
 
-// splitBatch gives each call of live its element of the batch answer body, matched by id,
-// with status 200; a call the answer lacks gets an empty body. It reports false when body is
-// not a JSON array.
+// splitBatch gives each call of live its element of the batch answer body (valid JSON),
+// matched by id, with status 200; a call the answer lacks gets an empty body. It reports
+// false when body is not a JSON array.
 func splitBatch(body []byte, live []*joined) bool {
-	s := bytesToString(body)
-	if !gjson.Valid(s) {
-		return false
-	}
-	root := gjson.Parse(s)
+	root := gjson.Parse(bytesToString(body))
 	if !root.IsArray() {
 		return false
 	}

@@ -37,6 +37,8 @@ CREATE INDEX products_sale_live ON products (sale_type, live_at DESC, id, sales_
     total_available);
 CREATE INDEX products_sold_live ON products (live_at DESC, id, sales_end_at, creator, sale_type, sold,
     total_available) WHERE total_available IS NOT NULL AND sold >= total_available;
+-- Nothing reads products by (network, token_contract) any more: the rule goes through chain_id.
+DROP INDEX products_contract;
 -- The products of one contract on one chain, for the nft_minted triggers.
 CREATE INDEX products_chain_contract ON products (chain_id, token_contract) WHERE chain_id IS NOT NULL;
 
