@@ -36,7 +36,9 @@ test: deps vet
 # Each fuzz target runs briefly; what it finds lands in the package's testdata/fuzz.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./proxy/jsonrpc
+	$(GO) test -run '^$$' -fuzz '^FuzzParseMatchesReference$$' -fuzztime $(FUZZTIME) ./proxy/jsonrpc
 	$(GO) test -run '^$$' -fuzz '^FuzzRouterMatch$$' -fuzztime $(FUZZTIME) ./proxy
+	$(GO) test -run '^$$' -fuzz '^FuzzRoutePath$$' -fuzztime $(FUZZTIME) ./proxy
 	$(GO) test -run '^$$' -fuzz '^FuzzParseLogs$$' -fuzztime $(FUZZTIME) ./owners
 	$(GO) test -run '^$$' -fuzz '^FuzzPageKey$$' -fuzztime 20000x ./owners
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./products

@@ -46,7 +46,8 @@ type Exchange struct {
 	principal Principal
 	fatal     error
 
-	single Call // the call of a non-batch request, allocated with the exchange
+	single Call            // the call of a non-batch request, allocated with the exchange
+	msg    jsonrpc.Message // the parsed body
 }
 
 // Authenticate runs verify once per exchange, on a principal the exchange holds, and

@@ -41,8 +41,10 @@ type RESTRequest struct {
 
 // Exchange returns the request's credentials as an exchange, for Exchange.Authenticate.
 func (r *RESTRequest) Exchange() *Exchange {
-	ex := &Exchange{RequestID: r.RequestID, Start: time.Now()}
-	ex.readHeaders(r.header)
+	var h reqHeaders
+	h.read(r.header)
+	ex, _ := newExchange(nil, nil, &h, time.Now())
+	ex.RequestID = r.RequestID
 	return ex
 }
 

@@ -100,30 +100,79 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
-	start := time.Now()
-	reqID := s.requestID(ctx)
-	ctx.Response.Header.SetCanonical(headerRequestID, s2b(reqID))
-	route, params, allowed := s.router.match(b2s(ctx.Method()), b2s(ctx.Path()))
+	start := ctx.Time() // fasthttp reads the clock for each request already
+	if start.IsZero() {
+		start = time.Now() // a RequestCtx that no fasthttp server handed over
+	}
+	var hdr reqHeaders
+	hdr.read(&ctx.Request.Header)
+	var idBuf [48]byte
+	reqID := hdr.requestID
+	if !validRequestID(reqID) {
+		reqID = s.appendRequestID(idBuf[:0])
+	}
+	ctx.Response.Header.SetCanonical(headerRequestID, reqID)
+	route, params, allowed := s.router.match(b2s(ctx.Method()), b2s(routePath(ctx)))
 	if route == nil {
 		if len(allowed) > 0 {
 			for _, m := range allowed {
 				ctx.Response.Header.Add("Allow", m)
 			}
-			writeRESTError(ctx, http.StatusMethodNotAllowed, reqID, fmt.Sprintf("method %s is not allowed here", ctx.Method()))
+			writeRESTError(ctx, http.StatusMethodNotAllowed, string(reqID), fmt.Sprintf("method %s is not allowed here", ctx.Method()))
 			return
 		}
-		writeRESTError(ctx, http.StatusNotFound, reqID, "no such route")
+		writeRESTError(ctx, http.StatusNotFound, string(reqID), "no such route")
 		return
 	}
 	if route.REST != nil {
-		s.serveREST(ctx, route, params, reqID, start)
+		s.serveREST(ctx, route, params, string(reqID), start)
 		return
 	}
-	s.serveRPC(ctx, route, params, reqID, start)
+	s.serveRPC(ctx, route, params, reqID, &hdr, start)
+}
+
+// routePath is the path routes are matched against: the request URI as sent when it is a
+// plain path that fasthttp's decoding and normalization would leave as it is, else
+// fasthttp's decoded path (which parses the whole URI).
+func routePath(ctx *fasthttp.RequestCtx) []byte {
+	uri := ctx.Request.Header.RequestURI()
+	if !plainPath(uri) {
+		return ctx.Path()
+	}
+	return uri
+}
+
+// plainPath reports whether p is "/" followed by segments of [A-Za-z0-9_.~-], none empty,
+// "." or "..": no query, escape, double slash or dot segment to decode or normalize.
+func plainPath(p []byte) bool {
+	if len(p) == 0 || p[0] != '/' {
+		return false
+	}
+	seg := 0 // length of the current segment
+	dots := 0
+	for i := 1; i <= len(p); i++ {
+		if i == len(p) || p[i] == '/' {
+			if (seg == 0 && i < len(p)) || (seg > 0 && seg == dots && dots <= 2) {
+				return false
+			}
+			seg, dots = 0, 0
+			continue
+		}
+		c := p[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == '~':
+		case c == '.':
+			dots++
+		default:
+			return false
+		}
+		seg++
+	}
+	return true
 }
 
 // serveRPC answers a JSON-RPC request, single or batch.
-func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params, reqID string, start time.Time) {
+func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params, reqID []byte, hdr *reqHeaders, start time.Time) {
 	chainID := route.ChainID
 	if chainID == 0 {
 		raw := params.Get("chain_id")
@@ -138,10 +187,9 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 		s.writeRPCError(ctx, route, nil, jsonrpc.ErrUnsupportedMedia, start)
 		return
 	}
-	// The body is copied once: calls may outlive fasthttp's buffer (coalesced upstream
-	// requests, batch workers), and everything parsed from it aliases it.
-	body := append([]byte(nil), ctx.PostBody()...)
-	msg, perr := jsonrpc.Parse(body, s.cfg.MaxBatch)
+	ex, body := newExchange(ctx.PostBody(), reqID, hdr, start)
+	perr := jsonrpc.ParseInto(&ex.msg, body, s.cfg.MaxBatch)
+	msg := &ex.msg
 	if perr != nil {
 		var id []byte
 		if !msg.Batch && len(msg.Requests) == 1 {
@@ -150,8 +198,7 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 		s.writeRPCError(ctx, route, id, perr, start)
 		return
 	}
-	ex := &Exchange{RequestID: reqID, Start: start, Batch: msg.Batch}
-	ex.readHeaders(&ctx.Request.Header)
+	ex.Batch = msg.Batch
 
 	if !msg.Batch {
 		r := msg.Requests[0]
@@ -295,7 +342,7 @@ func (s *Server) handleReadError(ctx *fasthttp.RequestCtx, err error) {
 		e = jsonrpc.ErrInvalidRequest.With("request read timed out")
 		e.HTTPStatus = http.StatusRequestTimeout
 	}
-	ctx.Response.Header.Set("X-Request-Id", s.newRequestID())
+	ctx.Response.Header.SetCanonical(headerRequestID, s.appendRequestID(nil))
 	ctx.SetConnectionClose()
 	s.writeJSON(ctx, e.Status(), jsonrpc.AppendResponse(nil, nil, nil, e))
 }
@@ -320,19 +367,11 @@ func (s *Server) putBuf(b *[]byte) {
 	}
 }
 
-// requestID echoes a well-formed X-Request-Id from the client, or makes one.
-func (s *Server) requestID(ctx *fasthttp.RequestCtx) string {
-	if v := ctx.Request.Header.Peek("X-Request-Id"); validRequestID(v) {
-		return string(v)
-	}
-	return s.newRequestID()
-}
-
-func (s *Server) newRequestID() string {
-	var b [32]byte
-	out := append(b[:0], s.idPrefix...)
-	out = strconv.AppendUint(out, s.idSeq.Add(1), 36)
-	return string(out)
+// appendRequestID appends a new request id to dst: the process's random prefix and a
+// sequence number.
+func (s *Server) appendRequestID(dst []byte) []byte {
+	dst = append(dst, s.idPrefix...)
+	return strconv.AppendUint(dst, s.idSeq.Add(1), 36)
 }
 
 func validRequestID(v []byte) bool {
@@ -345,36 +384,6 @@ func validRequestID(v []byte) bool {
 		}
 	}
 	return true
-}
-
-// readHeaders copies the credentials and the Idempotency-Key of h into e.
-func (e *Exchange) readHeaders(h *fasthttp.RequestHeader) {
-	if v := h.Peek("X-API-Key"); len(v) > 0 {
-		e.ClientID = string(v)
-	}
-	if v := h.Peek("Authorization"); len(v) > 0 {
-		if tok, ok := bearerToken(v); ok {
-			e.Bearer = tok
-		} else {
-			e.BadAuthHeader = true
-		}
-	}
-	if v := h.Peek("Idempotency-Key"); len(v) > 0 {
-		e.IdempotencyKey = string(v)
-		e.HasIdempotencyKey = true
-	}
-}
-
-func bearerToken(h []byte) (string, bool) {
-	const prefix = "bearer "
-	if len(h) <= len(prefix) || !bytes.EqualFold(h[:len(prefix)], []byte(prefix)) {
-		return "", false
-	}
-	tok := bytes.TrimSpace(h[len(prefix):])
-	if len(tok) == 0 {
-		return "", false
-	}
-	return string(tok), true
 }
 
 func isJSON(ct []byte) bool {

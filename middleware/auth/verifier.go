@@ -26,8 +26,12 @@ func (s *StaticTokens) VerifyScoped(token string) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
-	return Identity{Principal: p, Scopes: AllScopes()}, nil
+	return Identity{Principal: p, Scopes: allScopes}, nil
 }
+
+// allScopes is AllScopes shared by every static token's identity (Principal.Scopes is
+// read-only), so that verifying one allocates nothing.
+var allScopes = AllScopes()
 
 // Chain asks its verifiers in order and returns the first identity one accepts: static
 // tokens, then web3gate's own JWTs, then each OIDC issuer's.

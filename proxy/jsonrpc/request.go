@@ -26,6 +26,8 @@ func (r *Request) Notification() bool { return r.ID == nil }
 type Message struct {
 	Batch    bool
 	Requests []Request
+
+	one [1]Request // the storage of a single request, so that parsing one allocates nothing
 }
 
 // Parse parses and validates a request body. An error answers the whole body (a parse error,
@@ -33,74 +35,192 @@ type Message struct {
 // request); an invalid element of a batch is marked Invalid instead. Parse never panics on
 // any input.
 func Parse(body []byte, maxBatch int) (Message, *Error) {
-	s := bytesToString(body)
-	if !gjson.Valid(s) {
-		return Message{}, ErrParse
-	}
-	root := gjson.Parse(s)
-	switch {
-	case root.IsObject():
-		r := parseOne(root)
-		if r.Invalid != nil {
-			return Message{Requests: []Request{r}}, r.Invalid
+	var m Message
+	err := ParseInto(&m, body, maxBatch)
+	return m, err
+}
+
+// ParseInto is Parse into m, in one pass over body: validation (RFC 8259, any depth, without
+// recursion) and the extraction of each request's members together. A single request is
+// stored in m itself: m.Requests may point into m.
+func ParseInto(m *Message, body []byte, maxBatch int) *Error {
+	*m = Message{}
+	p := scanner{b: body}
+	p.ws()
+	switch p.peek() {
+	case '{':
+		r := p.request()
+		if !p.end() {
+			return ErrParse
 		}
-		return Message{Requests: []Request{r}}, nil
-	case root.IsArray():
-		n := 0
-		root.ForEach(func(_, _ gjson.Result) bool { n++; return n <= maxBatch })
-		if n == 0 {
-			return Message{Batch: true}, ErrInvalidRequest.With("empty batch")
+		m.one[0] = r
+		m.Requests = m.one[:]
+		return r.Invalid
+	case '[':
+		m.Batch = true
+		reqs, n := p.batch(maxBatch)
+		if !p.end() {
+			m.Batch = false
+			return ErrParse
 		}
-		if n > maxBatch {
-			return Message{Batch: true}, ErrInvalidRequest.Withf("batch exceeds the limit of %d requests", maxBatch)
+		switch {
+		case n == 0:
+			return ErrInvalidRequest.With("empty batch")
+		case n > maxBatch:
+			return ErrInvalidRequest.Withf("batch exceeds the limit of %d requests", maxBatch)
 		}
-		reqs := make([]Request, 0, n)
-		root.ForEach(func(_, v gjson.Result) bool {
-			if !v.IsObject() {
-				reqs = append(reqs, Request{ID: null, Invalid: ErrInvalidRequest.With("batch element must be an object")})
-				return true
-			}
-			reqs = append(reqs, parseOne(v))
-			return true
-		})
-		return Message{Batch: true, Requests: reqs}, nil
+		m.Requests = reqs
+		return nil
 	default:
-		return Message{}, ErrInvalidRequest.With("request must be an object or an array")
+		if !p.value() || !p.end() {
+			return ErrParse
+		}
+		return ErrInvalidRequest.With("request must be an object or an array")
 	}
 }
 
 var null = []byte("null")
 
-// parseOne validates one request object. On failure the returned request has Invalid set and
-// an ID of the request's id when that was valid, else null.
-func parseOne(obj gjson.Result) Request {
-	var (
-		r          Request
-		version    gjson.Result
-		method     gjson.Result
-		params     gjson.Result
-		hasVersion bool
-		hasMethod  bool
-		idErr      bool
-	)
-	obj.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "jsonrpc":
-			version, hasVersion = v, true
-		case "id":
-			switch v.Type {
-			case gjson.String, gjson.Number, gjson.Null:
-				r.ID, idErr = stringToBytes(v.Raw), false
-			default:
-				r.ID, idErr = nil, true
-			}
-		case "method":
-			method, hasMethod = v, true
-		case "params":
-			params = v
+// scanner validates JSON and extracts requests in one pass. Any syntax error sets bad; the
+// caller then answers ErrParse whatever else was extracted.
+type scanner struct {
+	b   []byte
+	i   int
+	bad bool
+}
+
+// end reports whether the whole body was one well-formed value followed by whitespace.
+func (p *scanner) end() bool {
+	p.ws()
+	return !p.bad && p.i == len(p.b)
+}
+
+func (p *scanner) peek() byte {
+	if p.i < len(p.b) {
+		return p.b[p.i]
+	}
+	return 0
+}
+
+func (p *scanner) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
 		}
-		return true
-	})
+	}
+}
+
+// batch reads an array of requests and returns them with their count; past maxBatch it
+// goes on validating but keeps nothing.
+func (p *scanner) batch(maxBatch int) ([]Request, int) {
+	p.i++ // '['
+	p.ws()
+	if p.peek() == ']' {
+		p.i++
+		return nil, 0
+	}
+	var reqs []Request
+	n := 0
+	for {
+		p.ws()
+		n++
+		var r Request
+		if p.peek() == '{' {
+			r = p.request()
+		} else {
+			p.value()
+			r = Request{ID: null, Invalid: ErrInvalidRequest.With("batch element must be an object")}
+		}
+		if p.bad {
+			return nil, n
+		}
+		if n <= maxBatch {
+			if reqs == nil {
+				reqs = make([]Request, 0, min(maxBatch, 16))
+			}
+			reqs = append(reqs, r)
+		} else {
+			reqs = nil
+		}
+		p.ws()
+		switch p.peek() {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			return reqs, n
+		default:
+			p.bad = true
+			return nil, n
+		}
+	}
+}
+
+// request reads one request object, validating every member, and checks it as a request.
+// On failure the returned request has Invalid set and an ID of the request's id when that
+// was valid, else null. Of a member given twice, the last counts.
+func (p *scanner) request() Request {
+	var (
+		r                     Request
+		version, method       []byte // raw string tokens
+		params                []byte // raw value
+		hasVersion, hasMethod bool
+		idErr                 bool
+	)
+	p.i++ // '{'
+	p.ws()
+	if p.peek() == '}' {
+		p.i++
+	} else {
+		for {
+			p.ws()
+			key, ok := p.str()
+			if !ok {
+				return Request{}
+			}
+			p.ws()
+			if p.peek() != ':' {
+				p.bad = true
+				return Request{}
+			}
+			p.i++
+			p.ws()
+			start := p.i
+			if !p.value() {
+				return Request{}
+			}
+			raw := p.b[start:p.i]
+			switch keyName(key) {
+			case "jsonrpc":
+				version, hasVersion = raw, true
+			case "id":
+				switch raw[0] {
+				case '"', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+					r.ID, idErr = raw, false
+				default:
+					r.ID, idErr = nil, true
+				}
+			case "method":
+				method, hasMethod = raw, true
+			case "params":
+				params = raw
+			}
+			p.ws()
+			c := p.peek()
+			if c == '}' {
+				p.i++
+				break
+			}
+			if c != ',' {
+				p.bad = true
+				return Request{}
+			}
+			p.i++
+		}
+	}
 	invalid := func(e *Error) Request {
 		if idErr || r.ID == nil {
 			r.ID = null
@@ -111,21 +231,21 @@ func parseOne(obj gjson.Result) Request {
 	if idErr {
 		return invalid(ErrInvalidRequest.With("id must be a string, a number or null"))
 	}
-	if !hasVersion || version.Type != gjson.String || version.Str != "2.0" {
+	if !hasVersion || version[0] != '"' || stringValue(version) != "2.0" {
 		return invalid(ErrInvalidRequest.With(`jsonrpc must be "2.0"`))
 	}
-	if !hasMethod || method.Type != gjson.String {
+	if !hasMethod || method[0] != '"' {
 		return invalid(ErrInvalidRequest.With("method must be a string"))
 	}
-	if method.Str == "" {
+	r.Method = stringValue(method)
+	if r.Method == "" {
 		return invalid(ErrInvalidRequest.With("method must not be empty"))
 	}
-	r.Method = method.Str
 	switch {
-	case !params.Exists(), params.Type == gjson.Null:
-	case params.IsArray():
-		r.Params = stringToBytes(params.Raw)
-	case params.IsObject():
+	case params == nil, params[0] == 'n':
+	case params[0] == '[':
+		r.Params = params
+	case params[0] == '{':
 		return invalid(ErrInvalidParams.With("params must be an array"))
 	default:
 		return invalid(ErrInvalidRequest.With("params must be an array"))
@@ -133,8 +253,203 @@ func parseOne(obj gjson.Result) Request {
 	return r
 }
 
-// bytesToString and stringToBytes alias without copying. The parsed strings point into the
-// request body, which outlives the parse and is not modified while a request is served.
-func bytesToString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+// keyName is a member name as a string: the bytes between the quotes, unescaped only when
+// the name holds an escape.
+func keyName(tok []byte) string { return stringValue(tok) }
 
-func stringToBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+// stringValue is the value of a string token (quotes included): an alias of its bytes, or,
+// when it holds an escape, its unescaped copy (gjson's unescaping, for the rare case).
+func stringValue(tok []byte) string {
+	inner := tok[1 : len(tok)-1]
+	for _, c := range inner {
+		if c == '\\' {
+			return gjson.Parse(bytesToString(tok)).Str
+		}
+	}
+	return bytesToString(inner)
+}
+
+// str reads a string token and returns it with its quotes.
+func (p *scanner) str() ([]byte, bool) {
+	start := p.i
+	if p.peek() != '"' {
+		p.bad = true
+		return nil, false
+	}
+	p.i++
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return p.b[start:p.i], true
+		case c == '\\':
+			if p.i+1 >= len(p.b) {
+				p.bad = true
+				return nil, false
+			}
+			switch p.b[p.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				p.i += 2
+			case 'u':
+				if p.i+6 > len(p.b) || !isHex(p.b[p.i+2]) || !isHex(p.b[p.i+3]) || !isHex(p.b[p.i+4]) || !isHex(p.b[p.i+5]) {
+					p.bad = true
+					return nil, false
+				}
+				p.i += 6
+			default:
+				p.bad = true
+				return nil, false
+			}
+		case c < 0x20:
+			p.bad = true
+			return nil, false
+		default:
+			p.i++
+		}
+	}
+	p.bad = true
+	return nil, false
+}
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// number reads a number token: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (p *scanner) number() bool {
+	if p.peek() == '-' {
+		p.i++
+	}
+	switch c := p.peek(); {
+	case c == '0':
+		p.i++
+	case c >= '1' && c <= '9':
+		for p.i < len(p.b) && isDigit(p.b[p.i]) {
+			p.i++
+		}
+	default:
+		return false
+	}
+	if p.peek() == '.' {
+		p.i++
+		if !isDigit(p.peek()) {
+			return false
+		}
+		for p.i < len(p.b) && isDigit(p.b[p.i]) {
+			p.i++
+		}
+	}
+	if c := p.peek(); c == 'e' || c == 'E' {
+		p.i++
+		if c := p.peek(); c == '+' || c == '-' {
+			p.i++
+		}
+		if !isDigit(p.peek()) {
+			return false
+		}
+		for p.i < len(p.b) && isDigit(p.b[p.i]) {
+			p.i++
+		}
+	}
+	return true
+}
+
+// literal reads want (true, false or null) at the current position.
+func (p *scanner) literal(want string) bool {
+	if len(p.b)-p.i < len(want) || bytesToString(p.b[p.i:p.i+len(want)]) != want {
+		return false
+	}
+	p.i += len(want)
+	return true
+}
+
+// value reads one JSON value of any depth. Nesting is tracked on an explicit stack of the
+// closing brackets still expected, so no input can exhaust the goroutine stack.
+func (p *scanner) value() bool {
+	var inline [32]byte
+	open := inline[:0] // the closing bracket of each container entered
+	for {
+		// A value starts here.
+		p.ws()
+		switch c := p.peek(); c {
+		case '{', '[':
+			p.i++
+			p.ws()
+			end := byte('}')
+			if c == '[' {
+				end = ']'
+			}
+			if p.peek() == end {
+				p.i++
+				break // an empty container is a complete value
+			}
+			open = append(open, end)
+			if end == '}' && !p.member() {
+				return false
+			}
+			continue // the first value of the container just opened
+		case '"':
+			if _, ok := p.str(); !ok {
+				return false
+			}
+		case 't', 'f', 'n':
+			lit := "true"
+			if c == 'f' {
+				lit = "false"
+			} else if c == 'n' {
+				lit = "null"
+			}
+			if !p.literal(lit) {
+				p.bad = true
+				return false
+			}
+		default:
+			if !p.number() {
+				p.bad = true
+				return false
+			}
+		}
+		// After a complete value: close containers until one continues with ','.
+		for {
+			if len(open) == 0 {
+				return true
+			}
+			p.ws()
+			c := p.peek()
+			end := open[len(open)-1]
+			if c == ',' {
+				p.i++
+				if end == '}' && !p.member() {
+					return false
+				}
+				break
+			}
+			if c != end {
+				p.bad = true
+				return false
+			}
+			p.i++
+			open = open[:len(open)-1]
+		}
+	}
+}
+
+// member reads an object member's name and colon; its value follows.
+func (p *scanner) member() bool {
+	p.ws()
+	if _, ok := p.str(); !ok {
+		return false
+	}
+	p.ws()
+	if p.peek() != ':' {
+		p.bad = true
+		return false
+	}
+	p.i++
+	return true
+}
+
+// bytesToString aliases without copying. The parsed strings point into the request body,
+// which outlives the parse and is not modified while a request is served.
+func bytesToString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

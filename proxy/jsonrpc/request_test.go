@@ -2,7 +2,9 @@ package jsonrpc
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -134,4 +136,77 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzParseMatchesReference checks the one-pass parser against the parser it replaced
+// (gjson's validation and tree walks) and its validation against encoding/json's.
+func FuzzParseMatchesReference(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"b"}]`,
+		`[]`, `[1]`, `{"id":{}}`, `{"jsonrpc":"2.0","id":"\u00e9","method":"\u0065th_x"}`, ``, `nul`,
+		` [ {"jsonrpc" : "2\u002e0", "id" : -0.5e+3 , "method":"m","params":[{"a":[[],{}]},"x\"",true,false,null]} , 7 , "s" ] `,
+		`{"jsonrpc":"2.0","id":1,"method":"m","method":"n","id":2,"params":null}`,
+		`{"\u006aSonrpc":"2.0","jsonrpc":"2.0","\u0069d":01}`, `[[[[[]]]]]`, `{"a":{"b":[1,2,{"c":null}]}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"m"} x`, `[{},{},{},{},{},{},{},{},{},{}]`, `{"a":1,}`, `[1,]`, "\"\x01\"",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, gotErr := Parse(body, 8)
+		want, wantErr := parseReference(body, 8)
+		if (gotErr == ErrParse) != !json.Valid(body) {
+			t.Fatalf("Parse error %v, encoding/json valid %v", gotErr, json.Valid(body))
+		}
+		if !sameError(gotErr, wantErr) {
+			t.Fatalf("error %+v, reference %+v", gotErr, wantErr)
+		}
+		if gotErr == ErrParse {
+			return
+		}
+		if got.Batch != want.Batch || len(got.Requests) != len(want.Requests) {
+			t.Fatalf("batch %v with %d requests, reference %v with %d", got.Batch, len(got.Requests), want.Batch, len(want.Requests))
+		}
+		for i := range got.Requests {
+			g, w := got.Requests[i], want.Requests[i]
+			if !bytes.Equal(g.ID, w.ID) || (g.ID == nil) != (w.ID == nil) || g.Method != w.Method ||
+				!bytes.Equal(g.Params, w.Params) || (g.Params == nil) != (w.Params == nil) || !sameError(g.Invalid, w.Invalid) {
+				t.Fatalf("request %d: %+v, reference %+v", i, g, w)
+			}
+		}
+	})
+}
+
+func sameError(a, b *Error) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Code == b.Code && a.Message == b.Message
+}
+
+func TestParseDeepNestingWithoutRecursion(t *testing.T) {
+	const depth = 1 << 20
+	params := strings.Repeat("[", depth) + strings.Repeat("]", depth)
+	msg, err := Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"m","params":`+params+`}`), 1)
+	if err != nil || len(msg.Requests[0].Params) != 2*depth {
+		t.Fatalf("deep params: %v", err)
+	}
+	if _, err := Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"m","params":`+params[:2*depth-1]+`}`), 1); err != ErrParse {
+		t.Fatalf("unbalanced deep params: %v", err)
+	}
+}
+
+func TestParseSingleAllocatesNothing(t *testing.T) {
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266","latest"]}`)
+	var m Message
+	if n := testing.AllocsPerRun(100, func() {
+		if err := ParseInto(&m, body, 10); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations", n)
+	}
+	if m.Requests[0].Method != "eth_getBalance" || string(m.Requests[0].Params) != `["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266","latest"]` {
+		t.Fatalf("parsed %+v", m.Requests[0])
+	}
 }

@@ -1,0 +1,104 @@
+package proxy
+
+import (
+	"bytes"
+	"time"
+	"unsafe"
+
+	"github.com/valyala/fasthttp"
+)
+
+// reqHeaders are the request headers the pipeline reads, found in one pass over the header
+// (fasthttp's Peek normalizes its key and scans every header again on each call). Like Peek,
+// the first of a repeated header counts. The values alias fasthttp's buffers: copy them
+// before the handler returns.
+type reqHeaders struct {
+	requestID, clientID, authorization, idempotencyKey []byte
+	seen                                               uint8
+}
+
+const (
+	seenRequestID uint8 = 1 << iota
+	seenClientID
+	seenAuthorization
+	seenIdempotencyKey
+)
+
+var (
+	hdrRequestID      = []byte("X-Request-Id")
+	hdrClientID       = []byte("X-Api-Key")
+	hdrAuthorization  = []byte("Authorization")
+	hdrIdempotencyKey = []byte("Idempotency-Key")
+)
+
+func (r *reqHeaders) read(h *fasthttp.RequestHeader) {
+	for k, v := range h.All() {
+		var bit uint8
+		var dst *[]byte
+		switch {
+		case len(k) == len(hdrRequestID) && bytes.EqualFold(k, hdrRequestID):
+			bit, dst = seenRequestID, &r.requestID
+		case len(k) == len(hdrClientID) && bytes.EqualFold(k, hdrClientID):
+			bit, dst = seenClientID, &r.clientID
+		case len(k) == len(hdrAuthorization) && bytes.EqualFold(k, hdrAuthorization):
+			bit, dst = seenAuthorization, &r.authorization
+		case len(k) == len(hdrIdempotencyKey) && bytes.EqualFold(k, hdrIdempotencyKey):
+			bit, dst = seenIdempotencyKey, &r.idempotencyKey
+		default:
+			continue
+		}
+		if r.seen&bit == 0 {
+			r.seen |= bit
+			*dst = v
+		}
+	}
+}
+
+// newExchange makes the exchange of one HTTP request: a copy of body and the strings of
+// the exchange share one allocation (nothing in an exchange aliases fasthttp's buffers:
+// calls may outlive them, in coalesced upstream requests and batch workers). It returns the
+// exchange and its copy of body, which nothing writes to.
+func newExchange(body []byte, reqID []byte, h *reqHeaders, start time.Time) (*Exchange, []byte) {
+	ex := &Exchange{Start: start}
+	bearer, bad := []byte(nil), false
+	if len(h.authorization) > 0 {
+		if tok, ok := bearerToken(h.authorization); ok {
+			bearer = tok
+		} else {
+			bad = true
+		}
+	}
+	buf := make([]byte, 0, len(body)+len(reqID)+len(h.clientID)+len(bearer)+len(h.idempotencyKey))
+	buf = append(buf, body...)
+	own := buf[:len(body):len(body)]
+	str := func(b []byte) string {
+		if len(b) == 0 {
+			return ""
+		}
+		n := len(buf)
+		buf = append(buf, b...) // within the capacity: the strings share buf's array
+		return unsafe.String(&buf[n], len(b))
+	}
+	ex.RequestID = str(reqID)
+	ex.ClientID = str(h.clientID)
+	ex.Bearer = str(bearer)
+	ex.BadAuthHeader = bad
+	if len(h.idempotencyKey) > 0 {
+		ex.IdempotencyKey = str(h.idempotencyKey)
+		ex.HasIdempotencyKey = true
+	}
+	return ex, own
+}
+
+// bearerToken returns the token of an "Authorization: Bearer <token>" value; it aliases h.
+func bearerToken(h []byte) ([]byte, bool) {
+	const prefix = "bearer "
+	if len(h) <= len(prefix) || !bytes.EqualFold(h[:len(prefix)], []byte(prefix)) {
+		return nil, false
+	}
+	tok := bytes.TrimSpace(h[len(prefix):])
+	if len(tok) == 0 {
+		return nil, false
+	}
+	return tok, true
+}

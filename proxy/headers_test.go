@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// routePath must give the route matcher what fasthttp's decoded, normalized path would.
+func FuzzRoutePath(f *testing.F) {
+	for _, s := range []string{
+		"/v1/web3/mainnet", "/v1/web3/chains/1337", "/", "/v1//web3", "/v1/./x", "/v1/../x", "/a/...", "/a/..",
+		"/a/.", "/v1/web3%2Fmainnet", "/v1/web3/mainnet?x=1", "/v1/web3/mainnet#f", "/v1/tokens/60/1/0xAb/1/", "http://h/v1/web3/mainnet",
+		"/~user/a-b_c.d", "/a/.b/..c", "//", "/a\\b", "/é",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, uri string) {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.SetRequestURI(uri)
+		got := append([]byte(nil), routePath(&ctx)...)
+		var want fasthttp.RequestCtx
+		want.Request.SetRequestURI(uri)
+		if !bytes.Equal(got, want.Path()) {
+			t.Fatalf("routePath(%q) = %q, fasthttp's path %q", uri, got, want.Path())
+		}
+	})
+}
+
+func TestRoutePathTakesPlainPathsAsSent(t *testing.T) {
+	for _, p := range []string{"/v1/web3/mainnet", "/v1/web3/chains/1337", "/", "/v1/tokens/60/1/0xAb/1/", "/a/..."} {
+		if !plainPath([]byte(p)) {
+			t.Errorf("%q is not taken as plain", p)
+		}
+	}
+	for _, p := range []string{"", "v1", "//", "/a//b", "/a/./b", "/a/../b", "/a/.", "/a/..", "/a%2Fb", "/a?b", "/a#b", "/a b", "/é"} {
+		if plainPath([]byte(p)) {
+			t.Errorf("%q is taken as plain", p)
+		}
+	}
+}
+
+func readRequest(t *testing.T, raw string) *fasthttp.RequestHeader {
+	t.Helper()
+	var h fasthttp.RequestHeader
+	if err := h.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+		t.Fatal(err)
+	}
+	return &h
+}
+
+func TestReadHeadersOnePass(t *testing.T) {
+	h := readRequest(t, "POST /v1/web3/mainnet HTTP/1.1\r\nHost: x\r\nx-api-key: first\r\nX-API-KEY: second\r\n"+
+		"authorization: Bearer  tok-1 \r\nX-Request-Id: abc-1\r\nIdempotency-Key: k\r\nX-Other: y\r\n\r\n")
+	var r reqHeaders
+	r.read(h)
+	if string(r.clientID) != "first" || string(r.authorization) != "Bearer  tok-1" || string(r.requestID) != "abc-1" || string(r.idempotencyKey) != "k" {
+		t.Fatalf("read %q %q %q %q", r.clientID, r.authorization, r.requestID, r.idempotencyKey)
+	}
+	// The values agree with fasthttp's Peek, which the one pass replaces.
+	for _, k := range []string{"X-API-Key", "Authorization", "X-Request-Id", "Idempotency-Key"} {
+		var got []byte
+		switch k {
+		case "X-API-Key":
+			got = r.clientID
+		case "Authorization":
+			got = r.authorization
+		case "X-Request-Id":
+			got = r.requestID
+		default:
+			got = r.idempotencyKey
+		}
+		if !bytes.Equal(got, h.Peek(k)) {
+			t.Errorf("%s: %q, Peek %q", k, got, h.Peek(k))
+		}
+	}
+
+	ex, body := newExchange([]byte(`{"a":1}`), []byte("abc-1"), &r, time.Unix(1, 0))
+	if string(body) != `{"a":1}` || cap(body) != len(body) || ex.RequestID != "abc-1" || ex.ClientID != "first" ||
+		ex.Bearer != "tok-1" || ex.BadAuthHeader || ex.IdempotencyKey != "k" || !ex.HasIdempotencyKey {
+		t.Fatalf("exchange %+v, body %q", ex, body)
+	}
+	h.Reset() // the exchange keeps copies, not fasthttp's buffers
+	if ex.ClientID != "first" || ex.Bearer != "tok-1" {
+		t.Fatalf("exchange changed with the header: %+v", ex)
+	}
+}
+
+func TestReadHeadersBadOrMissingCredentials(t *testing.T) {
+	for _, tc := range []struct {
+		auth         string
+		bearer       string
+		bad, hasIdem bool
+	}{
+		{"", "", false, false},
+		{"Authorization: Basic dXNlcg==\r\n", "", true, false},
+		{"Authorization: Bearer \r\n", "", true, false},
+		{"Authorization: bearer t\r\nIdempotency-Key: \r\n", "t", false, false},
+	} {
+		h := readRequest(t, "POST / HTTP/1.1\r\nHost: x\r\n"+tc.auth+"\r\n")
+		var r reqHeaders
+		r.read(h)
+		ex, _ := newExchange(nil, nil, &r, time.Time{})
+		if ex.Bearer != tc.bearer || ex.BadAuthHeader != tc.bad || ex.HasIdempotencyKey != tc.hasIdem || ex.ClientID != "" || ex.RequestID != "" {
+			t.Errorf("%q: exchange %+v", tc.auth, ex)
+		}
+	}
+}
