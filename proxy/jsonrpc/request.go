@@ -1,6 +1,7 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -177,7 +178,7 @@ func (p *scanner) request() Request {
 	} else {
 		for {
 			p.ws()
-			key, ok := p.str()
+			key, keyEscaped, ok := p.str()
 			if !ok {
 				return Request{}
 			}
@@ -193,7 +194,7 @@ func (p *scanner) request() Request {
 				return Request{}
 			}
 			raw := p.b[start:p.i]
-			switch keyName(key) {
+			switch stringValue(key, keyEscaped) {
 			case "jsonrpc":
 				version, hasVersion = raw, true
 			case "id":
@@ -231,13 +232,13 @@ func (p *scanner) request() Request {
 	if idErr {
 		return invalid(ErrInvalidRequest.With("id must be a string, a number or null"))
 	}
-	if !hasVersion || version[0] != '"' || stringValue(version) != "2.0" {
+	if !hasVersion || version[0] != '"' || stringValue(version, hasEscape(version)) != "2.0" {
 		return invalid(ErrInvalidRequest.With(`jsonrpc must be "2.0"`))
 	}
 	if !hasMethod || method[0] != '"' {
 		return invalid(ErrInvalidRequest.With("method must be a string"))
 	}
-	r.Method = stringValue(method)
+	r.Method = stringValue(method, hasEscape(method))
 	if r.Method == "" {
 		return invalid(ErrInvalidRequest.With("method must not be empty"))
 	}
@@ -253,64 +254,72 @@ func (p *scanner) request() Request {
 	return r
 }
 
-// keyName is a member name as a string: the bytes between the quotes, unescaped only when
-// the name holds an escape.
-func keyName(tok []byte) string { return stringValue(tok) }
-
 // stringValue is the value of a string token (quotes included): an alias of its bytes, or,
 // when it holds an escape, its unescaped copy (gjson's unescaping, for the rare case).
-func stringValue(tok []byte) string {
-	inner := tok[1 : len(tok)-1]
-	for _, c := range inner {
-		if c == '\\' {
-			return gjson.Parse(bytesToString(tok)).Str
-		}
+func stringValue(tok []byte, escaped bool) string {
+	if escaped {
+		return gjson.Parse(bytesToString(tok)).Str
 	}
-	return bytesToString(inner)
+	return bytesToString(tok[1 : len(tok)-1])
 }
 
-// str reads a string token and returns it with its quotes.
-func (p *scanner) str() ([]byte, bool) {
+// hasEscape reports whether a string token (valid) holds an escape.
+func hasEscape(tok []byte) bool { return bytes.IndexByte(tok, '\\') >= 0 }
+
+// str reads a string token and returns it with its quotes, and whether it holds an escape.
+func (p *scanner) str() (tok []byte, escaped, ok bool) {
 	start := p.i
 	if p.peek() != '"' {
 		p.bad = true
-		return nil, false
+		return nil, false, false
 	}
-	p.i++
-	for p.i < len(p.b) {
-		c := p.b[p.i]
+	b := p.b
+	i := p.i + 1
+	for i < len(b) {
+		c := b[i]
+		if plainChar[c] {
+			i++
+			continue
+		}
 		switch {
 		case c == '"':
-			p.i++
-			return p.b[start:p.i], true
+			p.i = i + 1
+			return b[start:p.i], escaped, true
 		case c == '\\':
-			if p.i+1 >= len(p.b) {
+			escaped = true
+			if i+1 >= len(b) {
 				p.bad = true
-				return nil, false
+				return nil, false, false
 			}
-			switch p.b[p.i+1] {
+			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				p.i += 2
+				i += 2
 			case 'u':
-				if p.i+6 > len(p.b) || !isHex(p.b[p.i+2]) || !isHex(p.b[p.i+3]) || !isHex(p.b[p.i+4]) || !isHex(p.b[p.i+5]) {
+				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
 					p.bad = true
-					return nil, false
+					return nil, false, false
 				}
-				p.i += 6
+				i += 6
 			default:
 				p.bad = true
-				return nil, false
+				return nil, false, false
 			}
-		case c < 0x20:
+		default: // a control character
 			p.bad = true
-			return nil, false
-		default:
-			p.i++
+			return nil, false, false
 		}
 	}
 	p.bad = true
-	return nil, false
+	return nil, false, false
 }
+
+// plainChar marks the bytes a string holds as they are: not '"', '\\' or a control character.
+var plainChar = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F' }
 
@@ -390,7 +399,7 @@ func (p *scanner) value() bool {
 			}
 			continue // the first value of the container just opened
 		case '"':
-			if _, ok := p.str(); !ok {
+			if _, _, ok := p.str(); !ok {
 				return false
 			}
 		case 't', 'f', 'n':
@@ -438,7 +447,7 @@ func (p *scanner) value() bool {
 // member reads an object member's name and colon; its value follows.
 func (p *scanner) member() bool {
 	p.ws()
-	if _, ok := p.str(); !ok {
+	if _, _, ok := p.str(); !ok {
 		return false
 	}
 	p.ws()

@@ -210,3 +210,18 @@ func TestParseSingleAllocatesNothing(t *testing.T) {
 		t.Fatalf("parsed %+v", m.Requests[0])
 	}
 }
+
+func BenchmarkParse(b *testing.B) {
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266","latest"]}`)
+	b.Run("one-pass", func(b *testing.B) {
+		var m Message
+		for b.Loop() {
+			ParseInto(&m, body, 100)
+		}
+	})
+	b.Run("gjson", func(b *testing.B) {
+		for b.Loop() {
+			parseReference(body, 100)
+		}
+	})
+}
