@@ -38,12 +38,14 @@ type coalescer struct {
 	wg          *sync.WaitGroup
 	log         *zap.Logger
 	batches     func(size int) // metrics: one batch of size calls sent
+	yield       func()         // a leading call's yield: runtime.Gosched (tests replace it)
 
 	off atomic.Bool // the node refused a batch
 
-	mu       sync.Mutex
-	inFlight int       // exchanges in flight, at most maxInFlight
-	queue    []*joined // calls waiting for a slot, oldest first
+	mu        sync.Mutex
+	inFlight  int       // exchanges in flight, at most maxInFlight
+	gathering bool      // a leading call is yielding: arriving calls queue for its batch
+	queue     []*joined // calls waiting for a slot, oldest first
 }
 
 // joined is one queued call. Its request is a copy, so a caller that gives up (its context
@@ -68,17 +70,42 @@ const (
 
 // roundTrip sends the single JSON-RPC request body with the given id to the node, alone when
 // a slot is free, else in the next batch. It has the contract of transport.roundTrip.
+//
+// A call that takes a free slot first yields its goroutine once (runtime.Gosched) and then
+// leads: it sends, in one exchange, its own request and the calls that other goroutines,
+// runnable at that moment, queued meanwhile. Alone (an idle node, a lone client) it goes
+// as it came, a yield later; under load the calls of the goroutines the network poller
+// woke together leave together, without a wait window.
 func (c *coalescer) roundTrip(ctx context.Context, deadline time.Time, id uint64, body, dst []byte) (int, []byte, error) {
 	if c.off.Load() {
 		return c.t.roundTrip(ctx, deadline, body, dst)
 	}
 	c.mu.Lock()
-	if c.inFlight < c.maxInFlight {
+	if c.inFlight < c.maxInFlight && !c.gathering {
 		c.inFlight++
+		var batch []*joined
+		if ctx.Done() == nil {
+			// Only a call that nothing can cancel leads a batch: the batch is not its own.
+			c.gathering = true
+			c.mu.Unlock()
+			c.yield()
+			c.mu.Lock()
+			c.gathering = false
+			batch = c.take(c.maxBatch - 1)
+		}
 		c.mu.Unlock()
-		status, out, err := c.t.roundTrip(ctx, deadline, body, dst)
+		if len(batch) == 0 {
+			status, out, err := c.t.roundTrip(ctx, deadline, body, dst)
+			c.release()
+			return status, out, err
+		}
+		self := &joined{id: id, body: body, deadline: deadline}
+		c.exchange(append([]*joined{self}, batch...), self)
 		c.release()
-		return status, out, err
+		if self.err != nil {
+			return 0, dst, self.err
+		}
+		return self.status, append(dst, self.out...), nil
 	}
 	j := &joined{id: id, body: append([]byte(nil), body...), deadline: deadline, done: make(chan struct{}, 1)}
 	c.queue = append(c.queue, j)
@@ -105,6 +132,20 @@ func (c *coalescer) roundTrip(ctx context.Context, deadline time.Time, id uint64
 	return j.status, append(dst, j.out...), nil
 }
 
+// take removes up to n calls from the head of the queue; c.mu is held.
+func (c *coalescer) take(n int) []*joined {
+	n = min(len(c.queue), n)
+	if n <= 0 {
+		return nil
+	}
+	batch := make([]*joined, n)
+	copy(batch, c.queue)
+	rest := copy(c.queue, c.queue[n:])
+	clear(c.queue[rest:])
+	c.queue = c.queue[:rest]
+	return batch
+}
+
 // release ends an exchange: the slot goes to the queued calls, if any, as one batch sent from
 // a goroutine of its own; otherwise it is freed.
 func (c *coalescer) release() {
@@ -114,29 +155,37 @@ func (c *coalescer) release() {
 		c.mu.Unlock()
 		return
 	}
-	n := min(len(c.queue), c.maxBatch)
-	batch := make([]*joined, n)
-	copy(batch, c.queue)
-	rest := copy(c.queue, c.queue[n:])
-	clear(c.queue[rest:])
-	c.queue = c.queue[:rest]
+	batch := c.take(c.maxBatch)
 	c.mu.Unlock()
 	c.wg.Add(1)
 	go c.send(batch)
 }
 
-// send makes the exchange of the queued calls batch, delivers each its answer, and releases
-// the slot it holds.
+// send makes the exchange of the queued calls batch and releases the slot it holds.
 func (c *coalescer) send(batch []*joined) {
 	defer c.wg.Done()
 	defer c.release()
+	c.exchange(batch, nil)
+}
+
+// exchange sends the calls of batch that are still awaited as one exchange (alone when one
+// is) and gives each its answer: delivered to its waiting caller, or, for self (the leading
+// caller's own call, not queued), just filled in.
+func (c *coalescer) exchange(batch []*joined, self *joined) {
 	live := batch[:0]
 	var deadline time.Time
 	for _, j := range batch {
-		if j.state.Load() == joinWaiting {
+		if j == self || j.state.Load() == joinWaiting {
 			live = append(live, j)
 			if j.deadline.After(deadline) {
 				deadline = j.deadline
+			}
+		}
+	}
+	deliverAll := func() {
+		for _, j := range live {
+			if j != self {
+				j.deliver()
 			}
 		}
 	}
@@ -147,7 +196,7 @@ func (c *coalescer) send(batch []*joined) {
 		// Nothing to share the exchange with: the call goes as it came.
 		j := live[0]
 		j.status, j.out, j.err = c.t.roundTrip(context.Background(), deadline, j.body, nil)
-		j.deliver()
+		deliverAll()
 		return
 	}
 	size := 2
@@ -175,9 +224,7 @@ func (c *coalescer) send(batch []*joined) {
 	case err != nil:
 		for _, j := range live {
 			j.err = err
-			j.deliver()
 		}
-		return
 	case status == 429 || status >= 500 || status/100 == 2 && !gjson.ValidBytes(out):
 		// Overload or a broken answer: each call fails over as it would have alone.
 		for _, j := range live {
@@ -195,9 +242,7 @@ func (c *coalescer) send(batch []*joined) {
 			j.err = errBatchRefused
 		}
 	}
-	for _, j := range live {
-		j.deliver()
-	}
+	deliverAll()
 }
 
 // deliver hands j's answer to its caller unless the caller has gone.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -240,4 +241,72 @@ func TestBatchingQueuedCallTimesOut(t *testing.T) {
 		t.Errorf("waited %v, beyond the attempt timeout of 300ms", waited)
 	}
 	<-holder
+}
+
+// TestBatchingLeaderGathersRunnableCalls: a call that takes a free slot yields once, and the
+// calls other goroutines queue meanwhile leave with it in one batch, each with its answer.
+func TestBatchingLeaderGathersRunnableCalls(t *testing.T) {
+	f := newFakeNode(t, "a", 1337, 100)
+	s, p, co := batchingSet(t, f, func(c *Config) { c.Batch.MaxInFlight = 4 })
+	const n = 5
+	yielding, resume := make(chan struct{}), make(chan struct{})
+	co.yield = func() { close(yielding); <-resume } // stands for the goroutines runnable now
+
+	forward := func(params string) error {
+		res, err := p.Forward(context.Background(), "echo_params", []byte(params))
+		if err == nil && string(res) != params {
+			err = fmt.Errorf("%s got %s", params, res)
+		}
+		return err
+	}
+	errs := make([]error, n+1)
+	var wg sync.WaitGroup
+	wg.Go(func() { errs[n] = forward(`["leader"]`) })
+	<-yielding
+	for i := range n {
+		wg.Go(func() { errs[i] = forward(fmt.Sprintf(`["call-%d"]`, i)) })
+	}
+	eventually(t, 2*time.Second, "the calls queued behind the leader", func() bool { in, q := co.state(); return in == 1 && q == n })
+	close(resume)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if got := f.count("batch"); got != 1 {
+		t.Errorf("batches = %d, want 1", got)
+	}
+	if got, alone := f.count("batched echo_params"), f.count("echo_params"); got != n+1 || alone != 0 {
+		t.Errorf("calls in batches = %d, alone = %d; want %d, 0", got, alone, n+1)
+	}
+	labels := map[string]string{"chain": "dev", "node": "dev-0"}
+	if got := s.metricValue(t, "web3gate_upstream_batched_calls_total", labels); got != n+1 {
+		t.Errorf("web3gate_upstream_batched_calls_total = %v, want %d", got, n+1)
+	}
+	if in, q := co.state(); in != 0 || q != 0 {
+		t.Errorf("after the calls: %d in flight, %d queued; want 0, 0", in, q)
+	}
+}
+
+// A call whose context can be canceled does not lead a batch: it goes alone, at once.
+func TestBatchingCancelableCallDoesNotLead(t *testing.T) {
+	f := newFakeNode(t, "a", 1337, 100)
+	_, p, co := batchingSet(t, f, func(c *Config) { c.Batch.MaxInFlight = 4 })
+	var yields atomic.Int32
+	co.yield = func() { yields.Add(1) }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := p.Forward(ctx, "echo_params", []byte(`["x"]`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Forward(context.Background(), "echo_params", []byte(`["y"]`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := yields.Load(); got != 1 {
+		t.Errorf("yields = %d, want 1 (only the call that cannot be canceled)", got)
+	}
+	if got := f.count("echo_params"); got != 2 {
+		t.Errorf("calls sent alone = %d, want 2", got)
+	}
 }

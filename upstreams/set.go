@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,7 +102,7 @@ func New(cfg Config, deps Deps) (*Set, error) {
 			n.m = m.forNode(ch.Name, n.name)
 			if t, ok := n.t.(*httpTransport); ok && cfg.Batch.Enabled {
 				n.co = &coalescer{t: t, maxInFlight: cfg.Batch.MaxInFlight, maxBatch: cfg.Batch.MaxSize,
-					wg: &s.inflight, log: n.log, batches: n.m.batch}
+					wg: &s.inflight, log: n.log, batches: n.m.batch, yield: runtime.Gosched}
 			}
 			n.m.healthy.Set(0)
 			p.nodes = append(p.nodes, n)
