@@ -12,13 +12,14 @@ import (
 	"go.uber.org/zap"
 )
 
-// coalescer sends the calls that arrive for one node while it already has maxInFlight
-// requests in flight as JSON-RPC batches: one HTTP exchange for many calls. Below the limit a
-// call goes out at once, in its caller's goroutine, exactly as without a coalescer, so an idle
-// node sees no delay and no batch. At the limit, calls queue; each time an exchange ends, the
-// queue (up to maxBatch calls) leaves as one batch in the freed slot. Under load this divides
-// the HTTP and system-call cost of both web3gate and the node by the batch size; it is what
-// eRPC calls upstream batching, without its wait window.
+// coalescer sends the calls for one node as JSON-RPC batches when several are about to go:
+// one HTTP exchange for many calls. At most maxInFlight exchanges are in flight. A call that
+// takes a free slot yields once and leads the calls queued meanwhile (see roundTrip); a lone
+// call goes out in its caller's goroutine, exactly as without a coalescer, so an idle node
+// sees no batch. At the limit, calls queue; each time an exchange ends, the queue (up to
+// maxBatch calls) leaves as one batch in the freed slot. Under load this divides the HTTP
+// and system-call cost of both web3gate and the node by the batch size; it is what eRPC
+// calls upstream batching, without its wait window.
 //
 // Each queued call keeps its own request id (the pool's counter makes ids unique), so the
 // batch's answer is split by id and every caller gets its own response object, as if it had
