@@ -257,16 +257,30 @@ func (s *Session) send(ctx context.Context, to *common.Address, data []byte) (*t
 	return receipt, nil
 }
 
-// waitReceipt polls for the receipt of hash until it exists or ctx ends. Like
-// bind.WaitMined, but polling every receiptPoll instead of every second, and failing on
-// errors other than "not mined yet" and "transaction indexing is in progress".
+// waitReceipt polls for the receipt of hash until it exists and the node's latest block has
+// reached the receipt's block, or ctx ends. Like bind.WaitMined, but polling every
+// receiptPoll instead of every second, failing on errors other than "not mined yet" and
+// "transaction indexing is in progress", and waiting for "latest" too: geth's dev mode can
+// serve a receipt a moment before its block becomes the head, and a read at "latest" in
+// that moment does not see the transaction (seen as a deployed contract without code).
 func (s *Session) waitReceipt(ctx context.Context, hash common.Hash) (*types.Receipt, error) {
 	ticker := time.NewTicker(receiptPoll)
 	defer ticker.Stop()
+	var receipt *types.Receipt
 	for {
-		receipt, err := s.Client.TransactionReceipt(ctx, hash)
+		var err error
+		if receipt == nil {
+			receipt, err = s.Client.TransactionReceipt(ctx, hash)
+		}
 		if err == nil {
-			return receipt, nil
+			head, herr := s.Client.BlockNumber(ctx)
+			if herr != nil {
+				return nil, fmt.Errorf("head after the receipt of %s: %w", hash, herr)
+			}
+			if head >= receipt.BlockNumber.Uint64() {
+				return receipt, nil
+			}
+			err = ethereum.NotFound // the head has yet to reach the receipt's block
 		}
 		if !errors.Is(err, ethereum.NotFound) && !indexing(err) {
 			return nil, fmt.Errorf("receipt of %s: %w", hash, err)
