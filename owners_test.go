@@ -55,7 +55,7 @@ type ownersAnswer struct {
 // tokens minted, moved and burned through the gateway: every parameter form, pagination,
 // token metadata, every error.
 func TestOwnersRoute(t *testing.T) {
-	cfg := strings.Replace(devConfig(t), "maxBodyBytes: 4096", "maxBodyBytes: 1048576", 1) // contract deployments
+	cfg := deploymentConfig(t)
 	cfg = strings.Replace(cfg, "pollInterval: 500ms", "pollInterval: 20ms", 1)
 	if !strings.Contains(cfg, "pollInterval: 20ms") {
 		t.Fatal("config.yaml changed: the owners poll interval was not set")
@@ -271,20 +271,10 @@ func TestOwnersRoute(t *testing.T) {
 // previous run has no owner after a restart on the same store.
 func TestOwnersIndexDroppedAtStart(t *testing.T) {
 	dir := t.TempDir()
-	cfg := strings.Replace(devConfig(t), "maxBodyBytes: 4096", "maxBodyBytes: 1048576", 1)
+	cfg := deploymentConfig(t)
 	cfg = strings.Replace(cfg, "pollInterval: 500ms", "pollInterval: 20ms", 1)
 	ts := startServerIn(t, cfg, dir, io.Discard)
-	s := gatewaySession(t, ts.API, 6)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	nft := contracts.MustLoad("OnChainERC721")
-	addr, err := s.Deploy(ctx, nft)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Transact(ctx, addr, nft, "mint", crypto.PubkeyToAddress(s.Key.PublicKey), big.NewInt(1)); err != nil {
-		t.Fatal(err)
-	}
+	addr := mintOnChainNFT(t, ts.API)
 	query := "chainId=1337&contractAddress=" + strings.ToLower(addr.Hex())
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		status, _, body := getOwners(t, ts.API, query)

@@ -44,7 +44,7 @@ func productNames(t *testing.T, body string) string {
 func TestProductsCatalog(t *testing.T) {
 	dir := t.TempDir()
 	const adminToken = "catalog-admin-token"
-	cfgText := strings.Replace(devConfig(t), "    tokens: []\n    #  - name: catalog-ops",
+	cfgText := strings.Replace(deploymentConfig(t), "    tokens: []\n    #  - name: catalog-ops",
 		"    tokens:\n      - {name: catalog-ops, sha256: "+sha256Hex(adminToken)+"}\n    #  - name: catalog-ops", 1)
 	fileCfg := strings.Replace(cfgText, "  path: web3gate.db\n", "  path: "+filepath.Join(dir, "web3gate.db")+"\n", 1)
 	if cfgText == devConfig(t) || fileCfg == cfgText {
@@ -70,7 +70,6 @@ func TestProductsCatalog(t *testing.T) {
 		out != "examples/products.yaml: 8 products imported: 8 inserted, 0 updated, 0 unchanged\n" {
 		t.Fatalf("import: exit %d: %s", code, out)
 	}
-	cfgText = strings.Replace(cfgText, "maxBodyBytes: 4096", "maxBodyBytes: 1048576", 1) // a contract deployment
 	ts := startServerIn(t, cfgText, dir, io.Discard)
 	list := ts.API + "/v1/products"
 

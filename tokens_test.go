@@ -23,6 +23,24 @@ import (
 
 // gatewaySession is a contracts.Session that deploys and transacts through web3gate's own
 // JSON-RPC route, signing with dev account i (eth_sendRawTransaction is forwarded).
+// mintOnChainNFT deploys an OnChainERC721 through the gateway at api (dev account 6) and
+// mints its token 1 to that account.
+func mintOnChainNFT(t *testing.T, api string) common.Address {
+	t.Helper()
+	s := gatewaySession(t, api, 6)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nft := contracts.MustLoad("OnChainERC721")
+	addr, err := s.Deploy(ctx, nft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Transact(ctx, addr, nft, "mint", crypto.PubkeyToAddress(s.Key.PublicKey), big.NewInt(1)); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
 func gatewaySession(t *testing.T, api string, i int) *contracts.Session {
 	t.Helper()
 	c, err := rpc.DialOptions(context.Background(), api+"/v1/web3/mainnet",
@@ -54,7 +72,7 @@ func TestTokenRoutes(t *testing.T) {
 	srv := httptest.NewServer(docs)
 	defer srv.Close()
 
-	cfg := strings.Replace(devConfig(t), "maxBodyBytes: 4096", "maxBodyBytes: 1048576", 1) // contract deployments
+	cfg := deploymentConfig(t)
 	cfg = strings.Replace(cfg, "allowNetworks: []", "allowNetworks: [127.0.0.0/8]", 1)
 	cfg = strings.Replace(cfg, "ipfsGateways: [https://ipfs.io/ipfs/, https://dweb.link/ipfs/]", "ipfsGateways: ["+srv.URL+"/ipfs/]", 1)
 	if !strings.Contains(cfg, srv.URL+"/ipfs/") || !strings.Contains(cfg, "127.0.0.0/8") {
@@ -185,19 +203,9 @@ func flipCase(s string) string {
 // not served from the store after a restart.
 func TestDevChainRecordsDroppedAtStart(t *testing.T) {
 	dir := t.TempDir()
-	cfg := strings.Replace(devConfig(t), "maxBodyBytes: 4096", "maxBodyBytes: 1048576", 1)
+	cfg := deploymentConfig(t)
 	ts := startServerIn(t, cfg, dir, io.Discard)
-	s := gatewaySession(t, ts.API, 6)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	nft := contracts.MustLoad("OnChainERC721")
-	addr, err := s.Deploy(ctx, nft)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Transact(ctx, addr, nft, "mint", crypto.PubkeyToAddress(s.Key.PublicKey), big.NewInt(1)); err != nil {
-		t.Fatal(err)
-	}
+	addr := mintOnChainNFT(t, ts.API)
 	path := "/v1/tokens/60/1337/" + strings.ToLower(addr.Hex()) + "/1"
 	if status, body := get(t, ts.API+path); status != http.StatusOK {
 		t.Fatalf("HTTP %d %s", status, body)

@@ -83,6 +83,12 @@ func startServerIn(t testing.TB, cfgText, dir string, logw io.Writer) *testServe
 }
 
 // devConfig is the shipped config.yaml with test-sized limits.
+// deploymentConfig is devConfig with a 1 MiB request body: room for contract deployments.
+func deploymentConfig(t testing.TB) string {
+	t.Helper()
+	return strings.Replace(devConfig(t), "maxBodyBytes: 4096", "maxBodyBytes: 1048576", 1)
+}
+
 func devConfig(t testing.TB) string {
 	t.Helper()
 	raw, err := os.ReadFile("config.yaml")
