@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -19,45 +18,19 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/web3gate/web3gate/contracts"
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/internal/leaktest"
 	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/upstreams"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		opts := []goleak.Option{
-			// go-ethereum's process-wide ecrecover workers, started once and never stopped.
-			goleak.IgnoreTopFunction("github.com/ethereum/go-ethereum/core.(*txSenderCacher).cache"),
-			// fasthttp's process-wide Date header updater, started once and never stopped.
-			goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
-			// A stopped fasthttp server's worker-pool cleaner ends after its idle period (10 s).
-			goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
-			// A closed fasthttp client's connection cleaner ends after its idle period.
-			goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
-		}
-		http.DefaultClient.CloseIdleConnections()
-		var err error
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			if err = goleak.Find(opts...); err == nil || time.Now().After(deadline) {
-				break
-			}
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { leaktest.Main(m) }
 
 // chainNode is a chain the tests index: its JSON-RPC endpoint (an embedded handler or a URL)
 // and a client for the test's own transactions and reads.
