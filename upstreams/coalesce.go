@@ -49,12 +49,18 @@ type coalescer struct {
 	queue     []*joined // calls waiting for a slot, oldest first
 }
 
-// joined is one queued call. Its request is a copy, so a caller that gives up (its context
-// done) simply leaves it behind.
+// joined is one call that travels in a batch. A call whose context nothing can cancel is
+// owned by the batch: its caller waits until the answer is delivered, so the batch uses the
+// caller's request body and appends the answer to the caller's buffer, and the call waits
+// without a timer (exchange enforces its deadline); owned calls are recycled. A cancelable
+// call may leave: its request is a copy, its answer a buffer of its own, its deadline its
+// own timer, and a caller that gives up (its context done) simply leaves it behind.
 type joined struct {
 	id       uint64
 	body     []byte
+	dst      []byte // the answer is appended here: the caller's buffer when owned, else nil
 	deadline time.Time
+	owned    bool
 	state    atomic.Uint32 // joinWaiting, then joinDelivered or joinAbandoned
 	done     chan struct{} // capacity 1: signalled on delivery
 
@@ -69,6 +75,30 @@ const (
 	joinAbandoned
 )
 
+var joinedPool = sync.Pool{New: func() any { return &joined{done: make(chan struct{}, 1)} }}
+
+// ownedCall returns a recycled joined for an owned call.
+func ownedCall(id uint64, body, dst []byte, deadline time.Time) *joined {
+	j := joinedPool.Get().(*joined)
+	j.id, j.body, j.dst, j.deadline, j.owned = id, body, dst, deadline, true
+	return j
+}
+
+// result returns an owned call's answer, in the contract of transport.roundTrip, and
+// recycles j.
+func (j *joined) result() (int, []byte, error) {
+	status, out, err := j.status, j.out, j.err
+	switch {
+	case err != nil:
+		status, out = 0, j.dst
+	case out == nil:
+		out = j.dst // the batch answer lacked the call: an empty body
+	}
+	*j = joined{done: j.done}
+	joinedPool.Put(j)
+	return status, out, err
+}
+
 // roundTrip sends the single JSON-RPC request body with the given id to the node, alone when
 // a slot is free, else in the next batch. It has the contract of transport.roundTrip.
 //
@@ -81,36 +111,45 @@ func (c *coalescer) roundTrip(ctx context.Context, deadline time.Time, id uint64
 	if c.off.Load() {
 		return c.t.roundTrip(ctx, deadline, body, dst)
 	}
+	owned := ctx.Done() == nil
 	c.mu.Lock()
 	if c.inFlight < c.maxInFlight && !c.gathering {
 		c.inFlight++
 		var batch []*joined
-		if ctx.Done() == nil {
+		if owned {
 			// Only a call that nothing can cancel leads a batch: the batch is not its own.
 			c.gathering = true
 			c.mu.Unlock()
 			c.yield()
 			c.mu.Lock()
 			c.gathering = false
-			batch = c.take(c.maxBatch - 1)
+			if len(c.queue) > 0 {
+				batch = c.take(ownedCall(id, body, dst, deadline), c.maxBatch)
+			}
 		}
 		c.mu.Unlock()
-		if len(batch) == 0 {
+		if batch == nil {
 			status, out, err := c.t.roundTrip(ctx, deadline, body, dst)
 			c.release()
 			return status, out, err
 		}
-		self := &joined{id: id, body: body, deadline: deadline}
-		c.exchange(append([]*joined{self}, batch...), self)
+		self := batch[0]
+		c.exchange(batch, self)
 		c.release()
-		if self.err != nil {
-			return 0, dst, self.err
-		}
-		return self.status, append(dst, self.out...), nil
+		return self.result()
 	}
-	j := &joined{id: id, body: append([]byte(nil), body...), deadline: deadline, done: make(chan struct{}, 1)}
+	var j *joined
+	if owned {
+		j = ownedCall(id, body, dst, deadline)
+	} else {
+		j = &joined{id: id, body: append([]byte(nil), body...), deadline: deadline, done: make(chan struct{}, 1)}
+	}
 	c.queue = append(c.queue, j)
 	c.mu.Unlock()
+	if owned {
+		<-j.done
+		return j.result()
+	}
 
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
@@ -133,14 +172,22 @@ func (c *coalescer) roundTrip(ctx context.Context, deadline time.Time, id uint64
 	return j.status, append(dst, j.out...), nil
 }
 
-// take removes up to n calls from the head of the queue; c.mu is held.
-func (c *coalescer) take(n int) []*joined {
-	n = min(len(c.queue), n)
-	if n <= 0 {
+// take removes up to n calls from the head of the queue, after first when it is not nil,
+// and returns them as a batch; c.mu is held.
+func (c *coalescer) take(first *joined, n int) []*joined {
+	k := 0
+	if first != nil {
+		k = 1
+	}
+	n = min(len(c.queue), n-k)
+	if n+k <= 0 {
 		return nil
 	}
-	batch := make([]*joined, n)
-	copy(batch, c.queue)
+	batch := make([]*joined, k+n)
+	if first != nil {
+		batch[0] = first
+	}
+	copy(batch[k:], c.queue)
 	rest := copy(c.queue, c.queue[n:])
 	clear(c.queue[rest:])
 	c.queue = c.queue[:rest]
@@ -156,7 +203,7 @@ func (c *coalescer) release() {
 		c.mu.Unlock()
 		return
 	}
-	batch := c.take(c.maxBatch)
+	batch := c.take(nil, c.maxBatch)
 	c.mu.Unlock()
 	c.wg.Add(1)
 	go c.send(batch)
@@ -172,16 +219,42 @@ func (c *coalescer) send(batch []*joined) {
 // exchange sends the calls of batch that are still awaited as one exchange (alone when one
 // is) and gives each its answer: delivered to its waiting caller, or, for self (the leading
 // caller's own call, not queued), just filled in.
+//
+// The exchange's deadline is the earliest of its owned calls' deadlines (owned calls have no
+// timer of their own), or with none, the latest of the others'. An owned call whose deadline
+// passed while it was queued is not sent: it times out. It cannot have waited much beyond
+// its deadline, since it queued behind exchanges that started before it, each bounded by an
+// attempt timeout its own is not shorter than.
 func (c *coalescer) exchange(batch []*joined, self *joined) {
 	live := batch[:0]
-	var deadline time.Time
+	var (
+		now           = time.Now()
+		owned, others time.Time
+		anyOwned      bool
+	)
 	for _, j := range batch {
-		if j == self || j.state.Load() == joinWaiting {
+		switch {
+		case j != self && j.state.Load() != joinWaiting:
+			// Abandoned by its caller.
+		case j.owned && !j.deadline.After(now):
+			j.err = errAttemptTimeout
+			if j != self {
+				j.deliver()
+			}
+		default:
 			live = append(live, j)
-			if j.deadline.After(deadline) {
-				deadline = j.deadline
+			if !j.owned {
+				if j.deadline.After(others) {
+					others = j.deadline
+				}
+			} else if !anyOwned || j.deadline.Before(owned) {
+				owned, anyOwned = j.deadline, true
 			}
 		}
+	}
+	deadline := others
+	if anyOwned {
+		deadline = owned
 	}
 	deliverAll := func() {
 		for _, j := range live {
@@ -196,7 +269,7 @@ func (c *coalescer) exchange(batch []*joined, self *joined) {
 	case 1:
 		// Nothing to share the exchange with: the call goes as it came.
 		j := live[0]
-		j.status, j.out, j.err = c.t.roundTrip(context.Background(), deadline, j.body, nil)
+		j.status, j.out, j.err = c.t.roundTrip(context.Background(), deadline, j.body, j.dst)
 		deliverAll()
 		return
 	}
@@ -229,7 +302,7 @@ func (c *coalescer) exchange(batch []*joined, self *joined) {
 	case status == 429 || status >= 500 || status/100 == 2 && !gjson.ValidBytes(out):
 		// Overload or a broken answer: each call fails over as it would have alone.
 		for _, j := range live {
-			j.status, j.out = status, append(j.out[:0], out...)
+			j.status, j.out = status, append(j.dst, out...)
 		}
 	case status/100 == 2 && splitBatch(out, live):
 	default:
@@ -264,6 +337,7 @@ func splitBatch(body []byte, live []*joined) bool {
 	for _, j := range live {
 		j.status, j.out = 200, nil
 	}
+	next := 0 // nodes answer in order: the call after the last one matched comes first
 	root.ForEach(func(_, el gjson.Result) bool {
 		id := el.Get("id")
 		if id.Type != gjson.Number {
@@ -273,9 +347,11 @@ func splitBatch(body []byte, live []*joined) bool {
 		if err != nil {
 			return true
 		}
-		for _, j := range live {
+		for k := range live {
+			j := live[(next+k)%len(live)]
 			if j.id == v && j.out == nil {
-				j.out = []byte(el.Raw)
+				j.out = append(j.dst, el.Raw...)
+				next = (next+k)%len(live) + 1
 				break
 			}
 		}

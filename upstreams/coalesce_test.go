@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -308,5 +309,28 @@ func TestBatchingCancelableCallDoesNotLead(t *testing.T) {
 	}
 	if got := f.count("echo_params"); got != 2 {
 		t.Errorf("calls sent alone = %d, want 2", got)
+	}
+}
+
+// A queued call that nothing can cancel has no timer: a batch drops it once its deadline has
+// passed (it times out, unsent), and takes the earliest deadline of the others.
+func TestBatchingDropsExpiredOwnedCall(t *testing.T) {
+	f := newFakeNode(t, "a", 1337, 100)
+	_, _, co := batchingSet(t, f, nil)
+	before := f.count("echo_params") + f.count("batch")
+	expired := ownedCall(1, []byte(`{"jsonrpc":"2.0","id":1,"method":"echo_params","params":["late"]}`), nil, time.Now().Add(-time.Millisecond))
+	live := ownedCall(2, []byte(`{"jsonrpc":"2.0","id":2,"method":"echo_params","params":["live"]}`), nil, time.Now().Add(2*time.Second))
+	co.exchange([]*joined{expired, live}, nil)
+	<-expired.done
+	<-live.done
+	if _, _, err := expired.result(); !errors.Is(err, errAttemptTimeout) {
+		t.Errorf("expired call: %v, want the attempt timeout", err)
+	}
+	status, out, err := live.result()
+	if err != nil || status != 200 || !strings.Contains(string(out), `["live"]`) {
+		t.Errorf("live call: %d %s %v", status, out, err)
+	}
+	if got := f.count("echo_params") + f.count("batch") - before; got != 1 {
+		t.Errorf("exchanges = %d, want 1 (the live call alone)", got)
 	}
 }
