@@ -3,13 +3,13 @@ package upstreams
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
+
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
 
 // coalescer sends the calls for one node as JSON-RPC batches when several are about to go:
@@ -299,24 +299,44 @@ func (c *coalescer) exchange(batch []*joined, self *joined) {
 		for _, j := range live {
 			j.err = err
 		}
-	case status == 429 || status >= 500 || status/100 == 2 && !gjson.ValidBytes(out):
-		// Overload or a broken answer: each call fails over as it would have alone.
-		for _, j := range live {
-			j.status, j.out = status, append(j.dst, out...)
-		}
-	case status/100 == 2 && splitBatch(out, live):
+	case status == 429 || status >= 500:
+		// Overload: each call fails over as it would have alone.
+		answerEach(live, status, out)
+	case status/100 != 2:
+		c.refused(status, live)
 	default:
-		// A valid answer that is no batch answer, or a client error: the node does not
-		// take batches.
-		if c.off.CompareAndSwap(false, true) {
-			c.log.Warn("upstream node refused a JSON-RPC batch; its calls go one by one from now on",
-				zap.Int("status", status), zap.Int("calls", len(live)))
-		}
-		for _, j := range live {
-			j.err = errBatchRefused
+		var inline [32]jsonrpc.Reply
+		r, elems, ok := jsonrpc.ScanReply(out, inline[:0])
+		switch {
+		case !ok:
+			// A broken answer: each call fails over as it would have alone.
+			answerEach(live, status, out)
+		case r.IsArray():
+			splitBatch(elems, live)
+		default:
+			c.refused(status, live)
 		}
 	}
 	deliverAll()
+}
+
+// answerEach gives every call of live the whole answer body, with its status.
+func answerEach(live []*joined, status int, body []byte) {
+	for _, j := range live {
+		j.status, j.out = status, append(j.dst, body...)
+	}
+}
+
+// refused ends the calls of live whose batch the node refused (a client error, or a valid
+// answer that is no batch answer): they fail over, and the node takes no batch from now on.
+func (c *coalescer) refused(status int, live []*joined) {
+	if c.off.CompareAndSwap(false, true) {
+		c.log.Warn("upstream node refused a JSON-RPC batch; its calls go one by one from now on",
+			zap.Int("status", status), zap.Int("calls", len(live)))
+	}
+	for _, j := range live {
+		j.err = errBatchRefused
+	}
 }
 
 // deliver hands j's answer to its caller unless the caller has gone.
@@ -326,26 +346,18 @@ func (j *joined) deliver() {
 	}
 }
 
-// splitBatch gives each call of live its element of the batch answer body (valid JSON),
-// matched by id, with status 200; a call the answer lacks gets an empty body. It reports
-// false when body is not a JSON array.
-func splitBatch(body []byte, live []*joined) bool {
-	root := gjson.Parse(bytesToString(body))
-	if !root.IsArray() {
-		return false
-	}
+// splitBatch gives each call of live its element of a batch answer, matched by id, with
+// status 200; a call the answer lacks gets an empty body.
+func splitBatch(elems []jsonrpc.Reply, live []*joined) {
 	for _, j := range live {
 		j.status, j.out = 200, nil
 	}
 	next := 0 // nodes answer in order: the call after the last one matched comes first
-	root.ForEach(func(_, el gjson.Result) bool {
-		id := el.Get("id")
-		if id.Type != gjson.Number {
-			return true
-		}
-		v, err := strconv.ParseUint(id.Raw, 10, 64)
-		if err != nil {
-			return true
+	for e := range elems {
+		el := &elems[e]
+		v, ok := replyID(el)
+		if !ok {
+			continue
 		}
 		for k := range live {
 			j := live[(next+k)%len(live)]
@@ -355,7 +367,5 @@ func splitBatch(body []byte, live []*joined) bool {
 				break
 			}
 		}
-		return true
-	})
-	return true
+	}
 }

@@ -55,26 +55,35 @@ var (
 // result (aliasing body), or the upstream's error object (copied out of body), or an error
 // when body is not a valid JSON-RPC response to that request.
 func parseResponse(body []byte, id uint64) (result []byte, rpcErr *jsonrpc.Error, err error) {
-	s := bytesToString(body)
-	if !gjson.Valid(s) {
+	r, _, ok := jsonrpc.ScanReply(body, nil)
+	switch {
+	case !ok:
 		return nil, nil, errNotJSON
-	}
-	root := gjson.Parse(s)
-	if !root.IsObject() {
+	case !r.IsObject():
 		return nil, nil, errNotResponse
 	}
-	got, res, rpcErr, err := parseElement(root)
+	res, rpcErr, err := parseElement(&r)
 	if err != nil {
 		return nil, nil, err
 	}
 	// An error may come with id null (the upstream could not read the id); a result may not.
-	if (got.Type != gjson.Number || got.Uint() != id) && !(rpcErr != nil && got.Type == gjson.Null) {
+	if got, isNum := replyID(&r); (!isNum || got != id) && !(rpcErr != nil && string(r.ID) == "null") {
 		return nil, nil, errIDMismatch
 	}
 	if rpcErr != nil {
 		return nil, rpcErr, nil
 	}
-	return stringToBytes(res.Raw), nil, nil
+	return res, nil, nil
+}
+
+// replyID is the id of a response when it is a number that fits a uint64 (as the ids of
+// web3gate's requests are).
+func replyID(r *jsonrpc.Reply) (uint64, bool) {
+	if len(r.ID) == 0 || r.ID[0] < '0' || r.ID[0] > '9' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(bytesToString(r.ID), 10, 64)
+	return v, err == nil
 }
 
 // parseBatchResponse parses the answer to a batch of len(out) requests with ids first,
@@ -82,88 +91,69 @@ func parseResponse(body []byte, id uint64) (result []byte, rpcErr *jsonrpc.Error
 // in place of the array is the upstream refusing the whole batch: returned as rpcErr. Any
 // response missing, duplicated or unparseable makes the body invalid.
 func parseBatchResponse(body []byte, first uint64, out []BatchResult) (rpcErr *jsonrpc.Error, err error) {
-	s := bytesToString(body)
-	if !gjson.Valid(s) {
+	var inline [16]jsonrpc.Reply
+	r, elems, ok := jsonrpc.ScanReply(body, inline[:0])
+	switch {
+	case !ok:
 		return nil, errNotJSON
-	}
-	root := gjson.Parse(s)
-	if root.IsObject() {
-		if _, _, rpcErr, err := parseElement(root); err == nil && rpcErr != nil {
+	case r.IsObject():
+		if _, rpcErr, err := parseElement(&r); err == nil && rpcErr != nil {
 			return rpcErr, nil
 		}
 		return nil, errNotResponse
-	}
-	if !root.IsArray() {
+	case !r.IsArray():
 		return nil, errNotResponse
 	}
 	clear(out)
-	seen := 0
-	root.ForEach(func(_, v gjson.Result) bool {
-		if !v.IsObject() {
-			err = errNotResponse
-			return false
+	for k := range elems {
+		el := &elems[k]
+		if !el.IsObject() {
+			return nil, errNotResponse
 		}
-		got, res, rpcErr, perr := parseElement(v)
-		if perr != nil {
-			err = perr
-			return false
+		res, rpcErr, err := parseElement(el)
+		if err != nil {
+			return nil, err
 		}
-		i := got.Uint() - first
-		if got.Type != gjson.Number || got.Uint() < first || i >= uint64(len(out)) || out[i].Result != nil || out[i].Err != nil {
-			err = errIDMismatch
-			return false
+		got, isNum := replyID(el)
+		i := got - first
+		if !isNum || got < first || i >= uint64(len(out)) || out[i].Result != nil || out[i].Err != nil {
+			return nil, errIDMismatch
 		}
 		if rpcErr != nil {
 			out[i].Err = rpcErr
 		} else {
-			out[i].Result = []byte(res.Raw)
+			out[i].Result = append([]byte(nil), res...)
 		}
-		seen++
-		return true
-	})
-	if err == nil && seen != len(out) {
-		err = errBatchIncomplete
 	}
-	return nil, err
+	if len(elems) != len(out) {
+		return nil, errBatchIncomplete
+	}
+	return nil, nil
 }
 
-// parseElement reads one JSON-RPC response object: its id, and its result or its error
-// (copied out of the body).
-func parseElement(root gjson.Result) (id, result gjson.Result, rpcErr *jsonrpc.Error, err error) {
-	var (
-		res, errv gjson.Result
-		hasRes    bool
-	)
-	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "id":
-			id = v
-		case "result":
-			res, hasRes = v, true
-		case "error":
-			errv = v
-		}
-		return true
-	})
-	if errv.Exists() && errv.Type != gjson.Null {
+// parseElement reads one JSON-RPC response object: its result (aliasing the body), or its
+// error (copied out of the body).
+func parseElement(r *jsonrpc.Reply) (result []byte, rpcErr *jsonrpc.Error, err error) {
+	if r.Error != nil && string(r.Error) != "null" {
+		errv := gjson.ParseBytes(r.Error)
 		if !errv.IsObject() {
-			return id, result, nil, errBadErrorObj
+			return nil, nil, errBadErrorObj
 		}
 		code, msg, data := errv.Get("code"), errv.Get("message"), errv.Get("data")
 		if code.Type != gjson.Number || float64(int64(code.Num)) != code.Num {
-			return id, result, nil, errBadErrorObj
+			return nil, nil, errBadErrorObj
 		}
 		var raw json.RawMessage
 		if data.Exists() {
 			raw = json.RawMessage(append([]byte(nil), data.Raw...))
 		}
 		// msg.String() may alias the body, which is reused: the error outlives it.
-		return id, result, jsonrpc.FromUpstream(int(code.Int()), strings.Clone(msg.String()), raw), nil
+		return nil, jsonrpc.FromUpstream(int(code.Int()), strings.Clone(msg.String()), raw), nil
 	}
-	if !hasRes {
-		return id, result, nil, errNoResultOrEr
+	if r.Result == nil {
+		return nil, nil, errNoResultOrEr
 	}
-	return id, res, nil, nil
+	return r.Result, nil, nil
 }
 
 // parseHexQuantity parses a JSON-RPC quantity result such as "0x1a" (quoted).
