@@ -91,8 +91,13 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	return s, nil
 }
 
-// Serve serves the public API on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+// Serve serves the public API on ln until Shutdown. The connections' read, write and idle
+// timeouts are enforced by a watchdog (see watchedListener).
+func (s *Server) Serve(ln net.Listener) error {
+	wl := newWatchedListener(ln, deadlineTick)
+	defer wl.Close()
+	return s.srv.Serve(wl)
+}
 
 // Shutdown stops accepting connections and waits for in-flight requests until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
