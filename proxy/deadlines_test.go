@@ -31,25 +31,25 @@ func timeoutServer(t *testing.T, cfg Config) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return serve(t, s)
+}
+
+// dial connects to addr for the length of the test.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := make(chan struct{})
-	go func() { _ = s.Serve(ln); close(served) }()
-	t.Cleanup(func() { _ = s.srv.Shutdown(); <-served })
-	return ln.Addr().String()
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // A request whose headers do not arrive within the read timeout is answered 408 with the
 // JSON error, and the connection is closed.
 func TestReadTimeoutAnswers408(t *testing.T) {
 	addr := timeoutServer(t, Config{ReadTimeout: 300 * time.Millisecond, WriteTimeout: time.Second, IdleTimeout: 5 * time.Second})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, addr)
 	start := time.Now()
 	if _, err := io.WriteString(c, "GET /v1/echo/x HTTP/1.1\r\nHost: a\r\n"); err != nil {
 		t.Fatal(err)
@@ -75,11 +75,7 @@ func TestReadTimeoutAnswers408(t *testing.T) {
 // An idle keep-alive connection is closed after the idle timeout, not before.
 func TestIdleTimeoutClosesConnection(t *testing.T) {
 	addr := timeoutServer(t, Config{ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: 400 * time.Millisecond})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, addr)
 	br := bufio.NewReader(c)
 	get(t, c, br, "one")
 	start := time.Now()
@@ -97,11 +93,7 @@ func TestIdleTimeoutClosesConnection(t *testing.T) {
 // the watchdog fires) while the connection waits for the next request, are undone by it.
 func TestKeepAliveOutlivesTimeouts(t *testing.T) {
 	addr := timeoutServer(t, Config{ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond, IdleTimeout: 2 * time.Second})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dial(t, addr)
 	br := bufio.NewReader(c)
 	for i := range 5 {
 		get(t, c, br, "n"+strings.Repeat("x", i))

@@ -51,13 +51,20 @@ func restServer(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return "http://" + serve(t, s)
+}
+
+// serve serves s on a free loopback port until the test ends, and returns its address.
+func serve(t *testing.T, s *Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go s.Serve(ln)
-	t.Cleanup(func() { _ = s.srv.Shutdown() })
-	return "http://" + ln.Addr().String()
+	served := make(chan struct{})
+	go func() { _ = s.Serve(ln); close(served) }()
+	t.Cleanup(func() { _ = s.srv.Shutdown(); <-served })
+	return ln.Addr().String()
 }
 
 func TestREST(t *testing.T) {

@@ -63,24 +63,11 @@ func (p *scanner) reply() Reply {
 		return r
 	}
 	for {
-		p.ws()
-		key, keyEscaped, ok := p.str()
+		key, raw, ok := p.field()
 		if !ok {
 			return Reply{}
 		}
-		p.ws()
-		if p.peek() != ':' {
-			p.bad = true
-			return Reply{}
-		}
-		p.i++
-		p.ws()
-		vs := p.i
-		if !p.value() {
-			return Reply{}
-		}
-		raw := p.b[vs:p.i]
-		switch stringValue(key, keyEscaped) {
+		switch key {
 		case "id":
 			r.ID = raw
 		case "result":
@@ -88,17 +75,13 @@ func (p *scanner) reply() Reply {
 		case "error":
 			r.Error = raw
 		}
-		p.ws()
-		switch p.peek() {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
+		more, ok := p.more('}')
+		if !ok {
+			return Reply{}
+		}
+		if !more {
 			r.Raw = p.b[start:p.i]
 			return r
-		default:
-			p.bad = true
-			return Reply{}
 		}
 	}
 }
@@ -125,15 +108,7 @@ func (p *scanner) replies(elems []Reply) []Reply {
 			return elems
 		}
 		elems = append(elems, r)
-		p.ws()
-		switch p.peek() {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return elems
-		default:
-			p.bad = true
+		if more, ok := p.more(']'); !more || !ok {
 			return elems
 		}
 	}

@@ -146,16 +146,12 @@ func (p *scanner) batch(maxBatch int) ([]Request, int) {
 		} else {
 			reqs = nil
 		}
-		p.ws()
-		switch p.peek() {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return reqs, n
-		default:
-			p.bad = true
+		more, ok := p.more(']')
+		if !ok {
 			return nil, n
+		}
+		if !more {
+			return reqs, n
 		}
 	}
 }
@@ -177,24 +173,11 @@ func (p *scanner) request() Request {
 		p.i++
 	} else {
 		for {
-			p.ws()
-			key, keyEscaped, ok := p.str()
+			key, raw, ok := p.field()
 			if !ok {
 				return Request{}
 			}
-			p.ws()
-			if p.peek() != ':' {
-				p.bad = true
-				return Request{}
-			}
-			p.i++
-			p.ws()
-			start := p.i
-			if !p.value() {
-				return Request{}
-			}
-			raw := p.b[start:p.i]
-			switch stringValue(key, keyEscaped) {
+			switch key {
 			case "jsonrpc":
 				version, hasVersion = raw, true
 			case "id":
@@ -209,17 +192,13 @@ func (p *scanner) request() Request {
 			case "params":
 				params = raw
 			}
-			p.ws()
-			c := p.peek()
-			if c == '}' {
-				p.i++
-				break
-			}
-			if c != ',' {
-				p.bad = true
+			more, ok := p.more('}')
+			if !ok {
 				return Request{}
 			}
-			p.i++
+			if !more {
+				break
+			}
 		}
 	}
 	invalid := func(e *Error) Request {
@@ -252,6 +231,42 @@ func (p *scanner) request() Request {
 		return invalid(ErrInvalidRequest.With("params must be an array"))
 	}
 	return r
+}
+
+// field reads an object member: its name (unescaped), a colon and its value, returned raw.
+func (p *scanner) field() (key string, raw []byte, ok bool) {
+	p.ws()
+	tok, escaped, ok := p.str()
+	if !ok {
+		return "", nil, false
+	}
+	p.ws()
+	if p.peek() != ':' {
+		p.bad = true
+		return "", nil, false
+	}
+	p.i++
+	p.ws()
+	start := p.i
+	if !p.value() {
+		return "", nil, false
+	}
+	return stringValue(tok, escaped), p.b[start:p.i], true
+}
+
+// more reads what follows a member or an element: ',' (more follows) or the container's end.
+func (p *scanner) more(end byte) (more, ok bool) {
+	p.ws()
+	switch p.peek() {
+	case ',':
+		p.i++
+		return true, true
+	case end:
+		p.i++
+		return false, true
+	}
+	p.bad = true
+	return false, false
 }
 
 // stringValue is the value of a string token (quotes included): an alias of its bytes, or,
