@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/ethereum/go-ethereum/params"
+
+	"github.com/web3gate/web3gate/internal/defaults"
 )
 
 // Limits of the configuration.
@@ -27,10 +29,10 @@ type Config struct {
 
 // SetDefaults fills unset fields with their defaults. Enabled is left as it is.
 func (c *Config) SetDefaults() {
-	setDefault(&c.ChainID, 1337)
-	setDefault(&c.Accounts, 10)
-	setDefault(&c.BalanceEther, 10000)
-	setDefault(&c.GasLimit, 30_000_000)
+	defaults.Set(&c.ChainID, 1337)
+	defaults.Set(&c.Accounts, 10)
+	defaults.Set(&c.BalanceEther, 10000)
+	defaults.Set(&c.GasLimit, 30_000_000)
 }
 
 // Validate checks c; each message names its key within the section.
@@ -52,11 +54,4 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("gasLimit: must be between %d and %d", MinGasLimit, params.MaxGasLimit))
 	}
 	return errors.Join(errs...)
-}
-
-func setDefault[T comparable](p *T, v T) {
-	var zero T
-	if *p == zero {
-		*p = v
-	}
 }

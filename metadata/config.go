@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"time"
+
+	"github.com/web3gate/web3gate/internal/defaults"
 )
 
 // Config is the `metadata:` section: the /v1/tokens routes.
@@ -40,28 +42,14 @@ func (c *Config) SetDefaults() {
 	if c.IPFSGateways == nil {
 		c.IPFSGateways = []string{"https://ipfs.io/ipfs/", "https://dweb.link/ipfs/"}
 	}
-	if c.ArweaveGateway == "" {
-		c.ArweaveGateway = "https://arweave.net"
-	}
+	defaults.Set(&c.ArweaveGateway, "https://arweave.net")
 	c.Fetcher.SetDefaults()
-	if c.ChainTimeout == 0 {
-		c.ChainTimeout = 10 * time.Second
-	}
-	if c.RefreshCooldown == 0 {
-		c.RefreshCooldown = 60 * time.Second
-	}
-	if c.MaxAge == 0 {
-		c.MaxAge = 24 * time.Hour
-	}
-	if c.FailureBackoff == 0 {
-		c.FailureBackoff = 30 * time.Second
-	}
-	if c.MaxFailureBackoff == 0 {
-		c.MaxFailureBackoff = time.Hour
-	}
-	if c.CacheBytes == 0 {
-		c.CacheBytes = 32 << 20
-	}
+	defaults.Set(&c.ChainTimeout, 10*time.Second)
+	defaults.Set(&c.RefreshCooldown, 60*time.Second)
+	defaults.Set(&c.MaxAge, 24*time.Hour)
+	defaults.Set(&c.FailureBackoff, 30*time.Second)
+	defaults.Set(&c.MaxFailureBackoff, time.Hour)
+	defaults.Set(&c.CacheBytes, 32<<20)
 }
 
 // Validate checks c; each message names its key within the section.

@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/web3gate/web3gate/internal/defaults"
 )
 
 // FetcherConfig is the `metadata.fetcher:` section: how metadata documents are fetched from
@@ -45,18 +47,10 @@ const maxMaxRedirects = 10
 
 // SetDefaults fills unset fields with their defaults.
 func (c *FetcherConfig) SetDefaults() {
-	if c.MaxBytes == 0 {
-		c.MaxBytes = 1 << 20
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Second
-	}
-	if c.MaxRedirects == 0 {
-		c.MaxRedirects = 3
-	}
-	if c.UserAgent == "" {
-		c.UserAgent = "web3gate-metadata/1"
-	}
+	defaults.Set(&c.MaxBytes, 1<<20)
+	defaults.Set(&c.Timeout, 10*time.Second)
+	defaults.Set(&c.MaxRedirects, 3)
+	defaults.Set(&c.UserAgent, "web3gate-metadata/1")
 }
 
 // Validate checks c; each message names its key within the section.

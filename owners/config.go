@@ -10,6 +10,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/web3gate/web3gate/internal/defaults"
 	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/upstreams"
 )
@@ -76,30 +77,18 @@ type ChainConfig struct {
 
 // SetDefaults fills unset fields with their defaults.
 func (c *Config) SetDefaults() {
-	if c.MetadataConcurrency == 0 {
-		c.MetadataConcurrency = DefaultMetadataConcurrency
-	}
+	defaults.Set(&c.MetadataConcurrency, DefaultMetadataConcurrency)
 	for i := range c.Chains {
 		ch := &c.Chains[i]
 		if ch.Confirmations == nil {
 			n := uint64(DefaultConfirmations)
 			ch.Confirmations = &n
 		}
-		if ch.MaxBlockRange == 0 {
-			ch.MaxBlockRange = DefaultMaxBlockRange
-		}
-		if ch.PollInterval == 0 {
-			ch.PollInterval = DefaultPollInterval
-		}
-		if ch.ProgressLogInterval == 0 {
-			ch.ProgressLogInterval = DefaultProgressLogInterval
-		}
-		if ch.ReorgDepth == 0 {
-			ch.ReorgDepth = DefaultReorgDepth
-		}
-		if ch.RequestTimeout == 0 {
-			ch.RequestTimeout = DefaultRequestTimeout
-		}
+		defaults.Set(&ch.MaxBlockRange, DefaultMaxBlockRange)
+		defaults.Set(&ch.PollInterval, DefaultPollInterval)
+		defaults.Set(&ch.ProgressLogInterval, DefaultProgressLogInterval)
+		defaults.Set(&ch.ReorgDepth, DefaultReorgDepth)
+		defaults.Set(&ch.RequestTimeout, DefaultRequestTimeout)
 	}
 }
 

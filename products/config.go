@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/web3gate/web3gate/internal/defaults"
 )
 
 // Config is the `products:` section.
@@ -33,13 +35,9 @@ const DefaultMaxBodyBytes = 1 << 20
 
 // SetDefaults fills unset fields with their defaults.
 func (c *Config) SetDefaults() {
-	if c.Admin.MaxBodyBytes == 0 {
-		c.Admin.MaxBodyBytes = DefaultMaxBodyBytes
-	}
+	defaults.Set(&c.Admin.MaxBodyBytes, DefaultMaxBodyBytes)
 	for i := range c.Admin.Tokens {
-		if c.Admin.Tokens[i].Name == "" {
-			c.Admin.Tokens[i].Name = fmt.Sprintf("tokens[%d]", i)
-		}
+		defaults.Set(&c.Admin.Tokens[i].Name, fmt.Sprintf("tokens[%d]", i))
 	}
 }
 

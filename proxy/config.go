@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"time"
+
+	"github.com/web3gate/web3gate/internal/defaults"
 )
 
 // Config is the `server:` section: the public listener and its limits.
@@ -21,14 +23,14 @@ type Config struct {
 
 // SetDefaults fills unset fields with their defaults.
 func (c *Config) SetDefaults() {
-	setDefault(&c.Listen, "127.0.0.1:8545")
-	setDefault(&c.MaxBodyBytes, 5<<20)
-	setDefault(&c.MaxBatch, 100)
-	setDefault(&c.BatchConcurrency, 8)
-	setDefault(&c.ReadTimeout, 30*time.Second)
-	setDefault(&c.WriteTimeout, 30*time.Second)
-	setDefault(&c.IdleTimeout, 120*time.Second)
-	setDefault(&c.ShutdownTimeout, 10*time.Second)
+	defaults.Set(&c.Listen, "127.0.0.1:8545")
+	defaults.Set(&c.MaxBodyBytes, 5<<20)
+	defaults.Set(&c.MaxBatch, 100)
+	defaults.Set(&c.BatchConcurrency, 8)
+	defaults.Set(&c.ReadTimeout, 30*time.Second)
+	defaults.Set(&c.WriteTimeout, 30*time.Second)
+	defaults.Set(&c.IdleTimeout, 120*time.Second)
+	defaults.Set(&c.ShutdownTimeout, 10*time.Second)
 }
 
 // Validate checks c; each message names its key within the section.
@@ -63,7 +65,7 @@ type AdminConfig struct {
 }
 
 // SetDefaults fills unset fields with their defaults.
-func (c *AdminConfig) SetDefaults() { setDefault(&c.Listen, "127.0.0.1:9545") }
+func (c *AdminConfig) SetDefaults() { defaults.Set(&c.Listen, "127.0.0.1:9545") }
 
 // Validate checks c.
 func (c *AdminConfig) Validate() error {
@@ -71,11 +73,4 @@ func (c *AdminConfig) Validate() error {
 		return fmt.Errorf("listen: %q is not host:port", c.Listen)
 	}
 	return nil
-}
-
-func setDefault[T comparable](p *T, v T) {
-	var zero T
-	if *p == zero {
-		*p = v
-	}
 }

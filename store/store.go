@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/web3gate/web3gate/internal/defaults"
 )
 
 // Drivers.
@@ -50,15 +52,9 @@ type Config struct {
 
 // SetDefaults fills unset fields with their defaults.
 func (c *Config) SetDefaults() {
-	if c.Driver == "" {
-		c.Driver = DriverSQLite
-	}
-	if c.Path == "" {
-		c.Path = "web3gate.db"
-	}
-	if c.BusyTimeout == 0 {
-		c.BusyTimeout = 5 * time.Second
-	}
+	defaults.Set(&c.Driver, DriverSQLite)
+	defaults.Set(&c.Path, "web3gate.db")
+	defaults.Set(&c.BusyTimeout, 5*time.Second)
 }
 
 // Validate checks c; each message names its key within the section.

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/web3gate/web3gate/internal/defaults"
 )
 
 // EmbeddedURL is the node URL that stands for the in-process JSON-RPC handler of a chain
@@ -85,15 +87,15 @@ func DefaultConfig() Config {
 // SetDefaults fills unset (zero) fields with their defaults. An empty chain name becomes the
 // decimal chain id; Mainnet 0 becomes the first chain's id. It adds no chains.
 func (c *Config) SetDefaults() {
-	setDefault(&c.Timeout, DefaultTimeout)
-	setDefault(&c.MaxAttempts, DefaultMaxAttempts)
-	setDefault(&c.PollInterval, DefaultPollInterval)
-	setDefault(&c.MaxLag, DefaultMaxLag)
-	setDefault(&c.EjectAfter, DefaultEjectAfter)
-	setDefault(&c.Cooldown, DefaultCooldown)
-	setDefault(&c.MaxResponseBytes, DefaultMaxResponseBytes)
-	setDefault(&c.Batch.MaxInFlight, DefaultBatchMaxInFlight)
-	setDefault(&c.Batch.MaxSize, DefaultBatchMaxSize)
+	defaults.Set(&c.Timeout, DefaultTimeout)
+	defaults.Set(&c.MaxAttempts, DefaultMaxAttempts)
+	defaults.Set(&c.PollInterval, DefaultPollInterval)
+	defaults.Set(&c.MaxLag, DefaultMaxLag)
+	defaults.Set(&c.EjectAfter, DefaultEjectAfter)
+	defaults.Set(&c.Cooldown, DefaultCooldown)
+	defaults.Set(&c.MaxResponseBytes, DefaultMaxResponseBytes)
+	defaults.Set(&c.Batch.MaxInFlight, DefaultBatchMaxInFlight)
+	defaults.Set(&c.Batch.MaxSize, DefaultBatchMaxSize)
 	for i := range c.Chains {
 		if c.Chains[i].Name == "" && c.Chains[i].ChainID != 0 {
 			c.Chains[i].Name = strconv.FormatUint(c.Chains[i].ChainID, 10)
@@ -222,11 +224,4 @@ func validName(s string) bool {
 		}
 	}
 	return true
-}
-
-func setDefault[T comparable](p *T, v T) {
-	var zero T
-	if *p == zero {
-		*p = v
-	}
 }

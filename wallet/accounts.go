@@ -11,6 +11,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 
+	"github.com/web3gate/web3gate/internal/defaults"
 	"github.com/web3gate/web3gate/store"
 )
 
@@ -27,9 +28,7 @@ type Config struct {
 func (c *Config) SetDefaults() {
 	c.Keys.SetDefaults()
 	c.Transactions.SetDefaults()
-	if c.DevPrincipal == "" {
-		c.DevPrincipal = "dev"
-	}
+	defaults.Set(&c.DevPrincipal, "dev")
 }
 
 // Validate checks c; each message names its key within the section.

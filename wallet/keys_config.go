@@ -2,6 +2,8 @@ package wallet
 
 import (
 	"errors"
+
+	"github.com/web3gate/web3gate/internal/defaults"
 )
 
 // DefaultPassphraseEnv is the environment variable read for the keystore passphrase when
@@ -28,12 +30,8 @@ type KeysConfig struct {
 
 // SetDefaults fills unset fields with their defaults.
 func (c *KeysConfig) SetDefaults() {
-	if c.Dir == "" {
-		c.Dir = "keystore"
-	}
-	if c.PassphraseEnv == "" {
-		c.PassphraseEnv = DefaultPassphraseEnv
-	}
+	defaults.Set(&c.Dir, "keystore")
+	defaults.Set(&c.PassphraseEnv, DefaultPassphraseEnv)
 }
 
 // Validate checks c; each message names its key within the section. A message never repeats

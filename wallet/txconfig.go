@@ -9,6 +9,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
+
+	"github.com/web3gate/web3gate/internal/defaults"
 )
 
 // TxConfig is the `wallet.transactions:` section: the nonce manager and the confirmer.
@@ -50,24 +52,12 @@ type RuleConfig struct {
 
 // SetDefaults fills unset fields with their defaults.
 func (c *TxConfig) SetDefaults() {
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 16
-	}
-	if c.HandOutTTL == 0 {
-		c.HandOutTTL = 2 * time.Minute
-	}
-	if c.BroadcastTimeout == 0 {
-		c.BroadcastTimeout = 15 * time.Second
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = time.Second
-	}
-	if c.RebroadcastAfter == 0 {
-		c.RebroadcastAfter = 30 * time.Second
-	}
-	if c.FinalityDepth == 0 {
-		c.FinalityDepth = 12
-	}
+	defaults.Set(&c.MaxInFlight, 16)
+	defaults.Set(&c.HandOutTTL, 2*time.Minute)
+	defaults.Set(&c.BroadcastTimeout, 15*time.Second)
+	defaults.Set(&c.PollInterval, time.Second)
+	defaults.Set(&c.RebroadcastAfter, 30*time.Second)
+	defaults.Set(&c.FinalityDepth, 12)
 }
 
 // Validate checks c; each message names its key within the section.

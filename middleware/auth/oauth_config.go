@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/web3gate/web3gate/internal/defaults"
 )
 
 // OAuthConfig is the `auth.oauth:` section: the access tokens web3gate issues at
@@ -52,22 +54,12 @@ const (
 
 // SetDefaults fills unset fields with their defaults.
 func (c *OAuthConfig) SetDefaults() {
-	if c.Issuer == "" {
-		c.Issuer = DefaultIssuer
-	}
-	if c.Audience == "" {
-		c.Audience = DefaultAudience
-	}
-	if c.TokenTTL == 0 {
-		c.TokenTTL = DefaultTokenTTL
-	}
-	if c.SigningKeyFile == "" {
-		c.SigningKeyFile = DefaultSigningKeyFile
-	}
+	defaults.Set(&c.Issuer, DefaultIssuer)
+	defaults.Set(&c.Audience, DefaultAudience)
+	defaults.Set(&c.TokenTTL, DefaultTokenTTL)
+	defaults.Set(&c.SigningKeyFile, DefaultSigningKeyFile)
 	for i := range c.OIDC {
-		if c.OIDC[i].PrincipalClaim == "" {
-			c.OIDC[i].PrincipalClaim = DefaultPrincipalClaim
-		}
+		defaults.Set(&c.OIDC[i].PrincipalClaim, DefaultPrincipalClaim)
 	}
 }
 

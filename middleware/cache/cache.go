@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/web3gate/web3gate/internal/defaults"
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
@@ -29,15 +30,9 @@ type Config struct {
 
 // SetDefaults fills unset fields with their defaults.
 func (c *Config) SetDefaults() {
-	if c.MaxBytes == 0 {
-		c.MaxBytes = 64 << 20
-	}
-	if c.FinalityDepth == 0 {
-		c.FinalityDepth = 12
-	}
-	if c.UnfinalizedTTL == 0 {
-		c.UnfinalizedTTL = 2 * time.Second
-	}
+	defaults.Set(&c.MaxBytes, 64<<20)
+	defaults.Set(&c.FinalityDepth, 12)
+	defaults.Set(&c.UnfinalizedTTL, 2*time.Second)
 }
 
 // Validate checks c; each message names its key within the section.
