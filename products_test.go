@@ -161,20 +161,8 @@ func TestProductsCatalog(t *testing.T) {
 	const sunrise = "681d6956-da94-5297-aa33-6190582880b1"
 	admin := func(method, path, body, token string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, ts.Admin+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := send(t, method+" "+path, ts.Admin+path, method,
+			map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + token}, []byte(body))
 		return resp.StatusCode, string(b)
 	}
 	code, product := admin("GET", "/v1/admin/products/"+sunrise, "", adminToken)
