@@ -229,8 +229,7 @@ func (c *coalescer) exchange(batch []*joined, self *joined) {
 	live := batch[:0]
 	var (
 		now           = time.Now()
-		owned, others time.Time
-		anyOwned      bool
+		owned, others time.Time // the earliest deadline of the owned calls, the latest of the others
 	)
 	for _, j := range batch {
 		switch {
@@ -241,20 +240,21 @@ func (c *coalescer) exchange(batch []*joined, self *joined) {
 			if j != self {
 				j.deliver()
 			}
+		case j.owned:
+			live = append(live, j)
+			if owned.IsZero() || j.deadline.Before(owned) {
+				owned = j.deadline
+			}
 		default:
 			live = append(live, j)
-			if !j.owned {
-				if j.deadline.After(others) {
-					others = j.deadline
-				}
-			} else if !anyOwned || j.deadline.Before(owned) {
-				owned, anyOwned = j.deadline, true
+			if j.deadline.After(others) {
+				others = j.deadline
 			}
 		}
 	}
-	deadline := others
-	if anyOwned {
-		deadline = owned
+	deadline := owned
+	if deadline.IsZero() {
+		deadline = others
 	}
 	deliverAll := func() {
 		for _, j := range live {
