@@ -11,8 +11,8 @@ import (
 //
 // fasthttp sets three deadlines per keep-alive request (the idle timeout, then the read
 // timeout, then the write timeout), and a real deadline is a runtime timer moved each time:
-// about 0.35 µs of a request that web3gate answers itself in 11 µs (measured on the bench
-// rig, see README). watchedListener's connections only record the deadlines they are given;
+// recording them instead saved about 0.4 µs of user CPU of a request that web3gate answers
+// itself in 11 µs (measured on the bench rig, see README). watchedListener's connections only record the deadlines they are given;
 // one watchdog goroutine scans the connections every deadlineTick and, for a deadline that
 // has passed, sets the real deadline in the past, so that the blocked read or write fails as
 // it would have: a timeout (net.Error with Timeout true), which fasthttp answers as before
