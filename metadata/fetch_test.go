@@ -257,11 +257,9 @@ func TestFetchIgnoresProxyEnv(t *testing.T) {
 
 // recordingServer counts the requests that reach it, on 127.0.0.1 and on [::1].
 type recordingServer struct {
-	hits     atomic.Int64
-	port4    string
-	addr6    string // [::1]:port
-	servers  []*httptest.Server
-	redirect *httptest.Server // on 127.0.0.2, redirecting to the recording server
+	hits  atomic.Int64
+	port4 string
+	addr6 string // [::1]:port
 }
 
 func newRecordingServer(t *testing.T) *recordingServer {

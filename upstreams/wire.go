@@ -183,8 +183,6 @@ func parseHexQuantity(raw []byte) (uint64, error) {
 	return v, nil
 }
 
-// bytesToString and stringToBytes alias without copying; the callers never modify the bytes
-// while the alias lives.
+// bytesToString aliases without copying; the callers never modify the bytes while the alias
+// lives.
 func bytesToString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
-
-func stringToBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
