@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/web3gate/web3gate/internal/rawconn"
 )
 
 // Coarse connection deadlines.
@@ -56,7 +58,7 @@ func (l *watchedListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	wc := &watchedConn{Conn: c, l: l}
+	wc := &watchedConn{Conn: rawconn.Wrap(c), l: l}
 	l.mu.Lock()
 	l.conns[wc] = struct{}{}
 	l.mu.Unlock()

@@ -15,6 +15,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
+
+	"github.com/web3gate/web3gate/internal/rawconn"
 )
 
 // transport sends one JSON-RPC request body to a node.
@@ -88,7 +90,11 @@ func newHTTPTransport(raw string, cfg *Config, wg *sync.WaitGroup) (*httpTranspo
 // process-global DNS cache goroutine that never ends.
 func dialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
-	return d.Dial("tcp", addr)
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return rawconn.Wrap(c), nil
 }
 
 // redactURL returns scheme://host of a node URL: no userinfo, path or query, any of which
