@@ -6,8 +6,8 @@
 //	(c) an anvil node answering eth_getBalance at "latest"
 //	(d) web3gate forwarding that eth_getBalance to the anvil node, cache and in-flight
 //	    coalescing off, upstream batching at its defaults (every call still reaches anvil)
-//	(e) with -forwarder, bench/bare -upstream: the least a forwarder does, in front of the same
-//	    anvil; e/c is the ceiling of d/c on the machine
+//	(e) with -forwarder, bench/bare -upstream: a plain fasthttp forwarder in front of the same
+//	    anvil, one upstream request per call: what an extra HTTP hop costs when it only forwards
 //	(h) web3gate (b)'s process answering GET /v1/tokens/60/1337/{contract}/1 from its cache
 //	    (an on-chain ERC721 deployed through it before the load)
 //
@@ -43,7 +43,10 @@
 //
 // Other processes on the machine make the rates noisy: the rounds run in alternating order,
 // the summary takes medians, and it also gives the ratios of the servers' CPU time per
-// request, which depend little on how much CPU the servers got.
+// request, which depend little on how much CPU the servers got. With -pin the latencies at
+// concurrency 1 are measured a second time with wrk on the servers' CPUs, for reference: at
+// concurrency 1 nothing runs at once, and that placement leaves out the VM's wake-ups across
+// CPUs.
 //
 // Run it from the module root: go run ./bench [-duration 4s] [-rounds 3] [-only signing]
 package main
@@ -102,7 +105,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.threads, "threads", 1, "wrk threads")
 	fs.IntVar(&o.conns, "connections", 32, "wrk connections")
 	fs.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "pin wrk to CPU 0 and the servers to the other CPUs (taskset); (f) and (g) leave web3gate every CPU: their targets are rates of the machine")
-	fs.BoolVar(&o.forwarder, "forwarder", false, "also measure (e), the least a forwarder does (bench/bare -upstream) in front of the same anvil: the ceiling of d/c on this machine")
+	fs.BoolVar(&o.forwarder, "forwarder", false, "also measure (e), a plain fasthttp forwarder (bench/bare -upstream) in front of the same anvil, one upstream request per call")
 	fs.StringVar(&o.src, "src", "", "web3gate module to build and measure (default: this module); e.g. a patched copy")
 	fs.DurationVar(&o.sendDuration, "send-duration", 10*time.Second, "measured load of (g), the sustained eth_sendTransaction rate (whole seconds); (f) runs for -duration")
 	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f) and (g), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index`)

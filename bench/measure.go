@@ -84,9 +84,10 @@ func (s sample) problems() string {
 }
 
 // round holds the samples of one round by target key: the throughput of every target, the
-// concurrency-1 latency of the forwarding ones and their upstream, (c), (d) and (e).
+// concurrency-1 latency of the forwarding ones and their upstream, (c), (d) and (e), and with
+// -pin the same latencies again with wrk on the servers' CPUs (lat1).
 type round struct {
-	tput, lat map[string]sample
+	tput, lat, lat1 map[string]sample
 }
 
 // latencyKeys are the targets whose p50 latency at concurrency 1 is measured.
@@ -104,7 +105,7 @@ func measureAll(ctx context.Context, cs *children, cfg runConfig, ts []*target) 
 	}
 	var rounds []round
 	for r := range cfg.rounds {
-		rd := round{tput: map[string]sample{}, lat: map[string]sample{}}
+		rd := round{tput: map[string]sample{}, lat: map[string]sample{}, lat1: map[string]sample{}}
 		for _, i := range order(len(ts), r) {
 			s, err := measure(ctx, cs, cfg, ts[i], cfg.load)
 			if err != nil {
@@ -120,6 +121,20 @@ func measureAll(ctx context.Context, cs *children, cfg runConfig, ts []*target) 
 			}
 			rd.lat[lts[i].key] = s
 			progress(r, cfg, lts[i], s, fmt.Sprintf("p50 %5.0f µs at c=1", us(s.wrk.P50)))
+		}
+		// At concurrency 1 nothing runs at once, so wrk can share the servers' CPUs without
+		// taking their CPU time; what it saves is the wake-ups across CPUs.
+		if cfg.loadCPUs != "" {
+			shared := cfg
+			shared.loadCPUs = cfg.serverCPUs
+			for _, i := range order(len(lts), r) {
+				s, err := measure(ctx, cs, shared, lts[i], cfg.latency)
+				if err != nil {
+					return rounds, err
+				}
+				rd.lat1[lts[i].key] = s
+				progress(r, cfg, lts[i], s, fmt.Sprintf("p50 %5.0f µs at c=1, wrk on the servers' CPUs", us(s.wrk.P50)))
+			}
 		}
 		rounds = append(rounds, rd)
 	}
@@ -228,7 +243,7 @@ func failures(rounds []round) string {
 		for _, kind := range []struct {
 			name    string
 			samples map[string]sample
-		}{{"throughput", rd.tput}, {"latency", rd.lat}} {
+		}{{"throughput", rd.tput}, {"latency", rd.lat}, {"latency, wrk on the servers' CPUs", rd.lat1}} {
 			for _, k := range slices.Sorted(maps.Keys(kind.samples)) {
 				if p := kind.samples[k].problems(); p != "" {
 					lines = append(lines, fmt.Sprintf("  round %d, (%s) %s: %s", i+1, k, kind.name, p))

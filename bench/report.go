@@ -130,7 +130,11 @@ func report(w io.Writer, mi machineInfo, cfg runConfig, ts []*target, rounds []r
 		}
 		fmt.Fprintf(tw, "throughput\t%s after a %v warm-up, each target; %d rounds (orders %s); %s\n",
 			cfg.load, cfg.warmup, cfg.rounds, strings.Join(orders, ", "), pin)
-		fmt.Fprintf(tw, "latency\t%s after a %v warm-up, %s; p50 of wrk's histogram\n", cfg.latency, cfg.warmup, latTargets)
+		again := ""
+		if cfg.loadCPUs != "" {
+			again = fmt.Sprintf("; then again with wrk on CPU %s, the servers'", cfg.serverCPUs)
+		}
+		fmt.Fprintf(tw, "latency\t%s after a %v warm-up, %s; p50 of wrk's histogram%s\n", cfg.latency, cfg.warmup, latTargets, again)
 		fmt.Fprintf(tw, "requests\tthe same bytes to every target but for the path, with Content-Type, X-API-Key and Authorization headers; (h) a GET with the same headers\n")
 	}
 	if len(signRounds) > 0 {
@@ -193,6 +197,16 @@ func reportProxy(w io.Writer, cfg runConfig, ts []*target, rounds []round) {
 		for _, s := range rd.lat {
 			other = max(other, s.cores(s.otherCPU()))
 		}
+		for k, s := range rd.lat1 {
+			other = max(other, s.cores(s.otherCPU()))
+			add("p50 "+k+" shared", us(s.wrk.P50))
+		}
+		if len(rd.lat1) > 0 {
+			add("d−c shared", us(rd.lat1["d"].wrk.P50)-us(rd.lat1["c"].wrk.P50))
+			if withE {
+				add("e−c shared", us(rd.lat1["e"].wrk.P50)-us(rd.lat1["c"].wrk.P50))
+			}
+		}
 		add("other", other)
 		add("b/a", ratio(rd, "b", "a"))
 		add("d/c", ratio(rd, "d", "c"))
@@ -244,6 +258,19 @@ func reportProxy(w io.Writer, cfg runConfig, ts []*target, rounds []round) {
 	if withE {
 		fmt.Fprintf(tw, "reference: throughput e/c\t%.3f\t%s\t\t\t\n", med("e/c"), rng("e/c", "%.3f"))
 		fmt.Fprintf(tw, "reference: added p50 (e − c)\t%.0f µs\t%s µs\t\t\t\n", med("e−c"), rng("e−c", "%.0f"))
+	}
+	if len(series["d−c shared"]) > 0 {
+		// The same latencies with wrk on the servers' CPUs: without the VM's wake-ups across
+		// CPUs, which the chain wrk → web3gate → anvil pays more of than wrk → anvil.
+		cs := fmt.Sprintf("%.0f / %.0f", med("p50 c shared"), med("p50 d shared"))
+		if withE {
+			cs += fmt.Sprintf(" / %.0f", med("p50 e shared"))
+		}
+		fmt.Fprintf(tw, "reference, wrk on the servers' CPUs: p50 (c) / (d)%s\t%s µs\t\t\t\t\n", map[bool]string{true: " / (e)"}[withE], cs)
+		fmt.Fprintf(tw, "reference, wrk on the servers' CPUs: added p50 (d − c)\t%.0f µs\t%s µs\t\t\t\n", med("d−c shared"), rng("d−c shared", "%.0f"))
+		if withE {
+			fmt.Fprintf(tw, "reference, wrk on the servers' CPUs: added p50 (e − c)\t%.0f µs\t%s µs\t\t\t\n", med("e−c shared"), rng("e−c shared", "%.0f"))
+		}
 	}
 	tw.Flush()
 	// CPU per request does not depend on how much CPU the servers got, so other processes
