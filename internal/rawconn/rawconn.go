@@ -14,7 +14,8 @@
 //
 // Conn runs the same read(2) and write(2) as raw system calls inside the connection's
 // syscall.RawConn, so the deadlines, the poller's waiting and Close work as for any
-// net.Conn. A raw system call cannot be preempted, so each copies at most maxChunk bytes:
+// net.Conn. (Built with the race detector it calls syscall.Read and syscall.Write instead:
+// see sys_race.go.) A raw system call cannot be preempted, so each copies at most maxChunk bytes:
 // a garbage collection waiting to stop the world waits for one chunk at most.
 package rawconn
 
@@ -23,7 +24,6 @@ import (
 	"net"
 	"os"
 	"syscall"
-	"unsafe"
 )
 
 // maxChunk is the most one read(2) or write(2) copies: about 10 µs of copying.
@@ -105,14 +105,14 @@ func (c *Conn) Write(p []byte) (int, error) {
 // read is the RawConn read callback: false asks the poller to wait for data.
 func (c *Conn) read(fd uintptr) bool {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
+		n, e := sysRead(fd, c.rbuf)
 		switch e {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
 			return false
 		case 0:
-			c.rn = int(n)
+			c.rn = n
 		default:
 			c.rerr = os.NewSyscallError("read", e)
 		}
@@ -124,10 +124,10 @@ func (c *Conn) read(fd uintptr) bool {
 func (c *Conn) write(fd uintptr) bool {
 	for len(c.wbuf) > 0 {
 		b := c.wbuf[:min(len(c.wbuf), maxChunk)]
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		n, e := sysWrite(fd, b)
 		switch {
 		case e == 0 && n > 0:
-			c.wn += int(n)
+			c.wn += n
 			c.wbuf = c.wbuf[n:]
 		case e == 0:
 			c.werr = io.ErrShortWrite // write(2) of a non-empty buffer never answers 0
