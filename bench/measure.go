@@ -106,34 +106,33 @@ func measureAll(ctx context.Context, cs *children, cfg runConfig, ts []*target) 
 	var rounds []round
 	for r := range cfg.rounds {
 		rd := round{tput: map[string]sample{}, lat: map[string]sample{}, lat1: map[string]sample{}}
-		for _, i := range order(len(ts), r) {
-			s, err := measure(ctx, cs, cfg, ts[i], cfg.load)
-			if err != nil {
-				return rounds, err
+		// run loads each of targets with l, in this round's order, wrk pinned as c says.
+		run := func(c runConfig, targets []*target, l load, into map[string]sample, what func(sample) string) error {
+			for _, i := range order(len(targets), r) {
+				s, err := measure(ctx, cs, c, targets[i], l)
+				if err != nil {
+					return err
+				}
+				into[targets[i].key] = s
+				progress(r, cfg, targets[i], s, what(s))
 			}
-			rd.tput[ts[i].key] = s
-			progress(r, cfg, ts[i], s, fmt.Sprintf("%9.0f req/s", s.wrk.Rate()))
+			return nil
 		}
-		for _, i := range order(len(lts), r) {
-			s, err := measure(ctx, cs, cfg, lts[i], cfg.latency)
-			if err != nil {
-				return rounds, err
-			}
-			rd.lat[lts[i].key] = s
-			progress(r, cfg, lts[i], s, fmt.Sprintf("p50 %5.0f µs at c=1", us(s.wrk.P50)))
+		if err := run(cfg, ts, cfg.load, rd.tput, func(s sample) string { return fmt.Sprintf("%9.0f req/s", s.wrk.Rate()) }); err != nil {
+			return rounds, err
+		}
+		if err := run(cfg, lts, cfg.latency, rd.lat, func(s sample) string { return fmt.Sprintf("p50 %5.0f µs at c=1", us(s.wrk.P50)) }); err != nil {
+			return rounds, err
 		}
 		// At concurrency 1 nothing runs at once, so wrk can share the servers' CPUs without
 		// taking their CPU time; what it saves is the wake-ups across CPUs.
 		if cfg.loadCPUs != "" {
 			shared := cfg
 			shared.loadCPUs = cfg.serverCPUs
-			for _, i := range order(len(lts), r) {
-				s, err := measure(ctx, cs, shared, lts[i], cfg.latency)
-				if err != nil {
-					return rounds, err
-				}
-				rd.lat1[lts[i].key] = s
-				progress(r, cfg, lts[i], s, fmt.Sprintf("p50 %5.0f µs at c=1, wrk on the servers' CPUs", us(s.wrk.P50)))
+			if err := run(shared, lts, cfg.latency, rd.lat1, func(s sample) string {
+				return fmt.Sprintf("p50 %5.0f µs at c=1, wrk on the servers' CPUs", us(s.wrk.P50))
+			}); err != nil {
+				return rounds, err
 			}
 		}
 		rounds = append(rounds, rd)
