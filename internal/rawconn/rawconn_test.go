@@ -1,11 +1,17 @@
 package rawconn
 
 import (
+	"bufio"
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -224,5 +230,37 @@ func TestNoAllocations(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("a write and a read on each end allocate %v times, want 0", allocs)
+	}
+}
+
+// TLS runs over a wrapped connection as over any net.Conn: an upstream node may be https.
+func TestTLSOverConn(t *testing.T) {
+	body := strings.Repeat("tls ", 50_000) // 200 KB: several TLS records and raw chunks
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := Wrap(c)
+	if _, ok := w.(*Conn); !ok {
+		t.Fatalf("Wrap(%T) is not a *Conn", c)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	tc := tls.Client(w, &tls.Config{RootCAs: roots, ServerName: "example.com"})
+	defer tc.Close()
+	if _, err := io.WriteString(tc, "GET / HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatalf("write over TLS: %v", err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	if err != nil {
+		t.Fatalf("read over TLS: %v", err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	if err != nil || string(got) != body {
+		t.Fatalf("body: %d bytes, %v; want %d bytes", len(got), err, len(body))
 	}
 }
