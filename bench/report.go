@@ -161,7 +161,7 @@ func reportProxy(w io.Writer, cfg runConfig, ts []*target, rounds []round) {
 	series := map[string][]float64{}
 	add := func(k string, v float64) { series[k] = append(series[k], v) }
 	ratio := func(rd round, x, y string) float64 { return rd.tput[x].wrk.Rate() / rd.tput[y].wrk.Rate() }
-	p50 := func(rd round, k string) float64 { return us(rd.lat[k].wrk.P50) }
+	p50 := func(lat map[string]sample, k string) float64 { return us(lat[k].wrk.P50) }
 	fmt.Fprintln(w, "\nper round (req/s; p50 in µs at concurrency 1):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "round\t"
@@ -199,12 +199,12 @@ func reportProxy(w io.Writer, cfg runConfig, ts []*target, rounds []round) {
 		}
 		for k, s := range rd.lat1 {
 			other = max(other, s.cores(s.otherCPU()))
-			add("p50 "+k+" shared", us(s.wrk.P50))
+			add("p50 "+k+" shared", p50(rd.lat1, k))
 		}
 		if len(rd.lat1) > 0 {
-			add("d−c shared", us(rd.lat1["d"].wrk.P50)-us(rd.lat1["c"].wrk.P50))
+			add("d−c shared", p50(rd.lat1, "d")-p50(rd.lat1, "c"))
 			if withE {
-				add("e−c shared", us(rd.lat1["e"].wrk.P50)-us(rd.lat1["c"].wrk.P50))
+				add("e−c shared", p50(rd.lat1, "e")-p50(rd.lat1, "c"))
 			}
 		}
 		add("other", other)
@@ -216,14 +216,14 @@ func reportProxy(w io.Writer, cfg runConfig, ts []*target, rounds []round) {
 			add("e/c", ratio(rd, "e", "c"))
 			line += fmt.Sprintf("%.3f\t", ratio(rd, "e", "c"))
 		}
-		add("p50 c", p50(rd, "c"))
-		add("p50 d", p50(rd, "d"))
-		add("d−c", p50(rd, "d")-p50(rd, "c"))
-		line += fmt.Sprintf("%.0f\t%.0f\t%.0f\t", p50(rd, "c"), p50(rd, "d"), p50(rd, "d")-p50(rd, "c"))
+		add("p50 c", p50(rd.lat, "c"))
+		add("p50 d", p50(rd.lat, "d"))
+		add("d−c", p50(rd.lat, "d")-p50(rd.lat, "c"))
+		line += fmt.Sprintf("%.0f\t%.0f\t%.0f\t", p50(rd.lat, "c"), p50(rd.lat, "d"), p50(rd.lat, "d")-p50(rd.lat, "c"))
 		if withE {
-			add("p50 e", p50(rd, "e"))
-			add("e−c", p50(rd, "e")-p50(rd, "c"))
-			line += fmt.Sprintf("%.0f\t%.0f\t", p50(rd, "e"), p50(rd, "e")-p50(rd, "c"))
+			add("p50 e", p50(rd.lat, "e"))
+			add("e−c", p50(rd.lat, "e")-p50(rd.lat, "c"))
+			line += fmt.Sprintf("%.0f\t%.0f\t", p50(rd.lat, "e"), p50(rd.lat, "e")-p50(rd.lat, "c"))
 		}
 		fmt.Fprintf(tw, "%s%.2f CPU\t\n", line, other)
 	}
@@ -262,11 +262,11 @@ func reportProxy(w io.Writer, cfg runConfig, ts []*target, rounds []round) {
 	if len(series["d−c shared"]) > 0 {
 		// The same latencies with wrk on the servers' CPUs: without the VM's wake-ups across
 		// CPUs, which the chain wrk → web3gate → anvil pays more of than wrk → anvil.
-		cs := fmt.Sprintf("%.0f / %.0f", med("p50 c shared"), med("p50 d shared"))
+		names, values := "(c) / (d)", fmt.Sprintf("%.0f / %.0f", med("p50 c shared"), med("p50 d shared"))
 		if withE {
-			cs += fmt.Sprintf(" / %.0f", med("p50 e shared"))
+			names, values = names+" / (e)", values+fmt.Sprintf(" / %.0f", med("p50 e shared"))
 		}
-		fmt.Fprintf(tw, "reference, wrk on the servers' CPUs: p50 (c) / (d)%s\t%s µs\t\t\t\t\n", map[bool]string{true: " / (e)"}[withE], cs)
+		fmt.Fprintf(tw, "reference, wrk on the servers' CPUs: p50 %s\t%s µs\t\t\t\t\n", names, values)
 		fmt.Fprintf(tw, "reference, wrk on the servers' CPUs: added p50 (d − c)\t%.0f µs\t%s µs\t\t\t\n", med("d−c shared"), rng("d−c shared", "%.0f"))
 		if withE {
 			fmt.Fprintf(tw, "reference, wrk on the servers' CPUs: added p50 (e − c)\t%.0f µs\t%s µs\t\t\t\n", med("e−c shared"), rng("e−c shared", "%.0f"))
