@@ -55,9 +55,10 @@ func (r *reqHeaders) read(h *fasthttp.RequestHeader) {
 }
 
 // newExchange makes the exchange of one HTTP request: a copy of body and the strings of
-// the exchange share one allocation (nothing in an exchange aliases fasthttp's buffers:
-// calls may outlive them, in coalesced upstream requests and batch workers). It returns the
-// exchange and its copy of body, which nothing writes to.
+// the exchange share one array, the exchange's inline one when they fit (nothing in an
+// exchange aliases fasthttp's buffers: calls may outlive them, in coalesced upstream
+// requests and batch workers). It returns the exchange and its copy of body, which nothing
+// writes to.
 func newExchange(body []byte, reqID []byte, h *reqHeaders, start time.Time) (*Exchange, []byte) {
 	ex := &Exchange{Start: start}
 	bearer, bad := []byte(nil), false
@@ -68,7 +69,12 @@ func newExchange(body []byte, reqID []byte, h *reqHeaders, start time.Time) (*Ex
 			bad = true
 		}
 	}
-	buf := make([]byte, 0, len(body)+len(reqID)+len(h.clientID)+len(bearer)+len(h.idempotencyKey))
+	var buf []byte
+	if n := len(body) + len(reqID) + len(h.clientID) + len(bearer) + len(h.idempotencyKey); n <= len(ex.inline) {
+		buf = ex.inline[:0:n] // a small request: one allocation, the exchange's
+	} else {
+		buf = make([]byte, 0, n)
+	}
 	buf = append(buf, body...)
 	own := buf[:len(body):len(body)]
 	str := func(b []byte) string {

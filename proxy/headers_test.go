@@ -110,3 +110,25 @@ func TestReadHeadersBadOrMissingCredentials(t *testing.T) {
 		}
 	}
 }
+
+// A small request's copies live in the exchange itself; a large one's in an array of
+// their size. Either way they survive fasthttp's reuse of its buffers.
+func TestNewExchangeInlineAndLarge(t *testing.T) {
+	for _, n := range []int{0, 100, 207, 208, 4096} {
+		h := readRequest(t, "POST / HTTP/1.1\r\nHost: x\r\nX-Api-Key: cid\r\nAuthorization: Bearer tok\r\n\r\n")
+		var r reqHeaders
+		r.read(h)
+		body := bytes.Repeat([]byte("b"), n)
+		ex, own := newExchange(body, []byte("rid"), &r, time.Time{})
+		total := n + len("rid") + len("cid") + len("tok")
+		inline := total <= len(ex.inline)
+		if got := len(own) > 0 && &own[0] == &ex.inline[0]; got != (inline && n > 0) {
+			t.Errorf("body %d: inline %v, want %v", n, got, inline)
+		}
+		clear(body)
+		h.Reset()
+		if len(own) != n || bytes.Count(own, []byte("b")) != n || cap(own) != n || ex.RequestID != "rid" || ex.ClientID != "cid" || ex.Bearer != "tok" {
+			t.Errorf("body %d: exchange %q %q %q, body of %d bytes", n, ex.RequestID, ex.ClientID, ex.Bearer, len(own))
+		}
+	}
+}

@@ -21,6 +21,7 @@ type Route struct {
 
 	segs   []segment
 	prefix string // the pattern up to its first {param}: a quick refusal of most paths
+	static bool   // no {param}: a path matches when it equals Pattern
 	idx    int    // position in the router, for metric tables
 }
 
@@ -55,7 +56,9 @@ func newRouter(routes []*Route) (*router, error) {
 		if !strings.HasPrefix(r.Pattern, "/") {
 			return nil, fmt.Errorf("route %s: pattern %q must start with /", r.Name, r.Pattern)
 		}
-		r.prefix, _, _ = strings.Cut(r.Pattern, "{")
+		var param bool
+		r.prefix, _, param = strings.Cut(r.Pattern, "{")
+		r.static = !param
 		for _, s := range strings.Split(r.Pattern[1:], "/") {
 			if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
 				r.segs = append(r.segs, segment{param: s[1 : len(s)-1]})
@@ -85,6 +88,10 @@ func (rt *router) match(method, path string) (route *Route, params Params, allow
 }
 
 func (r *Route) matchPath(path string) (Params, bool) {
+	if r.static {
+		// Literal segments, none empty: matching them one by one is equality.
+		return Params{}, path == r.Pattern
+	}
 	if len(path) == 0 || path[0] != '/' || !strings.HasPrefix(path, r.prefix) {
 		return Params{}, false
 	}

@@ -392,6 +392,9 @@ func validRequestID(v []byte) bool {
 }
 
 func isJSON(ct []byte) bool {
+	if string(ct) == "application/json" { // as nearly every client sends it
+		return true
+	}
 	if i := bytes.IndexByte(ct, ';'); i >= 0 {
 		ct = ct[:i]
 	}
