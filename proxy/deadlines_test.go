@@ -206,7 +206,7 @@ func TestWatchdogEndsWithLastConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wl := newWatchedListener(ln, 10*time.Millisecond)
+	wl := newWatchedListener(ln, 10*time.Millisecond, timeouts{})
 	accepted := make(chan net.Conn, 1)
 	go func() {
 		c, err := wl.Accept()
@@ -235,5 +235,65 @@ func TestWatchdogEndsWithLastConnection(t *testing.T) {
 	case <-wl.done:
 	case <-time.After(2 * time.Second):
 		t.Fatal("the watchdog did not end after the last connection closed")
+	}
+}
+
+// On a keep-alive connection, a request whose first bytes arrive after an answer gets the
+// read timeout from then on, not the (longer) idle timeout: 408, then the connection closes.
+func TestReadTimeoutOfSecondRequest(t *testing.T) {
+	addr := timeoutServer(t, Config{ReadTimeout: 300 * time.Millisecond, WriteTimeout: time.Second, IdleTimeout: 10 * time.Second})
+	c := dial(t, addr)
+	br := bufio.NewReader(c)
+	get(t, c, br, "one")
+	time.Sleep(500 * time.Millisecond) // idle: longer than the read timeout, well within the idle one
+	get(t, c, br, "two")
+	start := time.Now()
+	if _, err := io.WriteString(c, "GET /v1/echo/three HTTP/1.1\r\nHost: a\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer to a second request read too slowly: %v", err)
+	}
+	_, _ = io.ReadAll(resp.Body)
+	if waited := time.Since(start); resp.StatusCode != http.StatusRequestTimeout || waited < 250*time.Millisecond || waited > 300*time.Millisecond+2*deadlineTick+time.Second {
+		t.Errorf("answer %d after %v, want 408 after the read timeout of 300ms", resp.StatusCode, waited)
+	}
+}
+
+// An answer the client does not read is abandoned after the write timeout: the connection
+// closes before the whole answer is sent.
+func TestWriteTimeoutClosesConnection(t *testing.T) {
+	const size = 24 << 20 // more than the sockets' buffers hold (4 to 6 MiB arrive here)
+	body := []byte(`"` + strings.Repeat("x", size) + `"`)
+	cfg := Config{ReadTimeout: 5 * time.Second, WriteTimeout: 300 * time.Millisecond, IdleTimeout: 5 * time.Second}
+	cfg.MaxBodyBytes, cfg.MaxBatch, cfg.BatchConcurrency = 4096, 10, 1
+	big := RESTHandlerFunc(func(*RESTRequest) (*RESTResponse, error) {
+		return &RESTResponse{Member: "big", Body: body}, nil
+	})
+	s, err := New(cfg, Deps{
+		Logger:     zap.NewNop(),
+		Registry:   prometheus.NewRegistry(),
+		Routes:     []*Route{{Name: "big", Method: http.MethodGet, Pattern: "/v1/big", REST: big}},
+		KnownChain: func(uint64) bool { return false },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, serve(t, s))
+	if _, err := io.WriteString(c, "GET /v1/big HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300*time.Millisecond + 5*deadlineTick) // not reading: the server's write blocks
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := io.Copy(io.Discard, c)
+	t.Logf("read %d bytes of the answer, then %v", n, err)
+	if n >= size {
+		t.Fatalf("read the whole answer (%d bytes, %v) after the write timeout", n, err)
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the connection stayed open after the write timeout: %d bytes, then %v", n, err)
 	}
 }

@@ -75,14 +75,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		idPrefix: hex.EncodeToString(rnd[:]) + "-",
 	}
 	s.srv = &fasthttp.Server{
-		Handler:                      s.handle,
-		ErrorHandler:                 s.handleReadError,
-		Name:                         "web3gate",
-		Logger:                       fasthttpLogger{deps.Logger},
-		MaxRequestBodySize:           cfg.MaxBodyBytes,
-		ReadTimeout:                  cfg.ReadTimeout,
-		WriteTimeout:                 cfg.WriteTimeout,
-		IdleTimeout:                  cfg.IdleTimeout,
+		Handler:            s.handle,
+		ErrorHandler:       s.handleReadError,
+		Name:               "web3gate",
+		Logger:             fasthttpLogger{deps.Logger},
+		MaxRequestBodySize: cfg.MaxBodyBytes,
+		// No timeouts for fasthttp: the connections keep them (see watchedConn).
 		CloseOnShutdown:              true,
 		NoDefaultDate:                false,
 		NoDefaultContentType:         true,
@@ -91,10 +89,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	return s, nil
 }
 
-// Serve serves the public API on ln until Shutdown. The connections' read, write and idle
-// timeouts are enforced by a watchdog (see watchedListener).
+// Serve serves the public API on ln until Shutdown. The connections keep their read, write
+// and idle timeouts, and a watchdog enforces them (see watchedListener).
 func (s *Server) Serve(ln net.Listener) error {
-	wl := newWatchedListener(ln, deadlineTick)
+	wl := newWatchedListener(ln, deadlineTick, timeouts{read: s.cfg.ReadTimeout, write: s.cfg.WriteTimeout, idle: s.cfg.IdleTimeout})
 	defer wl.Close()
 	return s.srv.Serve(wl)
 }
