@@ -15,17 +15,31 @@ import (
 	"go.uber.org/zap"
 )
 
-// timeoutServer serves an echo REST route with the given timeouts and returns its address.
+// bigAnswer is the size of the answer of timeoutServer's /v1/big: more than the sockets'
+// buffers hold (4 to 6 MiB of it arrive before the server's write blocks).
+const bigAnswer = 24 << 20
+
+// bigBody is /v1/big's answer, built on first use.
+var bigBody = sync.OnceValue(func() []byte { return []byte(`"` + strings.Repeat("x", bigAnswer) + `"`) })
+
+// timeoutServer serves REST routes with the given timeouts and returns its address:
+// /v1/echo/{what} answers what, /v1/big an answer of bigAnswer bytes.
 func timeoutServer(t *testing.T, cfg Config) string {
 	t.Helper()
 	cfg.MaxBodyBytes, cfg.MaxBatch, cfg.BatchConcurrency = 4096, 10, 1
 	echo := RESTHandlerFunc(func(r *RESTRequest) (*RESTResponse, error) {
 		return &RESTResponse{Member: "echo", Body: []byte(`"` + r.Params.Get("what") + `"`)}, nil
 	})
+	big := RESTHandlerFunc(func(*RESTRequest) (*RESTResponse, error) {
+		return &RESTResponse{Member: "big", Body: bigBody()}, nil
+	})
 	s, err := New(cfg, Deps{
-		Logger:     zap.NewNop(),
-		Registry:   prometheus.NewRegistry(),
-		Routes:     []*Route{{Name: "echo", Method: http.MethodGet, Pattern: "/v1/echo/{what}", REST: echo}},
+		Logger:   zap.NewNop(),
+		Registry: prometheus.NewRegistry(),
+		Routes: []*Route{
+			{Name: "echo", Method: http.MethodGet, Pattern: "/v1/echo/{what}", REST: echo},
+			{Name: "big", Method: http.MethodGet, Pattern: "/v1/big", REST: big},
+		},
 		KnownChain: func(uint64) bool { return false },
 	})
 	if err != nil {
@@ -265,23 +279,8 @@ func TestReadTimeoutOfSecondRequest(t *testing.T) {
 // An answer the client does not read is abandoned after the write timeout: the connection
 // closes before the whole answer is sent.
 func TestWriteTimeoutClosesConnection(t *testing.T) {
-	const size = 24 << 20 // more than the sockets' buffers hold (4 to 6 MiB arrive here)
-	body := []byte(`"` + strings.Repeat("x", size) + `"`)
-	cfg := Config{ReadTimeout: 5 * time.Second, WriteTimeout: 300 * time.Millisecond, IdleTimeout: 5 * time.Second}
-	cfg.MaxBodyBytes, cfg.MaxBatch, cfg.BatchConcurrency = 4096, 10, 1
-	big := RESTHandlerFunc(func(*RESTRequest) (*RESTResponse, error) {
-		return &RESTResponse{Member: "big", Body: body}, nil
-	})
-	s, err := New(cfg, Deps{
-		Logger:     zap.NewNop(),
-		Registry:   prometheus.NewRegistry(),
-		Routes:     []*Route{{Name: "big", Method: http.MethodGet, Pattern: "/v1/big", REST: big}},
-		KnownChain: func(uint64) bool { return false },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := dial(t, serve(t, s))
+	bigBody() // built before the request, so that the answer is written at once
+	c := dial(t, timeoutServer(t, Config{ReadTimeout: 5 * time.Second, WriteTimeout: 300 * time.Millisecond, IdleTimeout: 5 * time.Second}))
 	if _, err := io.WriteString(c, "GET /v1/big HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +288,7 @@ func TestWriteTimeoutClosesConnection(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	n, err := io.Copy(io.Discard, c)
 	t.Logf("read %d bytes of the answer, then %v", n, err)
-	if n >= size {
+	if n >= bigAnswer {
 		t.Fatalf("read the whole answer (%d bytes, %v) after the write timeout", n, err)
 	}
 	var ne net.Error
