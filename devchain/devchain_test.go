@@ -8,7 +8,6 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -23,27 +22,18 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/web3gate/web3gate/internal/leaktest"
 )
 
 // mineTimeout bounds every wait for a receipt. It is a liveness bound, not a timing
 // assertion: a block is normally mined within milliseconds, even under -race.
 const mineTimeout = 30 * time.Second
 
-// settleTimeout bounds the wait for goroutines that end shortly after Close returns: the
-// in-memory goleveldb database of the P2P node table (enode.OpenDB("")) keeps its
-// mpoolDrain goroutine for up to one second after it is closed.
-const settleTimeout = 5 * time.Second
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := settledLeaks(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: errors on successful test run: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain fails the binary on goroutines left after the tests. The in-memory goleveldb
+// database of the P2P node table (enode.OpenDB("")) keeps its mpoolDrain goroutine for up to
+// one second after it is closed: leaktest waits for it.
+func TestMain(m *testing.M) { leaktest.MainIgnoring(m, leakOptions()...) }
 
 // leakOptions names the goroutines go-ethereum starts once per process and never ends.
 func leakOptions() []goleak.Option {
@@ -54,24 +44,11 @@ func leakOptions() []goleak.Option {
 	}
 }
 
-// settledLeaks waits up to settleTimeout for unexpected goroutines to end and returns
-// goleak's report of those still running.
-func settledLeaks() error {
-	deadline := time.Now().Add(settleTimeout)
-	for {
-		err := goleak.Find(leakOptions()...)
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // verifyNoLeaks fails t if goroutines other than the test's own and go-ethereum's global
-// ones are still running once settleTimeout has passed.
+// ones are still running after leaktest's wait.
 func verifyNoLeaks(t *testing.T) {
 	t.Helper()
-	if settledLeaks() != nil {
+	if leaktest.Settled(leakOptions()...) != nil {
 		goleak.VerifyNone(t, leakOptions()...)
 	}
 }

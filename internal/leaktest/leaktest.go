@@ -1,5 +1,5 @@
-// Package leaktest is the goroutine-leak check of the test binaries that run web3gate's
-// servers: their TestMain is leaktest.Main.
+// Package leaktest is the goroutine-leak check of the test binaries: their TestMain is
+// leaktest.Main (web3gate's servers) or leaktest.MainIgnoring.
 package leaktest
 
 import (
@@ -12,13 +12,27 @@ import (
 	"go.uber.org/goleak"
 )
 
-// Main runs the tests and, when they pass, fails the binary if goroutines are left:
-// goroutines that end on their own shortly after Close (fasthttp's idle connection cleaner,
-// go-ethereum's in-memory node database) get a few seconds first.
+// Main runs the tests and, when they pass, fails the binary if goroutines are left besides
+// the process-wide ones of the libraries web3gate's servers use. Goroutines that end on
+// their own shortly after Close (fasthttp's idle connection cleaner, go-ethereum's
+// in-memory node database) get a few seconds first.
 func Main(m *testing.M) {
+	exit(m, func() error {
+		// The test client's idle keep-alive connections are not the servers' goroutines.
+		http.DefaultClient.CloseIdleConnections()
+		return Settled(serverGoroutines()...)
+	})
+}
+
+// MainIgnoring is Main for a binary whose process-wide goroutines are those of opts.
+func MainIgnoring(m *testing.M, opts ...goleak.Option) {
+	exit(m, func() error { return Settled(opts...) })
+}
+
+func exit(m *testing.M, check func() error) {
 	code := m.Run()
 	if code == 0 {
-		if err := settled(); err != nil {
+		if err := check(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
 			code = 1
 		}
@@ -26,8 +40,21 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-func settled() error {
-	opts := []goleak.Option{
+// Settled waits up to 5 s for the goroutines other than those of opts to end, and returns
+// goleak's report of those still running.
+func Settled(opts ...goleak.Option) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := goleak.Find(opts...)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func serverGoroutines() []goleak.Option {
+	return []goleak.Option{
 		// go-ethereum's process-wide ecrecover workers, started once and never stopped.
 		goleak.IgnoreTopFunction("github.com/ethereum/go-ethereum/core.(*txSenderCacher).cache"),
 		// fasthttp's process-wide Date header updater, started once and never stopped.
@@ -36,15 +63,5 @@ func settled() error {
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
 		// A closed fasthttp client's connection cleaner ends after its idle period (30 s).
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
-	}
-	// The test client's idle keep-alive connections are not the servers' goroutines.
-	http.DefaultClient.CloseIdleConnections()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := goleak.Find(opts...)
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
