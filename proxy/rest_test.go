@@ -39,24 +39,25 @@ func restServer(t *testing.T) string {
 		}
 		return &RESTResponse{Member: "echo", Body: []byte(`{"what":"` + r.Params.Get("what") + `","a":` + list + `,"b":"` + single + `"}`)}, nil
 	})
-	s, err := New(Config{MaxBodyBytes: 4096, MaxBatch: 10, BatchConcurrency: 1}, Deps{
-		Logger:   zap.NewNop(),
-		Registry: prometheus.NewRegistry(),
-		Routes: []*Route{
-			{Name: "echo", Method: http.MethodGet, Pattern: "/v1/echo/{what}", REST: echo},
-			{Name: "echo_post", Method: http.MethodPost, Pattern: "/v1/echo/{what}", REST: echo},
-		},
+	return "http://" + serveRoutes(t, Config{},
+		&Route{Name: "echo", Method: http.MethodGet, Pattern: "/v1/echo/{what}", REST: echo},
+		&Route{Name: "echo_post", Method: http.MethodPost, Pattern: "/v1/echo/{what}", REST: echo})
+}
+
+// serveRoutes serves routes with cfg (its limits set small: 4 KiB bodies, batches of 10) on
+// a free loopback port until the test ends, and returns its address.
+func serveRoutes(t *testing.T, cfg Config, routes ...*Route) string {
+	t.Helper()
+	cfg.MaxBodyBytes, cfg.MaxBatch, cfg.BatchConcurrency = 4096, 10, 1
+	s, err := New(cfg, Deps{
+		Logger:     zap.NewNop(),
+		Registry:   prometheus.NewRegistry(),
+		Routes:     routes,
 		KnownChain: func(uint64) bool { return false },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return "http://" + serve(t, s)
-}
-
-// serve serves s on a free loopback port until the test ends, and returns its address.
-func serve(t *testing.T, s *Server) string {
-	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
