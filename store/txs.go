@@ -34,19 +34,19 @@ const (
 
 // TxRecord is one transaction the service signed or is about to sign.
 type TxRecord struct {
-	ID             int64
-	ChainID        uint64
-	Address        common.Address // the sender
-	Nonce          uint64
-	Principal      string
-	Kind           string
-	State          string
-	Fields         []byte   // the validated, complete transaction object, canonical JSON
+	ID        int64
+	ChainID   uint64
+	Address   common.Address // the sender
+	Nonce     uint64
+	Principal string
+	Kind      string
+	State     string
+	Fields    []byte // the validated, complete transaction object, canonical JSON
 	// Request is the object as the client sent it (canonical JSON) when web3gate filled
 	// fields in; nil when it is Fields. An Idempotency-Key is compared with it.
 	Request []byte
 	// Filled names the fields web3gate filled in ("gas", "maxFeePerGas", ...).
-	Filled []string
+	Filled         []string
 	MaxCost        *big.Int // gas * price + value, wei
 	Raw            []byte   // signed bytes; nil before signing
 	Hash           common.Hash
