@@ -73,6 +73,8 @@ type Transactions struct {
 
 	blocks sync.Map // chain id -> *blockInfo, the latest block seen
 	heads  sync.Map // headKey -> struct{}: nonce heads known to exist in the store
+
+	genesis sync.Map // chain id -> *genesisGate: checked before the chain's first nonce (genesis.go)
 }
 
 // NewTransactions builds the manager; Run starts its confirmers.
@@ -92,10 +94,14 @@ func NewTransactions(cfg TxConfig, deps TxDeps) (*Transactions, error) {
 	return &Transactions{cfg: cfg, rules: rules, keys: deps.Keys, db: deps.DB, chains: deps.Chains, log: log}, nil
 }
 
-func (t *Transactions) chain(chainID uint64) (Chain, error) {
+func (t *Transactions) chain(ctx context.Context, chainID uint64) (Chain, error) {
 	ch, ok := t.chains[chainID]
 	if !ok {
 		return nil, jsonrpc.ErrUnknownChain.Withf("chain %d is not configured", chainID)
+	}
+	// No nonce of a chain is handed out before its genesis was checked (genesis.go).
+	if err := t.awaitGenesis(ctx, chainID); err != nil {
+		return nil, err
 	}
 	return ch, nil
 }
@@ -105,7 +111,7 @@ func (t *Transactions) chain(chainID uint64) (Chain, error) {
 // accepted the bytes. With an idempotency key, a second Send with the same key and
 // transaction returns the first one's hash and sends nothing.
 func (t *Transactions) Send(ctx context.Context, principal string, chainID uint64, r *txreq.Request, idemKey string) (common.Hash, error) {
-	ch, err := t.chain(chainID)
+	ch, err := t.chain(ctx, chainID)
 	if err != nil {
 		return common.Hash{}, err
 	}
@@ -152,7 +158,7 @@ func (t *Transactions) Send(ctx context.Context, principal string, chainID uint6
 // SignTransaction is eth_signTransaction: the same checks and reservation as Send, then the
 // signed bytes are persisted with the nonce "handed out" to the caller, who submits them.
 func (t *Transactions) SignTransaction(ctx context.Context, principal string, chainID uint64, r *txreq.Request) ([]byte, error) {
-	ch, err := t.chain(chainID)
+	ch, err := t.chain(ctx, chainID)
 	if err != nil {
 		return nil, err
 	}
