@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -101,6 +103,13 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	if err != nil {
 		return err
 	}
+	// A chain whose genesis differs from the one recorded started over (the embedded chain
+	// does at every start): its stored transactions are abandoned here, before the
+	// confirmers' recovery, and its metadata records and owners index dropped below.
+	renewed := txs.CheckGeneses(ctx, slices.Collect(maps.Keys(embedded)))
+	for id := range embedded {
+		renewed[id] = true
+	}
 	// The confirmers stop before the upstreams and the store close (defers run last first).
 	txCtx, stopTxs := context.WithCancel(context.WithoutCancel(ctx))
 	txDone := make(chan struct{})
@@ -125,14 +134,14 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return fmt.Errorf("metadata: %w", err)
 	}
 	defer md.Close()
-	for id := range embedded {
+	for id := range renewed {
 		if err := md.ForgetChain(ctx, id); err != nil {
 			return fmt.Errorf("metadata: %w", err)
 		}
 	}
 
 	// The owners indexers stop before the metadata service, the upstreams and the store
-	// (defers run last first); the index of an embedded chain is rebuilt from its blocks.
+	// (defers run last first); the index of a chain that started over is rebuilt from its blocks.
 	own, err := owners.New(cfg.Owners, owners.Deps{
 		Chain: func(id uint64) (owners.Chain, bool) {
 			if p, ok := ups.Pool(id); ok {
@@ -145,7 +154,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	if err != nil {
 		return err
 	}
-	for id := range embedded {
+	for id := range renewed {
 		if err := own.ForgetChain(ctx, id); err != nil {
 			return err
 		}
