@@ -58,7 +58,7 @@ func NewOAuth(ctx context.Context, cfg OAuthConfig, deps OAuthDeps) (*OAuth, err
 	if err != nil {
 		return nil, fmt.Errorf("oauth: %w", err)
 	}
-	own, err := NewJWTVerifier(cfg, key, deps.Now)
+	own, err := NewJWTVerifier(cfg, JWTVerifierDeps{Key: key, Clients: deps.Clients, Logger: log, Now: deps.Now})
 	if err != nil {
 		return nil, fmt.Errorf("oauth: %w", err)
 	}
