@@ -177,7 +177,9 @@ func TestTokenEndpointThrottlesAddress(t *testing.T) {
 // queue a legitimate request of another client behind its hashing: at most the throttle's
 // five are checked, the rest refused at once, and the other client gets its token.
 func TestTokenEndpointNotStarved(t *testing.T) {
-	f := newTokenFixtureWith(t, func(c *OAuthConfig) { c.MaxConcurrentHashes = 1 }, nil)
+	// One slot, so the burst's checks do run one after the other; a queue timeout long
+	// enough for the five a slow machine (or -race) hashes in front of the legitimate one.
+	f := newTokenFixtureWith(t, func(c *OAuthConfig) { c.MaxConcurrentHashes, c.HashQueueTimeout = 1, 30*time.Second }, nil)
 	f.addClient(t, "w3g_other", "other-secret", "bob", []string{ScopeSign}, false)
 	attacker, legit := f.from(t, "127.0.0.2"), f.from(t, "127.0.0.3")
 	const n = 64
