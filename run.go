@@ -172,6 +172,11 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return err
 	}
 
+	clientsAdmin, err := auth.NewClientsAdmin(cfg.Auth.OAuth.Admin, auth.ClientsAdminDeps{Clients: db, Logger: log.Named("oauth")})
+	if err != nil {
+		return err
+	}
+
 	routes, cacheStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, db)
 	if err != nil {
 		return err
@@ -206,7 +211,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return fmt.Errorf("admin listen %s: %w", cfg.Admin.Listen, err)
 	}
 	// ReadTimeout bounds the bodies of the admin product API as well as the headers.
-	admin := &http.Server{Handler: adminMux(reg, ups, catalog.AdminHandler()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	admin := &http.Server{Handler: adminMux(reg, ups, catalog.AdminHandler(), clientsAdmin), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
@@ -247,7 +252,7 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 	if err != nil {
 		return nil, nil, err
 	}
-	oauth, err := auth.NewOAuth(ctx, cfg.Auth.OAuth, auth.OAuthDeps{Clients: db, Logger: log.Named("oauth")})
+	oauth, err := auth.NewOAuth(ctx, cfg.Auth.OAuth, auth.OAuthDeps{Clients: db, Logger: log.Named("oauth"), Registry: reg})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -294,11 +299,12 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 }
 
 // adminMux serves /metrics, /healthz (the process is up), /readyz (every chain has a
-// healthy upstream) and the admin product API.
-func adminMux(reg *prometheus.Registry, ups *upstreams.Set, productsAdmin http.Handler) http.Handler {
+// healthy upstream), the admin product API and the OAuth client admin API.
+func adminMux(reg *prometheus.Registry, ups *upstreams.Set, productsAdmin, clientsAdmin http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(products.AdminPath, productsAdmin)
 	mux.Handle(products.AdminPath+"/", productsAdmin)
+	mux.Handle(auth.ClientsAdminPath+"/", clientsAdmin)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
