@@ -142,7 +142,7 @@ type importSource struct {
 }
 
 // TestAccountsImportFromTools imports keys as people have them: key files written by geth
-// (go-ethereum's keystore package, what `geth account new` runs), cast (`cast wallet new`
+// (go-ethereum's keystore.StoreKey, what `geth account new` runs), cast (`cast wallet new`
 // and `cast wallet import`), ethers v6 (`encrypt`, `encryptSync`, default parameters) and the
 // Web3 Secret Storage pbkdf2 vector, and raw hex keys from a file and from standard input.
 // It checks the refusals (a key on the command line, a key file others can read, each wrong
@@ -183,9 +183,8 @@ func TestAccountsImportFromTools(t *testing.T) {
 	var secrets []string // must never appear in any output
 	var sources []importSource
 
-	// geth: go-ethereum's keystore package, as `geth account new --keystore DIR`.
-	ks := keystore.NewKeyStore(filepath.Join(src, "geth"), keystore.LightScryptN, keystore.LightScryptP)
-	gethAcc, err := ks.NewAccount(filePass)
+	// geth: keystore.StoreKey is what `geth account new --keystore DIR --lightkdf` runs.
+	gethAcc, err := keystore.StoreKey(filepath.Join(src, "geth"), filePass, keystore.LightScryptN, keystore.LightScryptP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +193,9 @@ func TestAccountsImportFromTools(t *testing.T) {
 	// cast wallet new DIR: a file named by its uuid, without an address member.
 	cast := castForImport(t)
 	castDir := filepath.Join(src, "cast")
-	os.Mkdir(castDir, 0o700)
+	if err := os.Mkdir(castDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	castNew := exec.Command(cast, "wallet", "new", castDir)
 	castNew.Env = append(os.Environ(), "CAST_PASSWORD="+filePass)
 	out, err := castNew.CombinedOutput()
@@ -216,7 +217,9 @@ func TestAccountsImportFromTools(t *testing.T) {
 
 	// ethers v6: Wallet.encrypt and encryptSync with ethers' default scrypt parameters.
 	ethersDir := filepath.Join(src, "ethers")
-	os.Mkdir(ethersDir, 0o700)
+	if err := os.Mkdir(ethersDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	nodeBin, err := exec.LookPath("node")
 	if err != nil {
 		t.Fatal("node is required for the ethers key files: install Node.js 20+ (.ci/run does)")
