@@ -1,10 +1,13 @@
 package metadata
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,6 +16,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/web3gate/web3gate/proxy"
 )
@@ -564,6 +569,69 @@ func TestConfigNegativeTTL(t *testing.T) {
 			err := cfg.Validate()
 			if c.ok != (err == nil) || !c.ok && !strings.Contains(err.Error(), "negativeTtl: ") {
 				t.Errorf("Validate = %v", err)
+			}
+		})
+	}
+}
+
+// serve serves the token and contract routes on a real proxy server on loopback and returns
+// its base URL.
+func (e *env) serve() string {
+	e.t.Helper()
+	var sc proxy.Config
+	sc.SetDefaults()
+	srv, err := proxy.New(sc, proxy.Deps{Logger: zap.NewNop(), Registry: prometheus.NewRegistry(), Routes: []*proxy.Route{
+		{Name: "token", Method: http.MethodGet, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}/{tokenId}", REST: e.svc.TokenHandler()},
+		{Name: "contract", Method: http.MethodGet, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}", REST: e.svc.ContractHandler()},
+	}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	e.t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	return "http://" + ln.Addr().String()
+}
+
+// TestForceRefreshParameter: forceRefresh follows the REST rule for booleans on both routes:
+// true or false in any case, empty as absent, anything else a 400 naming it.
+func TestForceRefreshParameter(t *testing.T) {
+	e := newEnv(t, nil)
+	addr := e.nft(1, "")
+	api := e.serve()
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(api + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	routes := map[string]string{
+		"token":    fmt.Sprintf("/v1/tokens/60/%d/%s/1", e.chainID, addr.Hex()),
+		"contract": fmt.Sprintf("/v1/tokens/60/%d/%s", e.chainID, addr.Hex()),
+	}
+	for route, path := range routes {
+		t.Run(route+" accepted", func(t *testing.T) {
+			for _, q := range []string{"", "?forceRefresh=true", "?forceRefresh=TRUE", "?forceRefresh=True", "?forceRefresh=false",
+				"?forceRefresh=FALSE", "?forceRefresh="} {
+				if status, body := get(path + q); status != http.StatusOK {
+					t.Errorf("%s: HTTP %d %s, want 200", q, status, body)
+				}
+			}
+		})
+		t.Run(route+" refused", func(t *testing.T) {
+			for _, q := range []string{"?forceRefresh=1", "?forceRefresh=0", "?forceRefresh=t", "?forceRefresh=F", "?forceRefresh=yes",
+				"?forceRefresh=%20true"} {
+				status, body := get(path + q)
+				if status != http.StatusBadRequest || !strings.Contains(body, `"message":"forceRefresh: must be true or false"`) {
+					t.Errorf("%s: HTTP %d %s, want a 400 naming forceRefresh", q, status, body)
+				}
 			}
 		})
 	}
