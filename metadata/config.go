@@ -33,6 +33,10 @@ type Config struct {
 	// 30s and 1h.
 	FailureBackoff    time.Duration `yaml:"failureBackoff"`
 	MaxFailureBackoff time.Duration `yaml:"maxFailureBackoff"`
+	// NegativeTTL is how long a 404 the chain gave (no contract, not an NFT contract, no such
+	// token) answers again without a chain read; forceRefresh=true re-checks at once.
+	// Default 30s.
+	NegativeTTL time.Duration `yaml:"negativeTtl"`
 	// CacheBytes is the memory budget of the in-process record cache. Default 32 MiB.
 	CacheBytes int64 `yaml:"cacheBytes"`
 }
@@ -49,6 +53,7 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.MaxAge, 24*time.Hour)
 	defaults.Set(&c.FailureBackoff, 30*time.Second)
 	defaults.Set(&c.MaxFailureBackoff, time.Hour)
+	defaults.Set(&c.NegativeTTL, 30*time.Second)
 	defaults.Set(&c.CacheBytes, 32<<20)
 }
 
@@ -83,6 +88,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxFailureBackoff < c.FailureBackoff {
 		errs = append(errs, errors.New("maxFailureBackoff: must be at least failureBackoff"))
+	}
+	if c.NegativeTTL < time.Second || c.NegativeTTL > time.Hour {
+		errs = append(errs, errors.New("negativeTtl: must be from 1s to 1h"))
 	}
 	if c.CacheBytes < 1<<20 {
 		errs = append(errs, errors.New("cacheBytes: must be at least 1048576 (1 MiB)"))

@@ -12,7 +12,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "web3gate_metadata_lookups_total",
-			Help: "Token and contract metadata lookups by kind (token, contract) and how they were served: hit, miss, stale (served, refreshed in the background), retry (a failed document's backoff passed), refresh (forceRefresh), cooldown (forceRefresh inside the cooldown).",
+			Help: "Token and contract metadata lookups by kind (token, contract) and how they were served: hit, miss, stale (served, refreshed in the background), retry (a failed document's backoff passed), refresh (forceRefresh), cooldown (forceRefresh inside the cooldown), negative (a 404 remembered for negativeTtl, no chain read).",
 		}, []string{"kind", "result"}),
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "web3gate_metadata_fetches_total",

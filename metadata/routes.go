@@ -60,10 +60,8 @@ func commonParams(r *proxy.RESTRequest) (chainID uint64, addr common.Address, fo
 	if addr, perr = ParseAddress(r.Params.Get("contractAddress")); perr != nil {
 		return 0, addr, false, proxy.Errorf(http.StatusBadRequest, "contractAddress: %v", perr)
 	}
-	if v, ok := r.Query("forceRefresh"); ok && v != "" {
-		if force, perr = strconv.ParseBool(v); perr != nil {
-			return 0, addr, false, proxy.Errorf(http.StatusBadRequest, "forceRefresh: must be true or false")
-		}
+	if force, _, err = proxy.QueryBool(r, "forceRefresh"); err != nil {
+		return 0, addr, false, err
 	}
 	return chainID, addr, force, nil
 }

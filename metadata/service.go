@@ -53,12 +53,15 @@ type Service struct {
 	bgSem  chan struct{} // bounds background refreshes in flight
 }
 
-// entry is a record as served: the member object and when it was fetched.
+// entry is a record as served: the member object and when it was fetched; or, with miss
+// set, a negative answer (a 404) and when the chain said so. Negative entries live in
+// memory only, for Config.NegativeTTL.
 type entry struct {
 	body     []byte // Token or Contract, JSON
 	doc      []byte // the route's whole answer: {"token"|"contract": body, "error": null}
 	updated  time.Time
-	failures int // fetches in a row whose document could not be had
+	failures int   // fetches in a row whose document could not be had
+	miss     error // errNoContract, errNotNFT or errNoToken; nil for a record
 }
 
 // New returns a Service; Close stops its background refreshes.
@@ -153,6 +156,15 @@ func (it item) key() string {
 	return string(b)
 }
 
+// contractKey is the cache key of the item's contract: the key of the contract route's
+// record, and of its "no contract" answer.
+func (it item) contractKey() string { return item{chainID: it.chainID, addr: it.addr}.key() }
+
+// addressKey is the key of what the token route learned of the address itself ("no
+// contract", "not an NFT contract"): it answers every token id of the address. "/-" cannot
+// be a token key (ids are hex).
+func (it item) addressKey() string { return it.contractKey() + "/-" }
+
 // kind is the item's route: the member of its answer and its metrics label.
 func (it item) kind() string {
 	if it.id == nil {
@@ -200,18 +212,28 @@ func (s *Service) Contract(ctx context.Context, chainID uint64, addr common.Addr
 
 // get serves a record: from memory or the store, refreshed when asked (outside the
 // cooldown), when its document failed and the backoff has passed, or (in the background)
-// when it is older than maxAge; a miss is fetched live. Concurrent fetches of one item
-// share one.
+// when it is older than maxAge; a miss is fetched live. A 404 the chain gave within
+// negativeTtl answers again without a chain read, unless forceRefresh asks to re-check.
+// Concurrent fetches of one item share one.
 func (s *Service) get(ctx context.Context, it item, force bool) (*entry, error) {
 	if _, ok := s.chain(it.chainID); !ok {
 		return nil, proxy.Errorf(http.StatusNotFound, "chain %d is not configured", it.chainID)
 	}
 	key := it.key()
-	e, err := s.cached(ctx, it, key)
-	if err != nil {
-		return nil, err
-	}
 	kind := it.kind()
+	e, ok := s.mem.Get(key)
+	if !ok || e.miss != nil {
+		if !force {
+			if err := s.negative(it, key, e); err != nil {
+				s.metrics.lookup(kind, "negative")
+				return nil, err
+			}
+		}
+		var err error
+		if e, err = s.stored(ctx, it, key); err != nil {
+			return nil, err
+		}
+	}
 	if e != nil {
 		age := s.now().Sub(e.updated)
 		switch {
@@ -233,7 +255,45 @@ func (s *Service) get(ctx context.Context, it item, force bool) (*entry, error) 
 	} else {
 		s.metrics.lookup(kind, "miss")
 	}
-	return s.refresh(ctx, it, key, e)
+	return s.refresh(ctx, it, key, e, force)
+}
+
+// negative returns the 404 that answers it without a chain read: a negative entry of its
+// own (e, when the caller has it, else looked up), or for a token, the contract route's "no
+// contract" or what an earlier token lookup learned of the address; each only within
+// negativeTtl of when the chain said so. nil: none.
+func (s *Service) negative(it item, key string, e *entry) error {
+	now := s.now()
+	fresh := func(e *entry) error {
+		if e != nil && e.miss != nil && now.Sub(e.updated) < s.cfg.NegativeTTL {
+			return e.miss
+		}
+		return nil
+	}
+	if e == nil {
+		e, _ = s.mem.Get(key)
+	}
+	if err := fresh(e); err != nil || it.id == nil {
+		return err
+	}
+	ce, _ := s.mem.Get(it.contractKey())
+	if err := fresh(ce); err != nil {
+		return err
+	}
+	ae, _ := s.mem.Get(it.addressKey())
+	return fresh(ae)
+}
+
+// remember keeps the 404 err of it in memory for negativeTtl, under the key it is an answer
+// for: the address's for "no contract" and "not an NFT contract" found by the token route,
+// else the item's.
+func (s *Service) remember(it item, key string, err error, now time.Time) {
+	if it.id != nil && (errors.Is(err, errNoContract) || errors.Is(err, errNotNFT)) {
+		key = it.addressKey()
+	}
+	e := &entry{updated: now, miss: err}
+	s.mem.SetWithTTL(key, e, e.cost(key), s.cfg.NegativeTTL)
+	s.mem.Wait()
 }
 
 // cost is the memory an entry takes in the cache, roughly.
@@ -249,12 +309,8 @@ func (s *Service) backoff(n int) time.Duration {
 	return min(d, s.cfg.MaxFailureBackoff)
 }
 
-// cached returns the record of it from memory, else from the store (then kept in memory),
-// else nil.
-func (s *Service) cached(ctx context.Context, it item, key string) (*entry, error) {
-	if e, ok := s.mem.Get(key); ok {
-		return e, nil
-	}
+// stored returns the record of it from the store (then kept in memory), else nil.
+func (s *Service) stored(ctx context.Context, it item, key string) (*entry, error) {
 	var rec *store.MetadataRecord
 	err := s.db.Read(ctx, func(tx *store.Tx) error {
 		var err error
@@ -273,9 +329,21 @@ func (s *Service) cached(ctx context.Context, it item, key string) (*entry, erro
 }
 
 // refresh fetches it anew (one fetch for all concurrent callers) and records the result.
-// When the chain cannot be read, the previous record (if any) is served.
-func (s *Service) refresh(ctx context.Context, it item, key string, prev *entry) (*entry, error) {
-	v, err, _ := s.flight.Do(key, func() (any, error) {
+// When the chain cannot be read, the previous record (if any) is served. A forced refresh
+// shares its fetch only with other forced ones: it must not be answered by a fetch that
+// started before it, nor by a negative answer that such a fetch left.
+func (s *Service) refresh(ctx context.Context, it item, key string, prev *entry, force bool) (*entry, error) {
+	fkey := key
+	if force {
+		fkey += "!"
+	}
+	v, err, _ := s.flight.Do(fkey, func() (any, error) {
+		if !force {
+			// A fetch that ended since this caller looked may have left a 404.
+			if err := s.negative(it, key, nil); err != nil {
+				return nil, err
+			}
+		}
 		return s.fetch(context.WithoutCancel(ctx), it, key, prev)
 	})
 	if err != nil {
@@ -302,14 +370,14 @@ func (s *Service) refreshLater(it item, key string, prev *entry) {
 	go func() {
 		defer s.bgWG.Done()
 		defer func() { <-s.bgSem }()
-		if _, err := s.refresh(s.bgCtx, it, key, prev); err != nil && s.bgCtx.Err() == nil {
+		if _, err := s.refresh(s.bgCtx, it, key, prev, false); err != nil && s.bgCtx.Err() == nil {
 			s.log.Info("background metadata refresh failed", zap.String("item", key), zap.Error(err))
 		}
 	}()
 }
 
 // fetch reads the chain and the document of it, and stores the record. A 404 (no contract,
-// no such token) removes the record.
+// not an NFT contract, no such token) removes the record and is remembered for negativeTtl.
 func (s *Service) fetch(ctx context.Context, it item, key string, prev *entry) (*entry, error) {
 	chain, ok := s.chain(it.chainID)
 	if !ok {
@@ -328,7 +396,10 @@ func (s *Service) fetch(ctx context.Context, it item, key string, prev *entry) (
 	}
 	var he *proxy.HTTPError
 	if errors.As(err, &he) && he.Status == http.StatusNotFound {
-		s.forget(ctx, it, key)
+		if prev != nil {
+			s.forget(ctx, it, key)
+		}
+		s.remember(it, key, err, now)
 		return nil, err
 	}
 	if err != nil {
@@ -351,6 +422,9 @@ func (s *Service) fetch(ctx context.Context, it item, key string, prev *entry) (
 		return nil, err
 	}
 	s.mem.Set(key, e, e.cost(key))
+	if it.id != nil {
+		s.mem.Del(it.addressKey()) // the address holds this token: whatever 404 it had is over
+	}
 	s.mem.Wait()
 	return e, nil
 }

@@ -1,10 +1,13 @@
 package metadata
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,6 +15,9 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/web3gate/web3gate/proxy"
 )
@@ -439,5 +445,194 @@ func TestParseInputs(t *testing.T) {
 		if got != c.want {
 			t.Errorf("ParseTokenID(%q) = %q, %v; want %q", c.in, got, err, c.want)
 		}
+	}
+}
+
+// TestNegativeAnswersCached: a 404 the chain gave answers again for negativeTtl without a
+// chain read, for the item and (no contract, not an NFT contract) for every token id of the
+// address; concurrent identical misses share one read; after the TTL the chain is read
+// again; forceRefresh re-checks at once (a token minted after its 404 is found).
+func TestNegativeAnswersCached(t *testing.T) {
+	e := newEnv(t, nil)
+	nft := e.nft(1, "")
+	plain := e.deploy("Plain")
+	nobody := common.HexToAddress("0x00000000000000000000000000000000000b0d1e")
+
+	type lookup struct {
+		name     string
+		first    func() error // the miss that reads the chain
+		repeated []func() error
+	}
+	token := func(addr common.Address, id int64) func() error {
+		return func() error { _, err := e.token(addr, id, false); return err }
+	}
+	contract := func(addr common.Address) func() error {
+		return func() error { _, err := e.contract(addr, false); return err }
+	}
+	for _, c := range []lookup{
+		{"no such token", token(nft, 99), []func() error{token(nft, 99)}},
+		{"not an NFT contract", token(plain, 1), []func() error{token(plain, 1), token(plain, 2), token(plain, 1<<40)}},
+		{"no contract, token route", token(nobody, 1), []func() error{token(nobody, 1), token(nobody, 7)}},
+		{"no contract, contract route", contract(e.me), []func() error{contract(e.me), token(e.me, 3)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := e.batches.Load()
+			wantStatus(t, c.first(), http.StatusNotFound)
+			if got := e.batches.Load() - before; got != 1 {
+				t.Fatalf("first miss: %d chain reads, want 1", got)
+			}
+			for range 50 {
+				for _, f := range c.repeated {
+					wantStatus(t, f(), http.StatusNotFound)
+				}
+			}
+			if got := e.batches.Load() - before; got != 1 {
+				t.Errorf("%d chain reads after 50 repeated misses, want the first one only", got)
+			}
+			e.clock.advance(e.cfg.NegativeTTL + time.Second)
+			wantStatus(t, c.repeated[0](), http.StatusNotFound)
+			if got := e.batches.Load() - before; got != 2 {
+				t.Errorf("after negativeTtl: %d chain reads in all, want a second one", got)
+			}
+		})
+	}
+
+	t.Run("concurrent misses share one read", func(t *testing.T) {
+		before := e.batches.Load()
+		var wg sync.WaitGroup
+		errs := make(chan error, 50)
+		for range 50 {
+			wg.Go(func() { errs <- token(nft, 1234)() })
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			wantStatus(t, err, http.StatusNotFound)
+		}
+		if got := e.batches.Load() - before; got != 1 {
+			t.Errorf("%d chain reads for 50 concurrent identical misses, want 1", got)
+		}
+	})
+
+	t.Run("forceRefresh re-checks a remembered 404", func(t *testing.T) {
+		wantStatus(t, token(nft, 5)(), http.StatusNotFound)
+		e.mint(nft, 5, "")
+		before := e.batches.Load()
+		wantStatus(t, token(nft, 5)(), http.StatusNotFound) // remembered: no read
+		if got := e.batches.Load() - before; got != 0 {
+			t.Fatalf("%d chain reads inside negativeTtl, want 0", got)
+		}
+		if tok := e.mustToken(nft, 5, true); tok.ID != "0x5" || e.batches.Load()-before != 1 {
+			t.Fatalf("forceRefresh = %+v after %d chain reads, want the minted token after 1", tok, e.batches.Load()-before)
+		}
+		if tok := e.mustToken(nft, 5, false); tok.ID != "0x5" || e.batches.Load()-before != 1 {
+			t.Errorf("after forceRefresh = %+v after %d chain reads, want the record, no read", tok, e.batches.Load()-before)
+		}
+	})
+
+	t.Run("a token found ends its address's 404", func(t *testing.T) {
+		nonce, err := e.sess.Client.PendingNonceAt(e.ctx, e.me)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := crypto.CreateAddress(e.me, nonce) // no code yet
+		wantStatus(t, token(addr, 1)(), http.StatusNotFound)
+		if got := e.deploy("TestERC721", "Late", "LT"); got != addr {
+			t.Fatalf("deployed at %s, want %s", got, addr)
+		}
+		e.mint(addr, 1, "")
+		e.mint(addr, 2, "")
+		wantStatus(t, token(addr, 2)(), http.StatusNotFound) // the address's "no contract", remembered
+		if tok := e.mustToken(addr, 1, true); tok.ID != "0x1" {
+			t.Fatalf("forceRefresh = %+v", tok)
+		}
+		if tok := e.mustToken(addr, 2, false); tok.ID != "0x2" {
+			t.Errorf("another token of the address = %+v, want it read from the chain", tok)
+		}
+	})
+}
+
+func TestConfigNegativeTTL(t *testing.T) {
+	for _, c := range []struct {
+		ttl time.Duration
+		ok  bool
+	}{
+		{0, true}, // the default, 30s
+		{time.Second, true},
+		{time.Hour, true},
+		{999 * time.Millisecond, false},
+		{time.Hour + time.Second, false},
+	} {
+		t.Run(c.ttl.String(), func(t *testing.T) {
+			cfg := Config{NegativeTTL: c.ttl}
+			cfg.SetDefaults()
+			err := cfg.Validate()
+			if c.ok != (err == nil) || !c.ok && !strings.Contains(err.Error(), "negativeTtl: ") {
+				t.Errorf("Validate = %v", err)
+			}
+		})
+	}
+}
+
+// serve serves the token and contract routes on a real proxy server on loopback and returns
+// its base URL.
+func (e *env) serve() string {
+	e.t.Helper()
+	var sc proxy.Config
+	sc.SetDefaults()
+	srv, err := proxy.New(sc, proxy.Deps{Logger: zap.NewNop(), Registry: prometheus.NewRegistry(), Routes: []*proxy.Route{
+		{Name: "token", Method: http.MethodGet, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}/{tokenId}", REST: e.svc.TokenHandler()},
+		{Name: "contract", Method: http.MethodGet, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}", REST: e.svc.ContractHandler()},
+	}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	e.t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
+	return "http://" + ln.Addr().String()
+}
+
+// TestForceRefreshParameter: forceRefresh follows the REST rule for booleans on both routes:
+// true or false in any case, empty as absent, anything else a 400 naming it.
+func TestForceRefreshParameter(t *testing.T) {
+	e := newEnv(t, nil)
+	addr := e.nft(1, "")
+	api := e.serve()
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(api + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	routes := map[string]string{
+		"token":    fmt.Sprintf("/v1/tokens/60/%d/%s/1", e.chainID, addr.Hex()),
+		"contract": fmt.Sprintf("/v1/tokens/60/%d/%s", e.chainID, addr.Hex()),
+	}
+	for route, path := range routes {
+		t.Run(route+" accepted", func(t *testing.T) {
+			for _, q := range []string{"", "?forceRefresh=true", "?forceRefresh=TRUE", "?forceRefresh=True", "?forceRefresh=false",
+				"?forceRefresh=FALSE", "?forceRefresh="} {
+				if status, body := get(path + q); status != http.StatusOK {
+					t.Errorf("%s: HTTP %d %s, want 200", q, status, body)
+				}
+			}
+		})
+		t.Run(route+" refused", func(t *testing.T) {
+			for _, q := range []string{"?forceRefresh=1", "?forceRefresh=0", "?forceRefresh=t", "?forceRefresh=F", "?forceRefresh=yes",
+				"?forceRefresh=%20true"} {
+				status, body := get(path + q)
+				if status != http.StatusBadRequest || !strings.Contains(body, `"message":"forceRefresh: must be true or false"`) {
+					t.Errorf("%s: HTTP %d %s, want a 400 naming forceRefresh", q, status, body)
+				}
+			}
+		})
 	}
 }

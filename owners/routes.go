@@ -2,7 +2,9 @@ package owners
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -114,11 +116,11 @@ func (s *Service) parse(r *proxy.RESTRequest) (*query, error) {
 		}
 		q.limit = n
 	}
-	nfts, err := boolParam(r, "nfts")
+	nfts, _, err := proxy.QueryBool(r, "nfts")
 	if err != nil {
 		return nil, err
 	}
-	fetch, err := boolParam(r, "fetchNftMetadata")
+	fetch, _, err := proxy.QueryBool(r, "fetchNftMetadata")
 	if err != nil {
 		return nil, err
 	}
@@ -127,12 +129,13 @@ func (s *Service) parse(r *proxy.RESTRequest) (*query, error) {
 	}
 	q.withTokens = nfts && fetch
 	if v, ok := r.Query("pageKey"); ok && v != "" {
-		k, err := decodePageKey(v)
+		k, digest, err := decodePageKey(v)
 		if err != nil {
 			return nil, badRequest("pageKey: %v", err)
 		}
-		if !slices.Contains(q.contracts, k.Contract) || (q.id != nil && !k.ID.Eq(q.id)) {
-			return nil, badRequest("pageKey: it belongs to another query (other contracts or tokenId); start again without it")
+		// The digest binds the key to its query; the rest guards page against a forged one.
+		if digest != q.digest() || !slices.Contains(q.contracts, k.Contract) || (q.id != nil && !k.ID.Eq(q.id)) {
+			return nil, badRequest("pageKey: it belongs to another query (other chainId, contracts or tokenId); start again without it")
 		}
 		q.after = &k
 	}
@@ -149,18 +152,6 @@ func (s *Service) parse(r *proxy.RESTRequest) (*query, error) {
 		}
 	}
 	return q, nil
-}
-
-func boolParam(r *proxy.RESTRequest, name string) (bool, error) {
-	v, ok := r.Query(name)
-	if !ok || v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, badRequest("%s: must be true or false", name)
-	}
-	return b, nil
 }
 
 // clip shortens a client's value quoted in an error.
@@ -223,7 +214,7 @@ func (s *Service) page(ctx context.Context, q *query) (rows []store.NFTBalance, 
 	}
 	if len(rows) > q.limit {
 		rows = rows[:q.limit]
-		next = encodePageKey(rows[len(rows)-1].NFTBalanceKey)
+		next = encodePageKey(rows[len(rows)-1].NFTBalanceKey, q.digest())
 	}
 	return rows, indexed, next, nil
 }
@@ -338,19 +329,47 @@ func render(chainID uint64, rows []store.NFTBalance, tokens map[store.NFTToken][
 	return append(b, `,"error":null}`...)
 }
 
-// Page keys: base64url (no padding) of a version byte, the last row's contract and owner
-// (20 bytes each) and its token id (big-endian, no leading zeros; empty for 0).
+// Page keys: base64url (no padding) of a version byte, the digest of the query (8 bytes), the
+// last row's contract and owner (20 bytes each) and its token id (big-endian, no leading
+// zeros; empty for 0).
 const (
-	pageKeyVersion = 1
-	pageKeyMin     = 1 + 2*common.AddressLength
+	pageKeyVersion = 2 // 1: without the digest
+	pageKeyDigest  = 8
+	pageKeyMin     = 1 + pageKeyDigest + 2*common.AddressLength
 	pageKeyMax     = pageKeyMin + 32
 )
 
+// queryDigest binds a page key to the query that gave it.
+type queryDigest [pageKeyDigest]byte
+
+// digest is the first 8 bytes of the SHA-256 of what selects the rows of q: its chain, its
+// contracts (sorted, distinct: one set, one digest however the request spelled it) and its
+// tokenId or its absence. The rest may change between pages: limit (keyset pages do not
+// depend on it), nfts and fetchNftMetadata (what each row shows). It is no secret: a client
+// can forge any key, which only starts a page of the same query elsewhere.
+func (q *query) digest() queryDigest {
+	var head [8 + 1 + 32]byte
+	binary.BigEndian.PutUint64(head[:8], q.chainID)
+	if q.id != nil {
+		head[8] = 1
+		q.id.PutUint256(head[9:])
+	}
+	h := sha256.New()
+	h.Write(head[:])
+	for _, c := range q.contracts {
+		h.Write(c[:])
+	}
+	var d queryDigest
+	copy(d[:], h.Sum(nil))
+	return d
+}
+
 var pageKeyEncoding = base64.RawURLEncoding.Strict()
 
-func encodePageKey(k store.NFTBalanceKey) string {
+func encodePageKey(k store.NFTBalanceKey, d queryDigest) string {
 	b := make([]byte, 0, pageKeyMax)
 	b = append(b, pageKeyVersion)
+	b = append(b, d[:]...)
 	b = append(b, k.Contract[:]...)
 	b = append(b, k.Owner[:]...)
 	b = append(b, k.ID.Bytes()...)
@@ -359,27 +378,28 @@ func encodePageKey(k store.NFTBalanceKey) string {
 
 var errPageKey = errors.New("not a page key of this route (pass pageKey as a previous answer gave it)")
 
-func decodePageKey(s string) (store.NFTBalanceKey, error) {
-	var k store.NFTBalanceKey
+func decodePageKey(s string) (k store.NFTBalanceKey, d queryDigest, err error) {
 	if len(s) > pageKeyEncoding.EncodedLen(pageKeyMax) {
-		return k, errPageKey
+		return k, d, errPageKey
 	}
 	for i := 0; i < len(s); i++ {
 		// The decoder skips \r and \n: a key with them would be a second spelling.
 		if c := s[i]; !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return k, errPageKey
+			return k, d, errPageKey
 		}
 	}
 	b, err := pageKeyEncoding.DecodeString(s)
 	if err != nil || len(b) < pageKeyMin || len(b) > pageKeyMax || b[0] != pageKeyVersion {
-		return k, errPageKey
+		return k, d, errPageKey
 	}
 	id := b[pageKeyMin:]
 	if len(id) > 0 && id[0] == 0 {
-		return k, errPageKey // not the encoding's own form
+		return k, d, errPageKey // not the encoding's own form
 	}
-	k.Contract = common.Address(b[1 : 1+common.AddressLength])
-	k.Owner = common.Address(b[1+common.AddressLength : pageKeyMin])
+	a := 1 + pageKeyDigest
+	d = queryDigest(b[1:a])
+	k.Contract = common.Address(b[a : a+common.AddressLength])
+	k.Owner = common.Address(b[a+common.AddressLength : pageKeyMin])
 	k.ID.SetBytes(id)
-	return k, nil
+	return k, d, nil
 }

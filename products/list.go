@@ -127,15 +127,16 @@ func parseQuery(q query, now time.Time) (store.ProductFilter, error) {
 			}
 		}
 	}
-	var err error
-	if f.Sold, err = boolParam(q, "sold"); err != nil {
-		return f, err
-	}
-	up, err := boolParam(q, "includeUpcoming")
+	sold, given, err := proxy.QueryBool(q, "sold")
 	if err != nil {
 		return f, err
 	}
-	f.IncludeUpcoming = up != nil && *up
+	if given {
+		f.Sold = &sold
+	}
+	if f.IncludeUpcoming, _, err = proxy.QueryBool(q, "includeUpcoming"); err != nil {
+		return f, err
+	}
 	if v, ok := q.Query("liveAt"); ok && v != "" {
 		at, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
@@ -158,22 +159,6 @@ func parseQuery(q query, now time.Time) (store.ProductFilter, error) {
 		f.Offset = int(n)
 	}
 	return f, nil
-}
-
-func boolParam(q query, name string) (*bool, error) {
-	v, ok := q.Query(name)
-	if !ok || v == "" {
-		return nil, nil
-	}
-	var b bool
-	switch v {
-	case "true":
-		b = true
-	case "false":
-	default:
-		return nil, proxy.Errorf(http.StatusBadRequest, "%s: must be true or false", name)
-	}
-	return &b, nil
 }
 
 // CreatorOf is the creator a creator page URL names: the path segment that starts with @

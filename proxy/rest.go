@@ -63,6 +63,23 @@ func (r *RESTRequest) Query(name string) (string, bool) {
 	return string(r.args.Peek(name)), true
 }
 
+// QueryBool reads the boolean query parameter name by the one rule of every REST route:
+// "true" or "false" in any letter case; absent or empty counts as absent (ok false); any
+// other value ("1", "t", "yes") is a 400 "<name>: must be true or false". q is a
+// *RESTRequest, or any source of query values (tests, fuzz targets).
+func QueryBool(q interface{ Query(string) (string, bool) }, name string) (v, ok bool, err error) {
+	s, present := q.Query(name)
+	switch {
+	case !present || s == "":
+		return false, false, nil
+	case strings.EqualFold(s, "true"):
+		return true, true, nil
+	case strings.EqualFold(s, "false"):
+		return false, true, nil
+	}
+	return false, false, Errorf(http.StatusBadRequest, "%s: must be true or false", name)
+}
+
 // QueryList returns every value of an array query parameter in the three encodings clients
 // use: repeated keys (a=1&a=2), comma lists (a=1,2) and bracket keys (a[]=1&a[]=2). Empty
 // items are dropped.

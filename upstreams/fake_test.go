@@ -211,9 +211,14 @@ func (f *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
 // serveBatch answers a batch body when reads answer OK (in reverse order, so that clients
 // must match by id; method "fail_me" gets rpcError) or a wrong id (one response missing).
 // Otherwise it counts the batch and returns false: serve answers with the read behaviour.
+// A batch of checks only (the pool's head poll) is served by serveChecks.
 func (f *fakeNode) serveBatch(w http.ResponseWriter, body []byte) bool {
 	var reqs []fakeRequest
 	err := json.Unmarshal(body, &reqs)
+	if err == nil && len(reqs) > 0 && onlyChecks(reqs) {
+		f.serveChecks(w, reqs)
+		return true
+	}
 	f.mu.Lock()
 	f.counts["batch"]++
 	if err != nil || len(reqs) == 0 {
@@ -250,6 +255,49 @@ func (f *fakeNode) serveBatch(w http.ResponseWriter, body []byte) bool {
 	w.Header().Set("Content-Type", "application/json")
 	io.WriteString(w, "["+strings.Join(out, ",")+"]")
 	return true
+}
+
+func onlyChecks(reqs []fakeRequest) bool {
+	for _, r := range reqs {
+		if r.Method != "eth_chainId" && r.Method != "eth_blockNumber" {
+			return false
+		}
+	}
+	return true
+}
+
+// serveChecks answers a batch of checks with the checks behaviour: each call counts under
+// its method as if it came alone, the batch under "check batch" (not "batch": the reads'
+// batches are counted apart). noBatch refuses it as it refuses any batch ("refused check
+// batch").
+func (f *fakeNode) serveChecks(w http.ResponseWriter, reqs []fakeRequest) {
+	w.Header().Set("Content-Type", "application/json")
+	if f.noBatch.Load() {
+		f.mu.Lock()
+		f.counts["refused check batch"]++
+		f.mu.Unlock()
+		io.WriteString(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch requests are not supported"}}`)
+		return
+	}
+	f.mu.Lock()
+	f.counts["check batch"]++
+	for _, r := range reqs {
+		f.counts[r.Method]++
+	}
+	f.mu.Unlock()
+	switch b := behaviour(f.checks.Load()); b {
+	case answerOK:
+		out := make([]string, len(reqs))
+		for i, r := range reqs {
+			out[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%s}`, r.ID, f.result(r.Method, r.Params))
+		}
+		io.WriteString(w, "["+strings.Join(out, ",")+"]")
+	case answerHang:
+		<-f.stop
+	default:
+		// Every failure of a check is a 500 here: what the tests need of a failing check.
+		http.Error(w, "internal error", http.StatusInternalServerError)
+	}
 }
 
 // result is the route table: the checks answer the node's chain id and head; every other

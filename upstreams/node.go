@@ -15,7 +15,7 @@ import (
 // ejected (see Pool.pick for the all-ejected fallback).
 const (
 	stVerified   uint32 = 1 << iota // answered eth_chainId with the configured chain id
-	stWrongChain                    // answered another chain id: never used again
+	stWrongChain                    // answered another chain id: out of rotation until it answers the right one
 	stEjected                       // out of rotation until a probe after the cooldown succeeds
 )
 
@@ -38,6 +38,9 @@ type node struct {
 	pollFails    atomic.Int32 // consecutive failures of checks and head polls
 	ejectedUntil atomic.Int64 // unix nanoseconds; meaningful while stEjected is set
 	wrongID      atomic.Uint64
+	// batchChecks: the head poll of a node in rotation asks eth_chainId and eth_blockNumber
+	// in one JSON-RPC batch; cleared for good when the node refuses it (then two calls).
+	batchChecks atomic.Bool
 
 	mu sync.Mutex // serializes state transitions
 }
@@ -50,7 +53,8 @@ type NodeStatus struct {
 	Healthy bool
 	// Verified: the node answered eth_chainId with the pool's chain id.
 	Verified bool
-	// WrongChain: the node answered another chain id (WrongChainID) and is never used.
+	// WrongChain: the node answered another chain id (WrongChainID); it is out of rotation
+	// until it answers the pool's chain id again.
 	WrongChain   bool
 	WrongChainID uint64
 	Head         uint64
@@ -130,34 +134,45 @@ func (n *node) readmit() {
 	n.pool.refresh()
 }
 
-// reject marks the node as serving another chain. It is logged once and never used again.
+// reject takes the node out of rotation (or keeps it out) as serving another chain, at start
+// or at any later check. It is logged once per change of chain, at error level: a node that
+// moves to another chain under its URL is a misconfiguration someone must see. The node's
+// poller keeps asking it eth_chainId; verify readmits it once it answers the pool's id.
 func (n *node) reject(got uint64) {
 	n.mu.Lock()
 	st := n.state.Load()
-	if st&stWrongChain != 0 {
+	if st&stWrongChain != 0 && n.wrongID.Load() == got {
 		n.mu.Unlock()
 		return
 	}
 	n.wrongID.Store(got)
-	n.state.Store((st | stWrongChain) &^ stVerified)
+	n.state.Store(stWrongChain)
 	n.mu.Unlock()
-	n.log.Warn("upstream node serves the wrong chain; it will not be used",
-		zap.Uint64("want_chain_id", n.pool.chainID), zap.Uint64("got_chain_id", got))
+	n.log.Error("upstream node serves another chain; out of rotation until it serves this one",
+		zap.Uint64("want_chain_id", n.pool.chainID), zap.Uint64("got_chain_id", got),
+		zap.Bool("was_in_rotation", st&stVerified != 0))
 	n.pool.refresh()
 }
 
+// verify puts the node in rotation once it answered eth_chainId with the pool's chain id:
+// at start, after it was down, or after it served another chain.
 func (n *node) verify() {
 	n.mu.Lock()
 	st := n.state.Load()
-	if st&(stVerified|stWrongChain) != 0 {
+	if st&stVerified != 0 {
 		n.mu.Unlock()
 		return
 	}
 	n.fails.Store(0)
 	n.pollFails.Store(0)
-	n.state.Store(st | stVerified)
+	n.state.Store(stVerified)
 	n.mu.Unlock()
-	n.log.Info("upstream node verified", zap.Uint64("head", n.head.Load()))
+	if st&stWrongChain != 0 {
+		n.log.Warn("upstream node serves this chain again; back in rotation",
+			zap.Uint64("chain_id", n.pool.chainID), zap.Uint64("head", n.head.Load()))
+	} else {
+		n.log.Info("upstream node verified", zap.Uint64("head", n.head.Load()))
+	}
 	n.pool.refresh()
 }
 
@@ -170,6 +185,12 @@ func (n *node) checkChain(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return n.matchChain(res)
+}
+
+// matchChain reads an eth_chainId result: nil when it is the pool's chain id; errWrongChain
+// (and the node is rejected) when it is another.
+func (n *node) matchChain(res []byte) error {
 	got, err := parseHexQuantity(res)
 	if err != nil {
 		return fmt.Errorf("eth_chainId: %w", err)
@@ -187,6 +208,11 @@ func (n *node) pollHead(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return n.recordHead(res)
+}
+
+// recordHead reads an eth_blockNumber result and records it as the node's head.
+func (n *node) recordHead(res []byte) error {
 	h, err := parseHexQuantity(res)
 	if err != nil {
 		return fmt.Errorf("eth_blockNumber: %w", err)
@@ -195,6 +221,37 @@ func (n *node) pollHead(ctx context.Context) error {
 	n.m.head.Set(float64(h))
 	n.pool.refresh()
 	return nil
+}
+
+// poll is the head poll of a node in rotation, which checks its chain id too: a node that
+// moved to another chain under its URL leaves rotation at the poll that sees it (its head is
+// then not recorded). Both calls go in one JSON-RPC batch, one round trip; to a node that
+// refused that batch, as two calls.
+func (n *node) poll(ctx context.Context) error {
+	if n.batchChecks.Load() {
+		res, err := n.pool.checks(ctx, n)
+		switch {
+		case errors.Is(err, errBatchRefused):
+			n.batchChecks.Store(false)
+			n.log.Info("upstream node refused the batch of its head poll; eth_chainId and eth_blockNumber go as two calls from now on")
+		case err != nil:
+			return err
+		case res[0].Err != nil:
+			return fmt.Errorf("eth_chainId: %w", res[0].Err)
+		default:
+			if err := n.matchChain(res[0].Result); err != nil {
+				return err
+			}
+			if res[1].Err != nil {
+				return fmt.Errorf("eth_blockNumber: %w", res[1].Err)
+			}
+			return n.recordHead(res[1].Result)
+		}
+	}
+	if err := n.checkChain(ctx); err != nil {
+		return err
+	}
+	return n.pollHead(ctx)
 }
 
 // probe checks the chain id and then the head. A node becomes verified once eth_chainId
@@ -209,40 +266,37 @@ func (n *node) probe(ctx context.Context) error {
 	return err
 }
 
-// tick is one round of the node's poller. It reports false once the node is never to be
-// polled again (wrong chain).
-func (n *node) tick(ctx context.Context) bool {
+// tick is one round of the node's poller.
+func (n *node) tick(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 2*n.pool.timeout)
 	defer cancel()
 	st := n.state.Load()
 	switch {
-	case st&stWrongChain != 0:
-		return false
 	case st&stVerified == 0:
-		// Down (or not answering) at start: check it again.
+		// Down (or not answering) at start, or serving another chain: check it again (only
+		// eth_chainId while the chain is wrong).
 		if err := n.probe(ctx); err != nil && !errors.Is(err, errWrongChain) {
 			n.debug("upstream node still unverified", err)
 		}
 	case st&stEjected != 0:
 		if time.Now().UnixNano() < n.ejectedUntil.Load() {
-			return true
+			return
 		}
 		if err := n.probe(ctx); err != nil {
 			n.ejectedUntil.Store(time.Now().Add(n.pool.cooldown).UnixNano())
 			n.debug("upstream node failed its probe; ejected for another cooldown", err)
-			return n.state.Load()&stWrongChain == 0
+			return
 		}
 		n.readmit()
 	default:
-		if err := n.pollHead(ctx); err != nil {
+		if err := n.poll(ctx); err != nil && !errors.Is(err, errWrongChain) {
 			n.debug("upstream head poll failed", err)
 		}
 	}
-	return n.state.Load()&stWrongChain == 0
 }
 
-// poll runs the node's poller until ctx is done.
-func (n *node) poll(ctx context.Context, every time.Duration) {
+// run runs the node's poller until ctx is done.
+func (n *node) run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -251,9 +305,7 @@ func (n *node) poll(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		if !n.tick(ctx) {
-			return
-		}
+		n.tick(ctx)
 	}
 }
 

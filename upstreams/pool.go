@@ -307,6 +307,27 @@ func (p *Pool) call(ctx context.Context, n *node, method string) ([]byte, error)
 	return append([]byte(nil), res...), nil
 }
 
+// checks asks n for eth_chainId and eth_blockNumber in one JSON-RPC batch: one attempt,
+// the results copied, labeled eth_blockNumber in metrics (it is the head poll).
+// errBatchRefused when the node answered with something other than a batch answer; that is
+// not counted against it.
+func (p *Pool) checks(ctx context.Context, n *node) ([]BatchResult, error) {
+	first := p.nextID.Add(2) - 1
+	reqBuf, respBuf := getBuffer(), getBuffer()
+	defer putBuffer(reqBuf)
+	defer putBuffer(respBuf)
+	b := append((*reqBuf)[:0], '[')
+	b = appendRequest(b, first, "eth_chainId", nil)
+	b = append(b, ',')
+	b = appendRequest(b, first+1, "eth_blockNumber", nil)
+	*reqBuf = append(b, ']')
+	out := make([]BatchResult, 2)
+	if _, o, err := p.exchange(ctx, n, jsonrpc.MethodLabel("eth_blockNumber"), expect{id: first, batch: out}, *reqBuf, respBuf, true); o != outcomeOK {
+		return nil, err
+	}
+	return out, nil
+}
+
 // exchange makes one attempt of body to n, records its metrics and the node's health, and
 // classifies it; poll marks the pool's own checks and head polls. On outcomeOK, result
 // aliases *buf; on outcomeRPCError, err is the upstream's *jsonrpc.Error; otherwise err says
@@ -342,6 +363,10 @@ func (p *Pool) exchange(ctx context.Context, n *node, label string, want expect,
 			result, rpcErr, err = parseResponse(out, want.id)
 		}
 		switch {
+		case poll && want.batch != nil && (rpcErr != nil || errors.Is(err, errNotResponse) || status/100 == 4):
+			// The pool's own batch (see checks), refused as the coalescer sees refusals: one
+			// error object, another JSON value, a client error. The checks go one by one.
+			o, err, counts = outcomeBadResponse, errBatchRefused, false
 		case err != nil && status/100 != 2:
 			o, err = outcomeHTTPError, httpStatusError(status)
 		case err != nil:

@@ -8,10 +8,12 @@
 // path or query; logs show scheme://host only.
 //
 // Life cycle of a node: unverified until it answers eth_chainId with its chain's id (checked
-// by Start, then by its poller every pollInterval while it fails); rejected for good if it
-// answers another id; in rotation while verified; ejected for the cooldown after
-// ejectAfter consecutive failures (of requests or polls), and back in rotation once a probe
-// (eth_chainId, then eth_blockNumber) after the cooldown succeeds.
+// by Start, then by its poller every pollInterval while it fails); in rotation while
+// verified, its chain id checked again with every head poll; out of rotation while it
+// answers another id (at start or at any poll: logged at error level, asked eth_chainId
+// every pollInterval, back in rotation once it answers its chain's id); ejected for the
+// cooldown after ejectAfter consecutive failures (of requests or polls), and back in
+// rotation once a probe (eth_chainId, then eth_blockNumber) after the cooldown succeeds.
 package upstreams
 
 import (
@@ -104,6 +106,8 @@ func New(cfg Config, deps Deps) (*Set, error) {
 				n.co = &coalescer{t: t, maxInFlight: cfg.Batch.MaxInFlight, maxBatch: cfg.Batch.MaxSize,
 					wg: &s.inflight, log: n.log, batches: n.m.batch, yield: runtime.Gosched}
 			}
+			// The in-process handler takes batches; an http(s) node only when batching is on.
+			n.batchChecks.Store(raw == EmbeddedURL || n.co != nil)
 			n.m.healthy.Set(0)
 			p.nodes = append(p.nodes, n)
 		}
@@ -116,9 +120,8 @@ func New(cfg Config, deps Deps) (*Set, error) {
 
 // Start checks every node's chain id and polls its head once, all nodes concurrently and
 // bounded by the timeout, then starts one poller per node and returns. Nodes that did not
-// answer are checked again by their pollers; nodes that answered another chain id are never
-// used. Pollers run until Close or until ctx is done. Start runs once; later calls do
-// nothing.
+// answer, or answered another chain id, are checked again by their pollers. Pollers run
+// until Close or until ctx is done. Start runs once; later calls do nothing.
 func (s *Set) Start(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -150,10 +153,7 @@ func (s *Set) Start(ctx context.Context) {
 	for _, p := range s.pools {
 		p.refresh()
 		for _, n := range p.nodes {
-			if n.state.Load()&stWrongChain != 0 {
-				continue
-			}
-			s.pollers.Go(func() { n.poll(pctx, s.cfg.PollInterval) })
+			s.pollers.Go(func() { n.run(pctx, s.cfg.PollInterval) })
 		}
 		healthy := 0
 		best := p.best.Load()

@@ -22,6 +22,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, ignoreConnsCleaner)
 }
 
+// TestWrongChainNodeNeverUsed: a node on another chain at start serves no read and is asked
+// nothing but eth_chainId, again at every poll.
 func TestWrongChainNodeNeverUsed(t *testing.T) {
 	wrong := newFakeNode(t, "wrong", 1, 200) // ahead of the good node: it would be preferred
 	good := newFakeNode(t, "good", 1337, 100)
@@ -48,8 +50,8 @@ func TestWrongChainNodeNeverUsed(t *testing.T) {
 	if got := wrong.countReads() + wrong.count("eth_blockNumber"); got != 0 {
 		t.Errorf("wrong-chain node received %d requests besides eth_chainId, want 0", got)
 	}
-	if got := wrong.count("eth_chainId"); got != 1 {
-		t.Errorf("wrong-chain node was asked eth_chainId %d times, want 1", got)
+	if got := wrong.count("eth_chainId"); got < 2 {
+		t.Errorf("wrong-chain node was asked eth_chainId %d times, want it asked again at its polls", got)
 	}
 	if got := s.metricValue(t, "web3gate_upstream_healthy", map[string]string{"chain": "dev", "node": "dev-0"}); got != 0 {
 		t.Errorf("healthy gauge of the wrong-chain node = %v", got)
@@ -236,7 +238,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		t.Errorf("request URI = %q, want %q", got, want)
 	}
 	entries := logs.All()
-	for _, want := range []string{"upstream node serves the wrong chain; it will not be used", "upstream node ejected", "upstream attempt failed"} {
+	for _, want := range []string{"upstream node serves another chain; out of rotation until it serves this one", "upstream node ejected", "upstream attempt failed"} {
 		if logs.FilterMessage(want).Len() == 0 {
 			t.Errorf("no log %q: the test proves less than it claims", want)
 		}
@@ -247,7 +249,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 			t.Errorf("log leaks a secret: %s", line)
 		}
 	}
-	if ws := logs.FilterMessage("upstream node serves the wrong chain; it will not be used").All(); len(ws) == 1 {
+	if ws := logs.FilterMessage("upstream node serves another chain; out of rotation until it serves this one").All(); len(ws) == 1 {
 		fields := ws[0].ContextMap()
 		if fields["node"] != "dev-2" || fields["want_chain_id"] != uint64(1337) || fields["got_chain_id"] != uint64(5) {
 			t.Errorf("wrong-chain log fields = %v", fields)
@@ -297,4 +299,108 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	s.Close()
 	s.Close()
 	goleak.VerifyNone(t, before, ignoreConnsCleaner)
+}
+
+// TestNodeChangingChain: a node in rotation that moves to another chain (the same URL now
+// answering another chain id) stops receiving reads within a couple of poll intervals, with
+// an error log naming the node and both chain ids, its head no longer counted; once it
+// answers the pool's chain id again it is back in rotation. The same holds for a node on
+// another chain at start, and for a node that refuses batches (its checks then go as two
+// calls).
+func TestNodeChangingChain(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		noBatch   bool
+		wrongAt0  bool
+		wantBatch bool // the chain id travels with the head poll in one batch
+	}{
+		{"in rotation, checks batched", false, false, true},
+		{"in rotation, node takes no batch", true, false, false},
+		{"wrong at start", false, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := newFakeNode(t, "a", 1337, 105) // ahead: preferred while in rotation
+			b := newFakeNode(t, "b", 1337, 100)
+			a.noBatch.Store(c.noBatch)
+			if c.wrongAt0 {
+				a.chainID.Store(5)
+			}
+			core, logs := observer.New(zapcore.InfoLevel)
+			cfg := testConfig(a, b)
+			cfg.Batch.Enabled = true
+			s := startSet(t, cfg, Deps{Logger: zap.New(core)})
+			p := s.dev(t)
+			servedBy := func() string {
+				t.Helper()
+				res, err := p.Forward(context.Background(), "eth_getBalance", []byte(`["0x0000000000000000000000000000000000000001","latest"]`))
+				if err != nil {
+					t.Fatalf("read: %v", err)
+				}
+				return string(res)
+			}
+
+			if !c.wrongAt0 {
+				if got := servedBy(); got != `"a"` {
+					t.Fatalf("read served by %s, want the leading node a", got)
+				}
+				a.chainID.Store(5)
+			}
+			// pollInterval is 50ms: "a couple of poll intervals" with room for a slow machine.
+			eventually(t, 2*time.Second, "node a out of rotation", func() bool { return status(t, p, "dev-0").WrongChain })
+			st := status(t, p, "dev-0")
+			if st.Healthy || st.Verified || st.WrongChainID != 5 {
+				t.Errorf("status = %+v", st)
+			}
+			readsBefore := a.countReads()
+			for range 20 {
+				if got := servedBy(); got != `"b"` {
+					t.Fatalf("read served by %s while node a serves another chain", got)
+				}
+			}
+			if got := a.countReads() - readsBefore; got != 0 {
+				t.Errorf("node a received %d reads while out of rotation", got)
+			}
+			a.head.Store(900) // the other chain's head must not become the pool's
+			time.Sleep(3 * 50 * time.Millisecond)
+			if p.Head() != 100 {
+				t.Errorf("Head = %d, want 100: the other chain's head counted", p.Head())
+			}
+			ws := logs.FilterMessage("upstream node serves another chain; out of rotation until it serves this one").All()
+			if len(ws) != 1 || ws[0].Level != zapcore.ErrorLevel {
+				t.Fatalf("wrong-chain logs = %v, want one at error level", ws)
+			}
+			if f := ws[0].ContextMap(); f["node"] != "dev-0" || f["want_chain_id"] != uint64(1337) || f["got_chain_id"] != uint64(5) ||
+				f["was_in_rotation"] != !c.wrongAt0 {
+				t.Errorf("wrong-chain log fields = %v", f)
+			}
+
+			a.chainID.Store(1337)
+			a.head.Store(105)
+			eventually(t, 2*time.Second, "node a back in rotation", func() bool { return status(t, p, "dev-0").Healthy })
+			if got := servedBy(); got != `"a"` {
+				t.Errorf("read served by %s after node a came back, want a", got)
+			}
+			if n := logs.FilterMessage("upstream node serves this chain again; back in rotation").Len(); n != 1 {
+				t.Errorf("%d back-in-rotation logs, want 1", n)
+			}
+			polls := a.count("eth_blockNumber")
+			eventually(t, 2*time.Second, "two more head polls", func() bool { return a.count("eth_blockNumber") >= polls+2 })
+			if got := a.count("check batch") > 0; got != c.wantBatch {
+				t.Errorf("head polls batched with eth_chainId: %v, want %v", got, c.wantBatch)
+			}
+			if got := logs.FilterMessage("upstream node refused the batch of its head poll; eth_chainId and eth_blockNumber go as two calls from now on").Len(); got != boolInt(c.noBatch) {
+				t.Errorf("%d batch-refusal logs, want %d", got, boolInt(c.noBatch))
+			}
+			if st := status(t, p, "dev-0"); st.PollFailures != 0 || st.Failures != 0 {
+				t.Errorf("status after = %+v: a refused batch or a wrong chain counted as failures", st)
+			}
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
