@@ -82,10 +82,16 @@ func freeAddr(t testing.TB) string {
 // in the module root, and waits until /healthz answers. It is killed when the test ends.
 func startGateway(t *testing.T, cfgText string, args ...string) *gateway {
 	t.Helper()
+	return startGatewayBinary(t, binary, cfgText, args...)
+}
+
+// startGatewayBinary is startGateway with another build of the binary.
+func startGatewayBinary(t *testing.T, bin, cfgText string, args ...string) *gateway {
+	t.Helper()
 	cfgPath := writeConfig(t, t.TempDir(), cfgText)
 	api, admin := freeAddr(t), freeAddr(t)
 	g := &gateway{API: "http://" + api, Admin: "http://" + admin, logs: &lockedBuffer{}, exited: make(chan struct{})}
-	g.cmd = exec.Command(binary, append([]string{"--config", cfgPath, "--listen", api, "--admin-listen", admin}, args...)...)
+	g.cmd = exec.Command(bin, append([]string{"--config", cfgPath, "--listen", api, "--admin-listen", admin}, args...)...)
 	g.cmd.Dir = t.TempDir() // the store file and keystore land here
 	g.cmd.Stdout, g.cmd.Stderr = g.logs, g.logs
 	if err := g.cmd.Start(); err != nil {
