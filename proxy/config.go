@@ -41,7 +41,7 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.MaxHeaderBytes, 16<<10)
 	defaults.Set(&c.MaxBodyBytesInFlight, 256<<20)
 	defaults.Set(&c.MaxConns, 8192)
-	defaults.Set(&c.MaxConnsPerIP, 256)
+	defaults.Set(&c.MaxConnsPerIP, 1024)
 	defaults.Set(&c.HeaderTimeout, 10*time.Second)
 	defaults.Set(&c.ReadTimeout, 30*time.Second)
 	defaults.Set(&c.WriteTimeout, 30*time.Second)

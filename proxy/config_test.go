@@ -12,7 +12,7 @@ func TestConfigDefaultsValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.MaxHeaderBytes != 16384 || c.MaxBodyBytesInFlight != 256<<20 || c.MaxConns != 8192 || c.MaxConnsPerIP != 256 || c.HeaderTimeout != 10*time.Second {
+	if c.MaxHeaderBytes != 16384 || c.MaxBodyBytesInFlight != 256<<20 || c.MaxConns != 8192 || c.MaxConnsPerIP != 1024 || c.HeaderTimeout != 10*time.Second {
 		t.Fatalf("defaults %+v", c)
 	}
 }
