@@ -91,10 +91,22 @@ func startGateway(t *testing.T, cfgText string, args ...string) *gateway {
 // dir, so two starts in one dir are two `go run .` in one checkout.
 func startGatewayIn(t *testing.T, dir, cfgText string, args ...string) *gateway {
 	t.Helper()
+	return startGatewayBinaryIn(t, binary, dir, cfgText, args...)
+}
+
+// startGatewayBinary is startGateway with another build of the binary.
+func startGatewayBinary(t *testing.T, bin, cfgText string, args ...string) *gateway {
+	t.Helper()
+	return startGatewayBinaryIn(t, bin, t.TempDir(), cfgText, args...)
+}
+
+// startGatewayBinaryIn runs the binary bin in the working directory dir (see startGatewayIn).
+func startGatewayBinaryIn(t *testing.T, bin, dir, cfgText string, args ...string) *gateway {
+	t.Helper()
 	cfgPath := writeConfig(t, dir, cfgText)
 	api, admin := freeAddr(t), freeAddr(t)
 	g := &gateway{API: "http://" + api, Admin: "http://" + admin, logs: &lockedBuffer{}, exited: make(chan struct{})}
-	g.cmd = exec.Command(binary, append([]string{"--config", cfgPath, "--listen", api, "--admin-listen", admin}, args...)...)
+	g.cmd = exec.Command(bin, append([]string{"--config", cfgPath, "--listen", api, "--admin-listen", admin}, args...)...)
 	g.cmd.Dir = dir
 	g.cmd.Stdout, g.cmd.Stderr = g.logs, g.logs
 	if err := g.cmd.Start(); err != nil {

@@ -11,14 +11,25 @@ import (
 
 // Config is the `server:` section: the public listener and its limits.
 type Config struct {
-	Listen           string        `yaml:"listen"`
-	MaxBodyBytes     int           `yaml:"maxBodyBytes"`
-	MaxBatch         int           `yaml:"maxBatch"`
-	BatchConcurrency int           `yaml:"batchConcurrency"`
-	ReadTimeout      time.Duration `yaml:"readTimeout"`
-	WriteTimeout     time.Duration `yaml:"writeTimeout"`
-	IdleTimeout      time.Duration `yaml:"idleTimeout"`
-	ShutdownTimeout  time.Duration `yaml:"shutdownTimeout"`
+	Listen           string `yaml:"listen"`
+	MaxBodyBytes     int    `yaml:"maxBodyBytes"`
+	MaxBatch         int    `yaml:"maxBatch"`
+	BatchConcurrency int    `yaml:"batchConcurrency"`
+	// MaxHeaderBytes bounds a request's head: its request line and header fields.
+	MaxHeaderBytes int `yaml:"maxHeaderBytes"`
+	// MaxBodyBytesInFlight bounds the memory of the request bodies read as they arrive (those
+	// over streamedBodyOver bytes), all connections together.
+	MaxBodyBytesInFlight int `yaml:"maxBodyBytesInFlight"`
+	// MaxConns bounds the open connections; MaxConnsPerIP those of one source address (equal
+	// to MaxConns: no limit of its own).
+	MaxConns      int           `yaml:"maxConns"`
+	MaxConnsPerIP int           `yaml:"maxConnsPerIP"`
+	HeaderTimeout time.Duration `yaml:"headerTimeout"`
+	ReadTimeout   time.Duration `yaml:"readTimeout"`
+	WriteTimeout  time.Duration `yaml:"writeTimeout"`
+	IdleTimeout   time.Duration `yaml:"idleTimeout"`
+	// ShutdownTimeout is how long in-flight requests get to finish on SIGINT/SIGTERM.
+	ShutdownTimeout time.Duration `yaml:"shutdownTimeout"`
 }
 
 // SetDefaults fills unset fields with their defaults.
@@ -27,6 +38,11 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.MaxBodyBytes, 5<<20)
 	defaults.Set(&c.MaxBatch, 100)
 	defaults.Set(&c.BatchConcurrency, 8)
+	defaults.Set(&c.MaxHeaderBytes, 16<<10)
+	defaults.Set(&c.MaxBodyBytesInFlight, 256<<20)
+	defaults.Set(&c.MaxConns, 8192)
+	defaults.Set(&c.MaxConnsPerIP, 1024)
+	defaults.Set(&c.HeaderTimeout, 10*time.Second)
 	defaults.Set(&c.ReadTimeout, 30*time.Second)
 	defaults.Set(&c.WriteTimeout, 30*time.Second)
 	defaults.Set(&c.IdleTimeout, 120*time.Second)
@@ -48,13 +64,28 @@ func (c *Config) Validate() error {
 	if c.BatchConcurrency < 1 || c.BatchConcurrency > 1000 {
 		errs = append(errs, errors.New("batchConcurrency: must be between 1 and 1000"))
 	}
+	if c.MaxHeaderBytes < 4096 || c.MaxHeaderBytes > 1<<20 {
+		errs = append(errs, errors.New("maxHeaderBytes: must be between 4096 and 1048576"))
+	}
+	if c.MaxBodyBytesInFlight < c.MaxBodyBytes {
+		errs = append(errs, fmt.Errorf("maxBodyBytesInFlight: must be at least maxBodyBytes (%d)", c.MaxBodyBytes))
+	}
+	if c.MaxConns < 1 || c.MaxConns > 1<<20 {
+		errs = append(errs, errors.New("maxConns: must be between 1 and 1048576"))
+	}
+	if c.MaxConnsPerIP < 1 || c.MaxConnsPerIP > c.MaxConns {
+		errs = append(errs, fmt.Errorf("maxConnsPerIP: must be between 1 and maxConns (%d)", c.MaxConns))
+	}
 	for _, d := range []struct {
 		key string
 		v   time.Duration
-	}{{"readTimeout", c.ReadTimeout}, {"writeTimeout", c.WriteTimeout}, {"idleTimeout", c.IdleTimeout}, {"shutdownTimeout", c.ShutdownTimeout}} {
+	}{{"headerTimeout", c.HeaderTimeout}, {"readTimeout", c.ReadTimeout}, {"writeTimeout", c.WriteTimeout}, {"idleTimeout", c.IdleTimeout}, {"shutdownTimeout", c.ShutdownTimeout}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be a positive duration", d.key))
 		}
+	}
+	if c.HeaderTimeout > c.ReadTimeout {
+		errs = append(errs, errors.New("headerTimeout: must not exceed readTimeout"))
 	}
 	return errors.Join(errs...)
 }

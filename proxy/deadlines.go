@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"bytes"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +29,11 @@ import (
 // long. Recording the deadlines instead of setting them saved about 0.4 µs of user CPU of a
 // request that web3gate answers itself in 11 µs; leaving out fasthttp's three clock readings
 // saved 0.27 µs more (3.54 to 3.27 µs of user CPU per request; bench rig, see README).
+//
+// A request's head (and what fasthttp reads of its body before calling the handler, up to
+// streamedBodyOver bytes) has the header timeout, shorter than the read timeout; a handler
+// that goes on to read the body gives it the rest of the read timeout (readingBody). Both run
+// from the request's first byte.
 
 // deadlineTick is the watchdog's period, the step of its coarse clock and the most a
 // deadline is enforced late: a timeout holds for its length plus up to two ticks.
@@ -36,11 +43,13 @@ const deadlineTick = 100 * time.Millisecond
 var aLongTimeAgo = time.Unix(1, 0)
 
 // watchedListener wraps accepted connections in watchedConns and runs their watchdog until
-// the listener is closed and its last connection too.
+// the listener is closed and its last connection too. With limits, it refuses the
+// connections over them (see connLimits).
 type watchedListener struct {
 	net.Listener
 	tick     time.Duration
 	timeouts timeouts
+	limits   *connLimits  // nil: none
 	now      atomic.Int64 // unix nanoseconds at the watchdog's last tick
 
 	mu    sync.Mutex
@@ -51,17 +60,22 @@ type watchedListener struct {
 	done     chan struct{} // closed when the watchdog ends
 }
 
-// timeouts are a connection's: to read a request (the first, and each one from its first
-// byte), to write an answer, and to wait idle for the next request. Zero: none.
+// timeouts are a connection's: to read a request's head (and, on a new connection, to
+// receive its first byte), to read the whole request (from its first byte), to write an
+// answer, and to wait idle for the next request. Zero: none; header is at most read.
 type timeouts struct {
-	read, write, idle time.Duration
+	header, read, write, idle time.Duration
 }
 
-func newWatchedListener(ln net.Listener, tick time.Duration, to timeouts) *watchedListener {
+func newWatchedListener(ln net.Listener, tick time.Duration, to timeouts, limits *connLimits) *watchedListener {
+	if to.header <= 0 || to.header > to.read {
+		to.header = to.read
+	}
 	l := &watchedListener{
 		Listener: ln,
 		tick:     tick,
 		timeouts: to,
+		limits:   limits,
 		conns:    make(map[*watchedConn]struct{}),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -71,16 +85,32 @@ func newWatchedListener(ln net.Listener, tick time.Duration, to timeouts) *watch
 	return l
 }
 
+// Accept returns the next connection within the limits; those over them are answered and
+// closed here, never handed to the server.
 func (l *watchedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		ip := remoteIP(c)
+		if l.limits != nil && !l.limits.admit(c, ip) {
+			continue
+		}
+		wc := &watchedConn{Conn: rawconn.Wrap(c), l: l, ip: ip}
+		l.mu.Lock()
+		l.conns[wc] = struct{}{}
+		l.mu.Unlock()
+		return wc, nil
 	}
-	wc := &watchedConn{Conn: rawconn.Wrap(c), l: l}
-	l.mu.Lock()
-	l.conns[wc] = struct{}{}
-	l.mu.Unlock()
-	return wc, nil
+}
+
+// remoteIP is the source address of c (the zero Addr when it has none).
+func remoteIP(c net.Conn) netip.Addr {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
 }
 
 // Close closes the listener. The watchdog goes on until the last connection is closed: a
@@ -135,41 +165,101 @@ func (l *watchedListener) watch() {
 type watchedConn struct {
 	net.Conn
 	l           *watchedListener
+	ip          netip.Addr
 	read, write deadline
 	phase       uint8 // of the server's exchange on the connection; only Read and Write use it
 	closeOnce   sync.Once
+
+	// Of the request being read: the coarse time of its first byte, and the start of its
+	// request line (line, lineDone: all of it), for the answer to a head fasthttp could not
+	// read. Written by Read, read by the handlers of the same request, on one goroutine.
+	started  int64
+	line     [headSample]byte
+	lineLen  uint8
+	lineDone bool
 }
+
+// headSample is how much of a request line a connection keeps: the method and enough of the
+// path to tell the route's kind (JSON-RPC or REST).
+const headSample = 96
 
 // The phases of a connection, as the server's reads and writes show them.
 const (
-	phaseNew     uint8 = iota // accepted, nothing read yet: the read timeout runs
+	phaseNew     uint8 = iota // accepted, nothing read yet: the header timeout runs
 	phaseIdle                 // waiting for the first byte of a request: the idle timeout runs
-	phaseReading              // reading a request: the read timeout runs, from its first byte
+	phaseReading              // reading a request: the header timeout runs from its first byte (then readingBody)
 	phaseWriting              // writing the answer: the write timeout runs
 )
 
 // Read reads, recording the deadline of the phase it starts: waiting for a request (after
-// an answer: the idle timeout; on a new connection: the read timeout), then reading it once
-// its first bytes arrive. fasthttp reads only between requests and while reading one (it
-// asks for the next request's first byte after the answer is written), so a read after a
-// write waits for a new request. A request that arrived whole with the previous one
-// (pipelined) is read without any read call, and the idle timeout covers the rest of it.
+// an answer: the idle timeout; on a new connection: the header timeout), then reading its
+// head once its first bytes arrive (the header timeout, from then). fasthttp reads only
+// between requests and while reading one (it asks for the next request's first byte after
+// the answer is written), so a read after a write waits for a new request. A request that
+// arrived whole with the previous one (pipelined) is read without any read call, and the
+// idle timeout covers the rest of it.
 func (c *watchedConn) Read(p []byte) (int, error) {
 	switch c.phase {
 	case phaseNew:
 		c.phase = phaseIdle
-		c.arm(&c.read, c.l.timeouts.read, c.Conn.SetReadDeadline)
+		c.arm(&c.read, c.l.timeouts.header, c.Conn.SetReadDeadline)
 	case phaseWriting:
 		c.phase = phaseIdle
 		c.write.setAt(0, c.Conn.SetWriteDeadline)
 		c.arm(&c.read, c.l.timeouts.idle, c.Conn.SetReadDeadline)
 	}
 	n, err := c.Conn.Read(p)
-	if n > 0 && c.phase == phaseIdle {
-		c.phase = phaseReading
-		c.arm(&c.read, c.l.timeouts.read, c.Conn.SetReadDeadline)
+	if n > 0 {
+		if c.phase == phaseIdle {
+			c.startRequest()
+		}
+		if !c.lineDone {
+			c.sample(p[:n])
+		}
 	}
 	return n, err
+}
+
+// startRequest starts reading a request: the header timeout runs from now.
+func (c *watchedConn) startRequest() {
+	c.phase = phaseReading
+	c.started = c.l.now.Load()
+	c.lineLen, c.lineDone = 0, false
+	c.arm(&c.read, c.l.timeouts.header, c.Conn.SetReadDeadline)
+}
+
+// sample keeps the start of the request line from the bytes just read, up to headSample
+// bytes, and notes its end. Blank lines before a request line are skipped, as fasthttp
+// skips them.
+func (c *watchedConn) sample(p []byte) {
+	if c.lineLen == 0 {
+		for len(p) > 0 && (p[0] == '\r' || p[0] == '\n') {
+			p = p[1:]
+		}
+	}
+	if i := bytes.IndexByte(p, '\n'); i >= 0 {
+		p, c.lineDone = p[:i], true
+	}
+	c.lineLen += uint8(copy(c.line[c.lineLen:], p))
+}
+
+// requestLine returns the start of the current request's line as read (up to headSample
+// bytes) and whether it holds all of it.
+func (c *watchedConn) requestLine() ([]byte, bool) { return c.line[:c.lineLen], c.lineDone }
+
+// readingBody gives the rest of the current request the read timeout, counted from its first
+// byte, in place of the header timeout: a handler calls it before it reads a body that did
+// not come with the head. For a pipelined request (its head read without a read call),
+// the read timeout runs from now.
+func (c *watchedConn) readingBody() {
+	if c.phase != phaseReading {
+		c.write.setAt(0, c.Conn.SetWriteDeadline)
+		c.startRequest()
+	}
+	c.lineDone = true // the head is read: nothing more to sample
+	if c.l.timeouts.read > 0 {
+		c.read.setAt(c.started+int64(c.l.timeouts.read+c.l.tick), c.Conn.SetReadDeadline)
+	}
 }
 
 // Write writes; the first write of an answer records the write timeout's deadline.
@@ -212,6 +302,9 @@ func (c *watchedConn) Close() error {
 		c.l.mu.Lock()
 		delete(c.l.conns, c)
 		c.l.mu.Unlock()
+		if c.l.limits != nil {
+			c.l.limits.release(c.ip)
+		}
 	})
 	return c.Conn.Close()
 }

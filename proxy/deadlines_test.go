@@ -206,7 +206,7 @@ func TestWatchdogEndsWithLastConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wl := newWatchedListener(ln, 10*time.Millisecond, timeouts{})
+	wl := newWatchedListener(ln, 10*time.Millisecond, timeouts{}, nil)
 	accepted := make(chan net.Conn, 1)
 	go func() {
 		c, err := wl.Accept()

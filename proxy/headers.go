@@ -89,9 +89,10 @@ func (r *reqHeaders) addClientID(id []byte) {
 // newExchange makes the exchange of one HTTP request: a copy of body and the strings of
 // the exchange share one array, the exchange's inline one when they fit (nothing in an
 // exchange aliases fasthttp's buffers: calls may outlive them, in coalesced upstream
-// requests and batch workers). It returns the exchange and its copy of body, which nothing
+// requests and batch workers). A body already owned (web3gate's own copy, see readBody) is
+// kept as it is, not copied. It returns the exchange and its copy of body, which nothing
 // writes to.
-func newExchange(body []byte, reqID []byte, h *reqHeaders, start time.Time) (*Exchange, []byte) {
+func newExchange(body []byte, owned bool, reqID []byte, h *reqHeaders, start time.Time) (*Exchange, []byte) {
 	ex := &Exchange{Start: start}
 	bearer, bad := []byte(nil), false
 	if len(h.authorization) > 0 {
@@ -101,14 +102,21 @@ func newExchange(body []byte, reqID []byte, h *reqHeaders, start time.Time) (*Ex
 			bad = true
 		}
 	}
+	copied := body
+	if owned {
+		copied = nil
+	}
 	var buf []byte
-	if n := len(body) + len(reqID) + len(h.clientID) + len(bearer) + len(h.idempotencyKey); n <= len(ex.inline) {
+	if n := len(copied) + len(reqID) + len(h.clientID) + len(bearer) + len(h.idempotencyKey); n <= len(ex.inline) {
 		buf = ex.inline[:0:n] // a small request: one allocation, the exchange's
 	} else {
 		buf = make([]byte, 0, n)
 	}
-	buf = append(buf, body...)
-	own := buf[:len(body):len(body)]
+	buf = append(buf, copied...)
+	own := buf[:len(copied):len(copied)]
+	if owned {
+		own = body
+	}
 	str := func(b []byte) string {
 		if len(b) == 0 {
 			return ""

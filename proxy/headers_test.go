@@ -82,7 +82,7 @@ func TestReadHeadersOnePass(t *testing.T) {
 		}
 	}
 
-	ex, body := newExchange([]byte(`{"a":1}`), []byte("abc-1"), &r, time.Unix(1, 0))
+	ex, body := newExchange([]byte(`{"a":1}`), false, []byte("abc-1"), &r, time.Unix(1, 0))
 	if string(body) != `{"a":1}` || cap(body) != len(body) || ex.RequestID != "abc-1" || ex.ClientID != "first" ||
 		ex.Bearer != "tok-1" || ex.BadAuthHeader || ex.IdempotencyKey != "k" || !ex.HasIdempotencyKey {
 		t.Fatalf("exchange %+v, body %q", ex, body)
@@ -107,7 +107,7 @@ func TestReadHeadersBadOrMissingCredentials(t *testing.T) {
 		h := readRequest(t, "POST / HTTP/1.1\r\nHost: x\r\n"+tc.auth+"\r\n")
 		var r reqHeaders
 		r.read(h)
-		ex, _ := newExchange(nil, nil, &r, time.Time{})
+		ex, _ := newExchange(nil, false, nil, &r, time.Time{})
 		if ex.Bearer != tc.bearer || ex.BadAuthHeader != tc.bad || ex.HasIdempotencyKey != tc.hasIdem || ex.ClientID != "" || ex.RequestID != "" {
 			t.Errorf("%q: exchange %+v", tc.auth, ex)
 		}
@@ -122,7 +122,7 @@ func TestNewExchangeInlineAndLarge(t *testing.T) {
 		var r reqHeaders
 		r.read(h)
 		body := bytes.Repeat([]byte("b"), n)
-		ex, own := newExchange(body, []byte("rid"), &r, time.Time{})
+		ex, own := newExchange(body, false, []byte("rid"), &r, time.Time{})
 		total := n + len("rid") + len("cid") + len("tok")
 		inline := total <= len(ex.inline)
 		if got := len(own) > 0 && &own[0] == &ex.inline[0]; got != (inline && n > 0) {

@@ -64,9 +64,12 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	rest     *prometheus.CounterVec
 	restDur  *prometheus.HistogramVec
-	methods  int
-	table    []atomic.Pointer[series] // [route][method][code]
-	restOK   []atomic.Pointer[series] // [route]: REST answers with HTTP 200
+	refused  *prometheus.CounterVec
+	// refusedBudget counts the requests refused by the body budget.
+	refusedBudget prometheus.Counter
+	methods       int
+	table         []atomic.Pointer[series] // [route][method][code]
+	restOK        []atomic.Pointer[series] // [route]: REST answers with HTTP 200
 }
 
 type series struct {
@@ -99,10 +102,33 @@ func newMetrics(reg prometheus.Registerer, routes int) (*metrics, error) {
 			Help:    "Time to answer a REST request, by route.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route"}),
+		refused: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "web3gate_server_refused_total",
+			Help: "Connections and requests refused by the server's limits, by reason: connections (server.maxConns), connections_per_address (server.maxConnsPerIP), body_budget (server.maxBodyBytesInFlight).",
+		}, []string{"reason"}),
 		methods: methods,
 		table:   make([]atomic.Pointer[series], routes*methods*len(codeLabels)),
 		restOK:  make([]atomic.Pointer[series], routes),
 	}, nil
+}
+
+// gauges registers the gauges of s's limits, read when scraped.
+func (m *metrics) gauges(reg prometheus.Registerer, s *Server) {
+	f := promauto.With(reg)
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "web3gate_server_open_connections",
+		Help: "Open connections of the public listener.",
+	}, func() float64 {
+		if s.limits == nil {
+			return 0
+		}
+		return float64(s.limits.count())
+	})
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "web3gate_server_body_bytes_in_flight",
+		Help: "Bytes of the request bodies read as they arrive, held now (server.maxBodyBytesInFlight bounds them).",
+	}, func() float64 { return float64(s.budget.used.Load()) })
+	m.refusedBudget = m.refused.WithLabelValues("body_budget")
 }
 
 // observe records one call of route; method "" is a request refused before it was parsed.

@@ -46,7 +46,7 @@ type RESTRequest struct {
 func (r *RESTRequest) Exchange() *Exchange {
 	var h reqHeaders
 	h.read(r.header)
-	ex, _ := newExchange(nil, nil, &h, time.Now())
+	ex, _ := newExchange(nil, false, nil, &h, time.Now())
 	ex.RequestID = r.RequestID
 	return ex
 }
@@ -126,12 +126,25 @@ func Errorf(status int, format string, args ...any) *HTTPError {
 
 // serveREST answers a REST route.
 func (s *Server) serveREST(ctx *fasthttp.RequestCtx, route *Route, params Params, reqID string, start time.Time) {
+	body, owned, held, berr := s.readBody(ctx)
+	if berr != nil {
+		s.retryAfter(ctx, berr)
+		writeRESTError(ctx, berr.Status(), reqID, berr.Message)
+		s.metrics.observeREST(route, berr.Status(), time.Since(start))
+		return
+	}
+	if held > 0 {
+		defer s.budget.give(held)
+	}
+	if !owned {
+		body = append([]byte(nil), body...)
+	}
 	r := &RESTRequest{
 		Ctx:       s.ctx,
 		RequestID: reqID,
 		Method:    string(ctx.Method()),
 		Params:    params.clone(),
-		Body:      append([]byte(nil), ctx.PostBody()...),
+		Body:      body,
 		args:      ctx.QueryArgs(),
 		header:    &ctx.Request.Header,
 	}

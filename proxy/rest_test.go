@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/web3gate/web3gate/internal/defaults"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
 
@@ -44,11 +45,20 @@ func restServer(t *testing.T) string {
 		&Route{Name: "echo_post", Method: http.MethodPost, Pattern: "/v1/echo/{what}", REST: echo})
 }
 
-// serveRoutes serves routes with cfg (its limits set small: 4 KiB bodies, batches of 10) on
-// a free loopback port until the test ends, and returns its address.
+// serveRoutes serves routes with cfg (the limits it leaves unset small: 4 KiB bodies,
+// batches of 10) on a free loopback port until the test ends, and returns its address.
 func serveRoutes(t *testing.T, cfg Config, routes ...*Route) string {
 	t.Helper()
-	cfg.MaxBodyBytes, cfg.MaxBatch, cfg.BatchConcurrency = 4096, 10, 1
+	addr, _ := serveServer(t, cfg, routes...)
+	return addr
+}
+
+// serveServer is serveRoutes that returns the server too.
+func serveServer(t *testing.T, cfg Config, routes ...*Route) (string, *Server) {
+	t.Helper()
+	defaults.Set(&cfg.MaxBodyBytes, 4096)
+	defaults.Set(&cfg.MaxBatch, 10)
+	defaults.Set(&cfg.BatchConcurrency, 1)
 	s, err := New(cfg, Deps{
 		Logger:     zap.NewNop(),
 		Registry:   prometheus.NewRegistry(),
@@ -65,7 +75,7 @@ func serveRoutes(t *testing.T, cfg Config, routes ...*Route) string {
 	served := make(chan struct{})
 	go func() { _ = s.Serve(ln); close(served) }()
 	t.Cleanup(func() { _ = s.srv.Shutdown(); <-served })
-	return ln.Addr().String()
+	return ln.Addr().String(), s
 }
 
 func TestREST(t *testing.T) {

@@ -132,3 +132,24 @@ func (r *Route) matchPath(path string) (Params, bool) {
 	}
 	return p, true
 }
+
+// rpcPath reports whether a JSON-RPC route serves path, or, when path is only the start of a
+// request's path (complete false), could serve a path that starts so. It tells the shape of
+// the answer to a request whose head could not be read.
+func (rt *router) rpcPath(path string, complete bool) bool {
+	for _, r := range rt.routes {
+		if r.REST != nil {
+			continue
+		}
+		if complete {
+			if _, ok := r.matchPath(path); ok {
+				return true
+			}
+			continue
+		}
+		if n := min(len(path), len(r.prefix)); path[:n] == r.prefix[:n] {
+			return true
+		}
+	}
+	return false
+}

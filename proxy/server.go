@@ -49,6 +49,13 @@ type Server struct {
 	idPrefix string
 	idSeq    atomic.Uint64
 	bufs     sync.Pool
+
+	maxBody int // MaxBodyBytes, or fasthttp's default when unset
+	maxHead int // MaxHeaderBytes, or fasthttp's default when unset
+	budget  bodyBudget
+	limits  *connLimits // nil: no connection limits
+
+	errBodyTooLarge, errBodiesInFlight *jsonrpc.Error
 }
 
 // New builds a Server; it listens once Serve is called.
@@ -73,13 +80,31 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		metrics:  m,
 		ctx:      context.Background(),
 		idPrefix: hex.EncodeToString(rnd[:]) + "-",
+		maxBody:  cfg.MaxBodyBytes,
 	}
+	if s.maxBody <= 0 {
+		s.maxBody = fasthttp.DefaultMaxRequestBodySize
+	}
+	s.maxHead = cfg.MaxHeaderBytes
+	if s.maxHead <= 0 {
+		s.maxHead = 4096 // fasthttp's default read buffer
+	}
+	s.budget.limit = int64(cfg.MaxBodyBytesInFlight)
+	if cfg.MaxConns > 0 || cfg.MaxConnsPerIP > 0 {
+		s.limits = newConnLimits(cfg.MaxConns, cfg.MaxConnsPerIP, m.refused)
+	}
+	s.bodyErrors()
+	m.gauges(deps.Registry, s)
 	s.srv = &fasthttp.Server{
 		Handler:            s.handle,
 		ErrorHandler:       s.handleReadError,
 		Name:               "web3gate",
 		Logger:             fasthttpLogger{deps.Logger},
-		MaxRequestBodySize: cfg.MaxBodyBytes,
+		MaxRequestBodySize: s.maxBody,
+		// The read buffer holds a request's head: its size is the head's limit.
+		ReadBufferSize: s.maxHead,
+		// Bodies are read as they arrive (see readBody).
+		StreamRequestBody: true,
 		// No timeouts for fasthttp: the connections keep them (see watchedConn).
 		CloseOnShutdown:              true,
 		NoDefaultDate:                false,
@@ -92,7 +117,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 // Serve serves the public API on ln until Shutdown. The connections keep their read, write
 // and idle timeouts, and a watchdog enforces them (see watchedListener).
 func (s *Server) Serve(ln net.Listener) error {
-	wl := newWatchedListener(ln, deadlineTick, timeouts{read: s.cfg.ReadTimeout, write: s.cfg.WriteTimeout, idle: s.cfg.IdleTimeout})
+	to := timeouts{header: s.cfg.HeaderTimeout, read: s.cfg.ReadTimeout, write: s.cfg.WriteTimeout, idle: s.cfg.IdleTimeout}
+	wl := newWatchedListener(ln, deadlineTick, to, s.limits)
 	defer wl.Close()
 	return s.srv.Serve(wl)
 }
@@ -116,22 +142,24 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	}
 	ctx.Response.Header.SetCanonical(headerRequestID, reqID)
 	route, params, allowed := s.router.match(b2s(ctx.Method()), b2s(routePath(ctx)))
-	if route == nil {
-		if len(allowed) > 0 {
-			for _, m := range allowed {
-				ctx.Response.Header.Add("Allow", m)
-			}
-			writeRESTError(ctx, http.StatusMethodNotAllowed, string(reqID), fmt.Sprintf("method %s is not allowed here", ctx.Method()))
-			return
+	switch {
+	case route == nil && len(allowed) > 0:
+		for _, m := range allowed {
+			ctx.Response.Header.Add("Allow", m)
 		}
+		writeRESTError(ctx, http.StatusMethodNotAllowed, string(reqID), fmt.Sprintf("method %s is not allowed here", truncate(string(ctx.Method()), 32)))
+	case route == nil:
 		writeRESTError(ctx, http.StatusNotFound, string(reqID), "no such route")
-		return
-	}
-	if route.REST != nil {
+	case route.REST != nil:
 		s.serveREST(ctx, route, params, string(reqID), start)
-		return
+	default:
+		s.serveRPC(ctx, route, params, reqID, &hdr, start)
 	}
-	s.serveRPC(ctx, route, params, reqID, &hdr, start)
+	if ctx.Request.IsBodyStream() && !s.bodyPreRead(ctx.Request.Header.ContentLength()) {
+		// Some of the body is still on the connection (unread, or the read failed): the
+		// connection cannot carry another request.
+		ctx.SetConnectionClose()
+	}
 }
 
 // routePath is the path routes are matched against: the request URI as sent when it is a
@@ -191,7 +219,16 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 		return
 	}
 	hdr.readURL(ctx, params)
-	ex, body := newExchange(ctx.PostBody(), reqID, hdr, start)
+	raw, owned, held, berr := s.readBody(ctx)
+	if berr != nil {
+		s.retryAfter(ctx, berr)
+		s.writeRPCError(ctx, route, nil, berr, start)
+		return
+	}
+	if held > 0 {
+		defer s.budget.give(held)
+	}
+	ex, body := newExchange(raw, owned, reqID, hdr, start)
 	perr := jsonrpc.ParseInto(&ex.msg, body, s.cfg.MaxBatch)
 	msg := &ex.msg
 	if perr != nil {
@@ -224,8 +261,7 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 			status = e.Status()
 		}
 		*buf = jsonrpc.AppendResponse((*buf)[:0], r.ID, resultOf(resp), e)
-		s.writeJSON(ctx, status, *buf)
-		s.putBuf(buf)
+		s.writeBuf(ctx, status, buf)
 		return
 	}
 
@@ -268,10 +304,10 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 	*buf = b
 	if n == 0 {
 		ctx.SetStatusCode(http.StatusNoContent)
-	} else {
-		s.writeJSON(ctx, http.StatusOK, b)
+		s.putBuf(buf)
+		return
 	}
-	s.putBuf(buf)
+	s.writeBuf(ctx, http.StatusOK, buf)
 }
 
 // serveCall runs one call through its route's compiled chain and records its metrics,
@@ -331,24 +367,70 @@ func (s *Server) writeRPCError(ctx *fasthttp.RequestCtx, route *Route, id []byte
 	s.metrics.observe(route, "", e, time.Since(start))
 	buf := s.getBuf()
 	*buf = jsonrpc.AppendResponse((*buf)[:0], id, nil, e)
-	s.writeJSON(ctx, e.Status(), *buf)
-	s.putBuf(buf)
+	s.writeBuf(ctx, e.Status(), buf)
 }
 
-// handleReadError answers requests fasthttp could not read: an oversize body, a malformed
-// request line or headers, a read timeout.
+// handleReadError answers requests fasthttp could not read: a head over maxHeaderBytes (414
+// when the request line alone does not fit, else 431), a malformed request line or headers,
+// a read timeout. The answer has the REST error object when the request's path (as far as
+// its connection kept it, see watchedConn.sample; of a pipelined request, the first one's)
+// is not a JSON-RPC route's, else the JSON-RPC error shape.
 func (s *Server) handleReadError(ctx *fasthttp.RequestCtx, err error) {
-	e := jsonrpc.ErrParse.With("malformed HTTP request")
-	switch {
-	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		e = jsonrpc.ErrBodyTooLarge.Withf("request body exceeds %d bytes", s.cfg.MaxBodyBytes)
-	case isTimeout(err):
-		e = jsonrpc.ErrInvalidRequest.With("request read timed out")
-		e.HTTPStatus = http.StatusRequestTimeout
+	var (
+		line     []byte
+		lineDone bool
+	)
+	if wc, ok := ctx.Conn().(*watchedConn); ok {
+		line, lineDone = wc.requestLine()
 	}
-	ctx.Response.Header.SetCanonical(headerRequestID, s.appendRequestID(nil))
+	e := errMalformedRequest
+	var small *fasthttp.ErrSmallBuffer
+	switch {
+	case errors.As(err, &small) && !lineDone:
+		e = jsonrpc.ErrInvalidRequest.Withf("request URI too long: the request line and header fields are limited to %d bytes", s.maxHead)
+		e.HTTPStatus = http.StatusRequestURITooLong
+	case errors.As(err, &small):
+		e = jsonrpc.ErrInvalidRequest.Withf("request header fields too large: the request line and header fields are limited to %d bytes", s.maxHead)
+		e.HTTPStatus = http.StatusRequestHeaderFieldsTooLarge
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		e = s.errBodyTooLarge
+	case isTimeout(err):
+		e = errReadTimeout
+	}
+	reqID := s.appendRequestID(nil)
+	ctx.Response.Header.SetCanonical(headerRequestID, reqID)
 	ctx.SetConnectionClose()
+	if s.restLine(line) {
+		writeRESTError(ctx, e.Status(), string(reqID), e.Message)
+		return
+	}
 	s.writeJSON(ctx, e.Status(), jsonrpc.AppendResponse(nil, nil, nil, e))
+}
+
+// restLine reports whether a request whose line starts with line (up to headSample bytes)
+// is for a path that no JSON-RPC route serves. A line without a path is not.
+func (s *Server) restLine(line []byte) bool {
+	_, target, ok := bytes.Cut(line, []byte(" "))
+	if !ok {
+		return false
+	}
+	if i := bytes.Index(target, []byte("://")); i > 0 && bytes.IndexByte(target[:i], '/') < 0 {
+		// absolute form: scheme://authority/path
+		target = target[i+3:]
+		j := bytes.IndexByte(target, '/')
+		if j < 0 {
+			return false
+		}
+		target = target[j:]
+	}
+	if len(target) == 0 || target[0] != '/' {
+		return false
+	}
+	end := bytes.IndexAny(target, "?# ")
+	if end < 0 {
+		return !s.router.rpcPath(string(target), false)
+	}
+	return !s.router.rpcPath(string(target[:end]), true)
 }
 
 func (s *Server) writeJSON(ctx *fasthttp.RequestCtx, status int, body []byte) {
@@ -356,6 +438,24 @@ func (s *Server) writeJSON(ctx *fasthttp.RequestCtx, status int, body []byte) {
 	ctx.SetContentType("application/json")
 	ctx.SetBody(body)
 }
+
+// writeBuf answers with the JSON in buf, a buffer of getBuf, and gives buf up: a small one
+// back to the pool once its bytes are copied into the response, a large one to the response
+// itself (no copy; fasthttp's pooled response buffer does not grow to its size).
+func (s *Server) writeBuf(ctx *fasthttp.RequestCtx, status int, buf *[]byte) {
+	if cap(*buf) > maxPooledBuf {
+		ctx.SetStatusCode(status)
+		ctx.SetContentType("application/json")
+		ctx.Response.SetBodyRaw(*buf)
+		return
+	}
+	s.writeJSON(ctx, status, *buf)
+	s.bufs.Put(buf)
+}
+
+// maxPooledBuf is the largest buffer kept in the pool: a large answer's buffer is left to
+// the garbage collector, so that the pool never holds the memory of rare large answers.
+const maxPooledBuf = 64 << 10
 
 func (s *Server) getBuf() *[]byte {
 	if b, ok := s.bufs.Get().(*[]byte); ok {
@@ -366,7 +466,7 @@ func (s *Server) getBuf() *[]byte {
 }
 
 func (s *Server) putBuf(b *[]byte) {
-	if cap(*b) <= 64<<10 {
+	if cap(*b) <= maxPooledBuf {
 		s.bufs.Put(b)
 	}
 }

@@ -88,6 +88,10 @@ func referenceOne(obj gjson.Result) Request {
 	if idErr {
 		return invalid(ErrInvalidRequest.With("id must be a string, a number or null"))
 	}
+	if len(r.ID) > MaxIDBytes {
+		r.ID = nil
+		return invalid(ErrInvalidRequest.Withf("id too long: its JSON text exceeds %d bytes", MaxIDBytes))
+	}
 	if !hasVersion || version.Type != gjson.String || version.Str != "2.0" {
 		return invalid(ErrInvalidRequest.With(`jsonrpc must be "2.0"`))
 	}

@@ -82,6 +82,12 @@ func ParseInto(m *Message, body []byte, maxBatch int) *Error {
 
 var null = []byte("null")
 
+// MaxIDBytes is the longest id accepted, in bytes of its JSON text (quotes and escapes
+// included): every answer echoes the id, and a longer one would make the answer as large as
+// the request (even the 401 of a request without credentials). A longer id is an invalid
+// request, answered with id null.
+const MaxIDBytes = 128
+
 // scanner validates JSON and extracts requests in one pass. Any syntax error sets bad; the
 // caller then answers ErrParse whatever else was extracted.
 type scanner struct {
@@ -158,7 +164,7 @@ func (p *scanner) batch(maxBatch int) ([]Request, int) {
 
 // request reads one request object, validating every member, and checks it as a request.
 // On failure the returned request has Invalid set and an ID of the request's id when that
-// was valid, else null. Of a member given twice, the last counts.
+// was valid (and not over MaxIDBytes), else null. Of a member given twice, the last counts.
 func (p *scanner) request() Request {
 	var (
 		r                     Request
@@ -211,6 +217,10 @@ func (p *scanner) request() Request {
 	if idErr {
 		return invalid(ErrInvalidRequest.With("id must be a string, a number or null"))
 	}
+	if len(r.ID) > MaxIDBytes {
+		r.ID = nil
+		return invalid(errIDTooLong)
+	}
 	if !hasVersion || version[0] != '"' || stringValue(version, hasEscape(version)) != "2.0" {
 		return invalid(ErrInvalidRequest.With(`jsonrpc must be "2.0"`))
 	}
@@ -232,6 +242,8 @@ func (p *scanner) request() Request {
 	}
 	return r
 }
+
+var errIDTooLong = ErrInvalidRequest.Withf("id too long: its JSON text exceeds %d bytes", MaxIDBytes)
 
 // field reads an object member: its name (unescaped), a colon and its value, returned raw.
 func (p *scanner) field() (key string, raw []byte, ok bool) {

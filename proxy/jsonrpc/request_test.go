@@ -28,6 +28,54 @@ func TestParseEchoesIDsByteForByte(t *testing.T) {
 	}
 }
 
+// Every answer echoes the id: an id over MaxIDBytes of JSON text is refused, and not echoed
+// (the answer has id null), whatever else is wrong with its request.
+func TestParseCapsIDLength(t *testing.T) {
+	fits := `"` + strings.Repeat("a", MaxIDBytes-2) + `"`
+	for _, tc := range []struct {
+		name, id, rest string
+		want           string // the error message, "" for none
+	}{
+		{"string at the limit", fits, `"method":"m"`, ""},
+		{"number at the limit", strings.Repeat("7", MaxIDBytes), `"method":"m"`, ""},
+		{"escapes count as sent", `"` + strings.Repeat(`\u0041`, (MaxIDBytes-2)/6) + `"`, `"method":"m"`, ""},
+		{"string over the limit", `"` + strings.Repeat("a", MaxIDBytes-1) + `"`, `"method":"m"`, "id too long: its JSON text exceeds 128 bytes"},
+		{"number over the limit", strings.Repeat("7", MaxIDBytes+1), `"method":"m"`, "id too long: its JSON text exceeds 128 bytes"},
+		{"5 MB", `"` + strings.Repeat("x", 5<<20) + `"`, `"method":"m"`, "id too long: its JSON text exceeds 128 bytes"},
+		{"over the limit, no method", `"` + strings.Repeat("a", 200) + `"`, `"params":[]`, "id too long: its JSON text exceeds 128 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := []byte(`{"jsonrpc":"2.0","id":` + tc.id + `,` + tc.rest + `}`)
+			msg, err := Parse(body, 10)
+			r := msg.Requests[0]
+			if tc.want == "" {
+				if err != nil || string(r.ID) != tc.id {
+					t.Fatalf("error %v, id %.40s…", err, r.ID)
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, ErrInvalidRequest) || err.Message != tc.want || string(r.ID) != "null" {
+				t.Fatalf("error %v, id %.40s…; want %q with id null", err, r.ID, tc.want)
+			}
+			out := AppendResponse(nil, r.ID, nil, err)
+			if len(out) > 200 {
+				t.Fatalf("answer of %d bytes: %.80s…", len(out), out)
+			}
+		})
+	}
+	// In a batch, the element with the long id alone is invalid.
+	msg, err := Parse([]byte(`[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","id":"`+strings.Repeat("b", 300)+`","method":"b"}]`), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := msg.Requests[0]; r.Invalid != nil || string(r.ID) != "1" {
+		t.Errorf("element 0: %+v", r)
+	}
+	if r := msg.Requests[1]; r.Invalid == nil || r.Invalid.Message != "id too long: its JSON text exceeds 128 bytes" || string(r.ID) != "null" {
+		t.Errorf("element 1: %v, id %.40s", r.Invalid, r.ID)
+	}
+}
+
 func TestParseWholeBodyErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, body string
@@ -112,6 +160,8 @@ func FuzzParse(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}`,
 		`[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"b"}]`,
 		`[]`, `[1]`, `{"id":{}}`, `{"jsonrpc":"2.0","id":"\u00e9","method":"\u0065th_x"}`, ``, `nul`,
+		`{"jsonrpc":"2.0","id":"` + strings.Repeat("i", MaxIDBytes) + `","method":"m"}`,
+		`[{"jsonrpc":"2.0","id":` + strings.Repeat("9", MaxIDBytes+1) + `,"method":"m"},{"jsonrpc":"2.0","id":1,"method":"m"}]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -129,6 +179,9 @@ func FuzzParse(f *testing.F) {
 		for _, r := range msg.Requests {
 			if r.Invalid == nil && r.Method == "" {
 				t.Fatal("valid request without a method")
+			}
+			if len(r.ID) > MaxIDBytes {
+				t.Fatalf("id of %d bytes kept", len(r.ID))
 			}
 			out := AppendResponse(nil, r.ID, r.Params, r.Invalid)
 			if !validJSON(out) {
@@ -149,6 +202,9 @@ func FuzzParseMatchesReference(f *testing.F) {
 		`{"jsonrpc":"2.0","id":1,"method":"m","method":"n","id":2,"params":null}`,
 		`{"\u006aSonrpc":"2.0","jsonrpc":"2.0","\u0069d":01}`, `[[[[[]]]]]`, `{"a":{"b":[1,2,{"c":null}]}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"m"} x`, `[{},{},{},{},{},{},{},{},{},{}]`, `{"a":1,}`, `[1,]`, "\"\x01\"",
+		`{"jsonrpc":"2.0","id":"` + strings.Repeat("i", MaxIDBytes-2) + `","method":"m"}`,
+		`{"jsonrpc":"2.0","id":"` + strings.Repeat("i", MaxIDBytes-1) + `","method":"m"}`,
+		`[{"id":` + strings.Repeat("9", MaxIDBytes+1) + `},{"jsonrpc":"2.0","id":"` + strings.Repeat("\\n", 70) + `","method":"m"}]`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -1,0 +1,45 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigDefaultsValidate(t *testing.T) {
+	var c Config
+	c.SetDefaults()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxHeaderBytes != 16384 || c.MaxBodyBytesInFlight != 256<<20 || c.MaxConns != 8192 || c.MaxConnsPerIP != 1024 || c.HeaderTimeout != 10*time.Second {
+		t.Fatalf("defaults %+v", c)
+	}
+}
+
+func TestConfigValidateLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(c *Config)
+		want   string
+	}{
+		{"small head", func(c *Config) { c.MaxHeaderBytes = 1000 }, "maxHeaderBytes: must be between 4096 and 1048576"},
+		{"huge head", func(c *Config) { c.MaxHeaderBytes = 2 << 20 }, "maxHeaderBytes: must be between 4096 and 1048576"},
+		{"budget under one body", func(c *Config) { c.MaxBodyBytesInFlight = c.MaxBodyBytes - 1 }, "maxBodyBytesInFlight: must be at least maxBodyBytes (5242880)"},
+		{"no connections", func(c *Config) { c.MaxConns = -1 }, "maxConns: must be between 1 and 1048576"},
+		{"per address over all", func(c *Config) { c.MaxConnsPerIP = c.MaxConns + 1 }, "maxConnsPerIP: must be between 1 and maxConns (8192)"},
+		{"per address negative", func(c *Config) { c.MaxConnsPerIP = -1 }, "maxConnsPerIP: must be between 1 and maxConns (8192)"},
+		{"header timeout negative", func(c *Config) { c.HeaderTimeout = -time.Second }, "headerTimeout: must be a positive duration"},
+		{"header timeout over read timeout", func(c *Config) { c.HeaderTimeout = time.Minute }, "headerTimeout: must not exceed readTimeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c Config
+			c.SetDefaults()
+			tc.change(&c)
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
