@@ -316,3 +316,23 @@ func TestSendsWaitBounded(t *testing.T) {
 		t.Fatalf("next nonce %v after refused sends, want 1", n)
 	}
 }
+
+// TestFeeFloorRereadsAStaleHead: a fee the cached latest block would refuse is checked again
+// against the block read anew (the head may have moved, its base fee fallen), and accepted
+// when that block's next can take it.
+func TestFeeFloorRereadsAStaleHead(t *testing.T) {
+	f := newFixture(t, TxConfig{})
+	ctx := context.Background()
+	f.chain.baseFee = "0x3e8" // 1000
+	if _, err := f.txs.Send(ctx, "p", 7, f.request(1), ""); err == nil {
+		t.Fatal("a gas price of 10 accepted against a base fee of 1000")
+	}
+	// The chain moves on; its base fee falls to 10. The block read above is still cached.
+	f.chain.mu.Lock()
+	f.chain.baseFee = "0xa"
+	f.chain.mu.Unlock()
+	f.chain.seal("b")
+	if _, err := f.txs.Send(ctx, "p", 7, f.request(2), ""); err != nil {
+		t.Fatalf("priced at the new base fee, refused against the cached block: %v", err)
+	}
+}

@@ -233,6 +233,13 @@ func (t *Transactions) prepareAndReserve(ctx context.Context, ch Chain, principa
 			}
 		}
 		balance, err := t.check(ctx, ch, chainID, b, r)
+		if errors.Is(err, ErrUnderpriced) && b.reused {
+			// The head may have moved since b was read (the pool learns of new heads at its
+			// polls, and a dev chain seals a block per send): read it again before refusing.
+			if b, err = t.readLatestBlock(ctx, ch, chainID); err == nil {
+				balance, err = t.check(ctx, ch, chainID, b, r)
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -275,25 +282,35 @@ type blockInfo struct {
 	baseFee  *big.Int // nil before London
 	at       time.Time
 	head     uint64 // the pool's head when it was read (headTracker)
+	reused   bool   // latestBlock answered from what an earlier call read
 }
 
 // blockInfoMaxAge bounds how long a read latest block is reused; a new head seen by the
-// pool's head tracking replaces it at once.
+// pool's head tracking replaces it at once, and a fee it would refuse is checked again
+// against a block read anew.
 const blockInfoMaxAge = 500 * time.Millisecond
 
 // headTracker is a chain that follows its head (upstreams.Pool).
 type headTracker interface{ Head() uint64 }
 
 func (t *Transactions) latestBlock(ctx context.Context, ch Chain, chainID uint64) (*blockInfo, error) {
-	var head uint64
-	ht, tracked := ch.(headTracker)
-	if tracked {
-		head = ht.Head()
-	}
 	if v, ok := t.blocks.Load(chainID); ok {
-		if b := v.(*blockInfo); time.Since(b.at) < blockInfoMaxAge && (!tracked || head == b.head) {
-			return b, nil
+		b := v.(*blockInfo)
+		ht, tracked := ch.(headTracker)
+		if time.Since(b.at) < blockInfoMaxAge && (!tracked || ht.Head() == b.head) {
+			r := *b
+			r.reused = true
+			return &r, nil
 		}
+	}
+	return t.readLatestBlock(ctx, ch, chainID)
+}
+
+// readLatestBlock reads the latest block from the chain, for latestBlock to reuse.
+func (t *Transactions) readLatestBlock(ctx context.Context, ch Chain, chainID uint64) (*blockInfo, error) {
+	var head uint64
+	if ht, tracked := ch.(headTracker); tracked {
+		head = ht.Head()
 	}
 	res, err := ch.Forward(ctx, "eth_getBlockByNumber", []byte(`["latest",false]`))
 	if err != nil {
