@@ -249,9 +249,10 @@ func pendingCount(t *testing.T, c *gethrpc.Client, addr common.Address) uint64 {
 
 // record is web3gate's record of a transaction, GET /v1/transactions/{hash}.
 type record struct {
-	State  string    `json:"state"`
-	Nonce  uint64    `json:"nonce"`
-	Filled *[]string `json:"filled"`
+	State           string          `json:"state"`
+	Nonce           uint64          `json:"nonce"`
+	ContractAddress *common.Address `json:"contractAddress"`
+	Filled          *[]string       `json:"filled"`
 }
 
 // txRecord reads web3gate's record of hash with creds.
@@ -856,6 +857,9 @@ func contractCreation(t *testing.T, d *dropinEnv, from common.Address) {
 		h := mustSend(t, d.gw, row.name, row.obj)
 		rc := minedOK(t, d.anvil, row.name, h)
 		checkCreated(t, d, row.name, from, txByHash(t, d.anvil, h), rc)
+		if rec := txRecord(t, d.g, e2eCreds, h); rec.ContractAddress == nil || *rec.ContractAddress != rc.ContractAddress {
+			t.Errorf("%s: GET /v1/transactions contractAddress %v, want the receipt's %s", row.name, rec.ContractAddress, rc.ContractAddress.Hex())
+		}
 	}
 	tx, raw := signTx(t, d.gw, "eth_signTransaction, to absent", map[string]any{"from": from, "data": hexutil.Bytes(erc20Initcode(t, "Signed", "SGN"))})
 	checkCreated(t, d, "eth_signTransaction, to absent", from, tx, sendRaw(t, d, "eth_signTransaction, to absent", raw))
