@@ -129,15 +129,36 @@ func devConfig(t testing.TB) string {
 //	<-- 204                         expect this status and an empty body
 //
 // In an expected body the string "*" matches any value and "0x*" any 0x-prefixed string.
+//
+// The files of testdata/strict run against a server in the strict form of the transaction
+// methods (wallet.transactions.fill: false), the others against the shipped form.
 func TestTranscripts(t *testing.T) {
-	ts := startServer(t, devConfig(t))
-	files, err := filepath.Glob("testdata/*.rpc")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no transcripts: %v", err)
+	for _, set := range []struct {
+		glob, config string
+	}{
+		{"testdata/*.rpc", devConfig(t)},
+		{"testdata/strict/*.rpc", strictConfig(t)},
+	} {
+		files, err := filepath.Glob(set.glob)
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no transcripts %s: %v", set.glob, err)
+		}
+		ts := startServer(t, set.config)
+		for _, f := range files {
+			t.Run(strings.TrimPrefix(f, "testdata/"), func(t *testing.T) { runTranscript(t, ts.API, f) })
+		}
 	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) { runTranscript(t, ts.API, f) })
+}
+
+// strictConfig is devConfig in the strict form: every transaction field required, nonce
+// refused.
+func strictConfig(t testing.TB) string {
+	t.Helper()
+	s := strings.Replace(devConfig(t), "    fill: true\n", "    fill: false\n", 1)
+	if !strings.Contains(s, "fill: false") {
+		t.Fatal("strictConfig: config.yaml changed, no wallet.transactions.fill")
 	}
+	return s
 }
 
 func defaultHeaders() map[string]string {

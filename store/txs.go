@@ -34,14 +34,19 @@ const (
 
 // TxRecord is one transaction the service signed or is about to sign.
 type TxRecord struct {
-	ID             int64
-	ChainID        uint64
-	Address        common.Address // the sender
-	Nonce          uint64
-	Principal      string
-	Kind           string
-	State          string
-	Fields         []byte   // the validated transaction object, canonical JSON
+	ID        int64
+	ChainID   uint64
+	Address   common.Address // the sender
+	Nonce     uint64
+	Principal string
+	Kind      string
+	State     string
+	Fields    []byte // the validated, complete transaction object, canonical JSON
+	// Request is the object as the client sent it (canonical JSON) when web3gate filled
+	// fields in; nil when it is Fields. An Idempotency-Key is compared with it.
+	Request []byte
+	// Filled names the fields web3gate filled in ("gas", "maxFeePerGas", ...).
+	Filled         []string
 	MaxCost        *big.Int // gas * price + value, wei
 	Raw            []byte   // signed bytes; nil before signing
 	Hash           common.Hash
@@ -58,18 +63,19 @@ type TxRecord struct {
 func (r *TxRecord) HasHash() bool { return r.Hash != (common.Hash{}) }
 
 const txColumns = `id, chain_id, address, nonce, principal, kind, state, fields, max_cost, raw, hash,
-	idempotency_key, block_number, block_hash, error, created_at, updated_at, expires_at`
+	idempotency_key, block_number, block_hash, error, created_at, updated_at, expires_at, request, filled`
 
 func scanTx(s scanner) (*TxRecord, error) {
 	var (
 		r                                    TxRecord
 		addr, fields, maxCost, created, upd  string
 		hash, idem, blockHash, errMsg, expir sql.NullString
+		request, filled                      sql.NullString
 		block                                sql.NullInt64
 		chainID, nonce                       int64
 	)
 	if err := s.Scan(&r.ID, &chainID, &addr, &nonce, &r.Principal, &r.Kind, &r.State, &fields, &maxCost,
-		&r.Raw, &hash, &idem, &block, &blockHash, &errMsg, &created, &upd, &expir); err != nil {
+		&r.Raw, &hash, &idem, &block, &blockHash, &errMsg, &created, &upd, &expir, &request, &filled); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, ErrNotFound
 		}
@@ -78,6 +84,12 @@ func scanTx(s scanner) (*TxRecord, error) {
 	r.ChainID, r.Nonce = uint64(chainID), uint64(nonce)
 	r.Address = common.HexToAddress(addr)
 	r.Fields = []byte(fields)
+	if request.Valid {
+		r.Request = []byte(request.String)
+	}
+	if filled.String != "" {
+		r.Filled = strings.Split(filled.String, ",")
+	}
 	var ok bool
 	if r.MaxCost, ok = new(big.Int).SetString(maxCost, 10); !ok {
 		return nil, fmt.Errorf("tx %d: stored max_cost %q is not a decimal", r.ID, maxCost)
@@ -225,7 +237,7 @@ func (t *Tx) InsertTx(ctx context.Context, r *TxRecord) error {
 		int64(r.ChainID), addressKey(r.Address), int64(r.Nonce), r.Principal, r.Kind, r.State, string(r.Fields),
 		cost.String(), l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7],
 		r.Raw, hash, nullString(r.IdempotencyKey), nullString(r.Error),
-		formatTime(now), formatTime(now), expires)
+		formatTime(now), formatTime(now), expires, nullString(string(r.Request)), nullString(strings.Join(r.Filled, ",")))
 	if err != nil {
 		return fmt.Errorf("insert tx: %w", err)
 	}
@@ -426,8 +438,8 @@ var (
 	qInFlight = prepared(`SELECT n, c0, c1, c2, c3, c4, c5, c6, c7 FROM inflight WHERE chain_id = ? AND address = ?`)
 	qInsertTx = prepared(`INSERT INTO txs (chain_id, address, nonce, principal, kind, state, fields,
 		max_cost, cost0, cost1, cost2, cost3, cost4, cost5, cost6, cost7,
-		raw, hash, idempotency_key, error, created_at, updated_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		raw, hash, idempotency_key, error, created_at, updated_at, expires_at, request, filled)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qSetSigned = prepared(`UPDATE txs SET raw = ?, hash = ?, state = ?, updated_at = ?
 		WHERE id = ? AND state = 'reserved'`)
 	// +chain_id keeps the planner on txs_hash: without statistics SQLite may otherwise take

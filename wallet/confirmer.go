@@ -61,18 +61,34 @@ type confirmer struct {
 	recent map[uint64]common.Hash // canonical hashes of the blocks read lately
 }
 
+// minKickInterval spaces the passes that sends waiting for a slot ask for.
+const minKickInterval = 20 * time.Millisecond
+
 func (c *confirmer) run(ctx context.Context) {
 	started := time.Now()
 	c.recover(ctx, started)
+	signal := c.t.slots[c.chainID]
 	tick := time.NewTicker(c.t.cfg.PollInterval)
 	defer tick.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-signal.kick:
+			// A send waits for a slot: a pass now finds the blocks that free one.
+			if d := time.Since(last); d < minKickInterval {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(minKickInterval - d):
+				}
+			}
 		}
+		last = time.Now()
 		c.tick(ctx)
+		signal.notify()
 	}
 }
 

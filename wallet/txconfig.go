@@ -15,10 +15,23 @@ import (
 
 // TxConfig is the `wallet.transactions:` section: the nonce manager and the confirmer.
 type TxConfig struct {
+	// Fill: fields a client leaves out of eth_sendTransaction / eth_signTransaction (gas, the
+	// fees, value, data) are filled as geth fills them, a "to" left out with data creates a
+	// contract, and an explicit nonce is accepted when it is the account's next. false is the
+	// strict form: every field required, nonce refused. Default true.
+	Fill *bool `yaml:"fill"`
 	// MaxInFlight is how many transactions of one account may be in flight on one chain
-	// (reserved, signed, broadcast and not mined yet, or handed out by eth_signTransaction);
-	// one more is refused with -32005. Default 16, geth's per-account pool guarantee.
+	// (reserved, signed, broadcast and not mined yet, or handed out by eth_signTransaction).
+	// A send beyond it waits for a slot (InFlightWait, MaxQueued). Default 16, the
+	// per-account share that geth's and reth's pools guarantee.
 	MaxInFlight int `yaml:"maxInFlight"`
+	// InFlightWait is how long a send beyond MaxInFlight waits for one of the account's
+	// transactions to leave flight before it is refused with -32005 (and never longer than
+	// the request lives). Default 30s.
+	InFlightWait time.Duration `yaml:"inFlightWait"`
+	// MaxQueued is how many sends of one account may wait for a slot at once; one more is
+	// refused with -32005 at once. Default 1000.
+	MaxQueued int `yaml:"maxQueued"`
 	// HandOutTTL is how long a nonce handed out with eth_signTransaction stays held for the
 	// caller's submission. A slot not seen on chain by then is reused. Default 2m.
 	HandOutTTL time.Duration `yaml:"handOutTTL"`
@@ -48,11 +61,20 @@ type RuleConfig struct {
 	AllowedRecipients []string `yaml:"allowedRecipients"`
 	// MaxValue, when set, is the largest `value` (wei; decimal or 0x-hex) of one transaction.
 	MaxValue string `yaml:"maxValue"`
+	// NoContractCreation refuses contract creations (no `to`). A rule with
+	// AllowedRecipients refuses them too, since a creation has no recipient on the list.
+	NoContractCreation bool `yaml:"noContractCreation"`
 }
 
 // SetDefaults fills unset fields with their defaults.
 func (c *TxConfig) SetDefaults() {
+	if c.Fill == nil {
+		on := true
+		c.Fill = &on
+	}
 	defaults.Set(&c.MaxInFlight, 16)
+	defaults.Set(&c.InFlightWait, 30*time.Second)
+	defaults.Set(&c.MaxQueued, 1000)
 	defaults.Set(&c.HandOutTTL, 2*time.Minute)
 	defaults.Set(&c.BroadcastTimeout, 15*time.Second)
 	defaults.Set(&c.PollInterval, time.Second)
@@ -65,6 +87,12 @@ func (c *TxConfig) Validate() error {
 	var errs []error
 	if c.MaxInFlight < 1 {
 		errs = append(errs, errors.New("maxInFlight: must be at least 1"))
+	}
+	if c.InFlightWait < 0 {
+		errs = append(errs, errors.New("inFlightWait: must not be negative"))
+	}
+	if c.MaxQueued < 1 {
+		errs = append(errs, errors.New("maxQueued: must be at least 1"))
 	}
 	if c.HandOutTTL < time.Second {
 		errs = append(errs, errors.New("handOutTTL: must be at least 1s"))
@@ -88,6 +116,7 @@ func (c *TxConfig) Validate() error {
 type rule struct {
 	recipients map[common.Address]bool // nil: any recipient
 	maxValue   *big.Int                // nil: any value
+	noCreate   bool                    // contract creations refused
 }
 
 func (c *TxConfig) rules() (map[common.Address]rule, error) {
@@ -101,7 +130,7 @@ func (c *TxConfig) rules() (map[common.Address]rule, error) {
 		if _, dup := out[acct]; dup {
 			return nil, fmt.Errorf("%s.account: %s has a rule already", at, acct.Hex())
 		}
-		var r rule
+		r := rule{noCreate: rc.NoContractCreation}
 		for j, to := range rc.AllowedRecipients {
 			if !isAddress(to) {
 				return nil, fmt.Errorf("%s.allowedRecipients[%d]: must be a 0x-prefixed 20-byte hex address", at, j)

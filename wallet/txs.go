@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -73,6 +74,8 @@ type Transactions struct {
 
 	blocks sync.Map // chain id -> *blockInfo, the latest block seen
 	heads  sync.Map // headKey -> struct{}: nonce heads known to exist in the store
+	slots  map[uint64]*slotSignal
+	queued sync.Map // headKey -> *atomic.Int32: sends waiting for a slot
 }
 
 // NewTransactions builds the manager; Run starts its confirmers.
@@ -89,8 +92,16 @@ func NewTransactions(cfg TxConfig, deps TxDeps) (*Transactions, error) {
 	if deps.Keys == nil || deps.DB == nil {
 		return nil, errors.New("wallet: transactions need keys and a store")
 	}
-	return &Transactions{cfg: cfg, rules: rules, keys: deps.Keys, db: deps.DB, chains: deps.Chains, log: log}, nil
+	slots := make(map[uint64]*slotSignal, len(deps.Chains))
+	for id := range deps.Chains {
+		slots[id] = newSlotSignal()
+	}
+	return &Transactions{cfg: cfg, rules: rules, keys: deps.Keys, db: deps.DB, chains: deps.Chains, log: log, slots: slots}, nil
 }
+
+// Fill reports whether requests are read in the form clients send (ParseFill) rather than
+// the strict form.
+func (t *Transactions) Fill() bool { return *t.cfg.Fill }
 
 func (t *Transactions) chain(chainID uint64) (Chain, error) {
 	ch, ok := t.chains[chainID]
@@ -100,39 +111,37 @@ func (t *Transactions) chain(chainID uint64) (Chain, error) {
 	return ch, nil
 }
 
-// Send is eth_sendTransaction: r, already parsed and held for principal, is checked, given the
-// next nonce of its sender, signed, persisted and broadcast; the hash is returned once a node
-// accepted the bytes. With an idempotency key, a second Send with the same key and
+// Send is eth_sendTransaction: r, already parsed and held for principal, is completed (the
+// fields its client left out, fill.go), checked, given the next nonce of its sender (or its
+// own, when it is that one), signed, persisted and broadcast; the hash is returned once a
+// node accepted the bytes. With an idempotency key, a second Send with the same key and
 // transaction returns the first one's hash and sends nothing.
 func (t *Transactions) Send(ctx context.Context, principal string, chainID uint64, r *txreq.Request, idemKey string) (common.Hash, error) {
 	ch, err := t.chain(chainID)
 	if err != nil {
 		return common.Hash{}, err
 	}
-	fields, err := json.Marshal(r)
+	request, err := json.Marshal(r)
 	if err != nil {
 		return common.Hash{}, err
 	}
 	if idemKey != "" {
 		if rec, err := t.byIdempotencyKey(ctx, principal, idemKey); err == nil {
-			return t.awaitIdempotent(ctx, rec, fields)
+			return t.awaitIdempotent(ctx, rec, request)
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return common.Hash{}, err
 		}
 	}
+	var filled []string
 	for attempt := 0; ; attempt++ {
-		balance, err := t.check(ctx, ch, chainID, r)
-		if err != nil {
-			return common.Hash{}, err
-		}
-		rec, err := t.reserve(ctx, ch, principal, chainID, r, fields, store.KindSend, idemKey, balance)
+		rec, err := t.prepareAndReserve(ctx, ch, principal, chainID, r, request, &filled, store.KindSend, idemKey)
 		if errors.Is(err, store.ErrExists) && idemKey != "" {
 			// The same key, reserved concurrently: answer with that transaction.
 			rec, lerr := t.byIdempotencyKey(ctx, principal, idemKey)
 			if lerr != nil {
 				return common.Hash{}, lerr
 			}
-			return t.awaitIdempotent(ctx, rec, fields)
+			return t.awaitIdempotent(ctx, rec, request)
 		}
 		if err != nil {
 			return common.Hash{}, err
@@ -142,6 +151,14 @@ func (t *Transactions) Send(ctx context.Context, principal string, chainID uint6
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.BroadcastTimeout)
 		hash, retry, err := t.complete(wctx, ch, rec, r)
 		cancel()
+		if retry && r.Nonce != nil {
+			// The client's own nonce was used outside web3gate: its request cannot be met.
+			next, nerr := t.PendingNonce(ctx, chainID, r.From)
+			if nerr != nil || next == nil {
+				return common.Hash{}, err
+			}
+			return common.Hash{}, nonceError(*r.Nonce, *next)
+		}
 		if retry && attempt < 2 {
 			continue // the nonce was used outside web3gate and nothing was sent: a new nonce
 		}
@@ -149,22 +166,20 @@ func (t *Transactions) Send(ctx context.Context, principal string, chainID uint6
 	}
 }
 
-// SignTransaction is eth_signTransaction: the same checks and reservation as Send, then the
-// signed bytes are persisted with the nonce "handed out" to the caller, who submits them.
+// SignTransaction is eth_signTransaction: the same completion, checks and reservation as Send,
+// then the signed bytes are persisted with the nonce "handed out" to the caller, who submits
+// them.
 func (t *Transactions) SignTransaction(ctx context.Context, principal string, chainID uint64, r *txreq.Request) ([]byte, error) {
 	ch, err := t.chain(chainID)
 	if err != nil {
 		return nil, err
 	}
-	fields, err := json.Marshal(r)
+	request, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
 	}
-	balance, err := t.check(ctx, ch, chainID, r)
-	if err != nil {
-		return nil, err
-	}
-	rec, err := t.reserve(ctx, ch, principal, chainID, r, fields, store.KindSign, "", balance)
+	var filled []string
+	rec, err := t.prepareAndReserve(ctx, ch, principal, chainID, r, request, &filled, store.KindSign, "")
 	if err != nil {
 		return nil, err
 	}
@@ -188,20 +203,89 @@ func (t *Transactions) SignTransaction(ctx context.Context, principal string, ch
 	return raw, nil
 }
 
-// blockInfo is what the checks need from the latest block.
+// prepareAndReserve completes r (once: *filled keeps what was filled across attempts),
+// checks it against the chain and reserves its nonce. A send that finds its account's
+// in-flight cap reached waits for a slot (awaitSlot) and is checked again, since the
+// balance it was checked against may have been spent meanwhile.
+func (t *Transactions) prepareAndReserve(ctx context.Context, ch Chain, principal string, chainID uint64, r *txreq.Request,
+	request []byte, filled *[]string, kind, idemKey string) (*store.TxRecord, error) {
+	var deadline time.Time
+	var waiting *atomic.Int32
+	defer func() {
+		if waiting != nil {
+			waiting.Add(-1)
+		}
+	}()
+	for {
+		b, err := t.latestBlock(ctx, ch, chainID)
+		if err != nil {
+			return nil, err
+		}
+		if r.Missing != 0 {
+			if *filled, err = t.fillIn(ctx, ch, b, r); err != nil {
+				return nil, err
+			}
+		}
+		balance, err := t.check(ctx, ch, chainID, b, r)
+		if err != nil {
+			return nil, err
+		}
+		fields, err := json.Marshal(r)
+		if err != nil {
+			return nil, err
+		}
+		res := reservation{principal: principal, kind: kind, idemKey: idemKey, fields: fields, filled: *filled, balance: balance}
+		if string(fields) != string(request) {
+			res.request = request
+		}
+		rec, err := t.reserve(ctx, ch, chainID, r, res)
+		if !errors.Is(err, errInFlightFull) {
+			return rec, err
+		}
+		if waiting == nil {
+			waiting = t.queue(headKey{chainID, r.From})
+			if waiting.Add(1) > int32(t.cfg.MaxQueued) {
+				return nil, inFlightError(r.From, chainID, t.cfg.MaxInFlight, "and the queue of sends waiting for a slot is full")
+			}
+			deadline = time.Now().Add(t.cfg.InFlightWait)
+		}
+		if err := t.awaitSlot(ctx, chainID, deadline); err != nil {
+			return nil, inFlightError(r.From, chainID, t.cfg.MaxInFlight, fmt.Sprintf("and none left flight within inFlightWait (%s)", t.cfg.InFlightWait))
+		}
+	}
+}
+
+// inFlightError is the -32005 answer of a send that could not get a slot.
+func inFlightError(from common.Address, chainID uint64, max int, why string) error {
+	return jsonrpc.ErrLimitExceeded.Withf("limit exceeded: account %s has %d transactions in flight on chain %d (maxInFlight %d) %s",
+		from.Hex(), max, chainID, max, why)
+}
+
+// blockInfo is what filling and the checks need from the latest block.
 type blockInfo struct {
 	number   uint64
 	gasLimit uint64
+	gasUsed  uint64
 	baseFee  *big.Int // nil before London
 	at       time.Time
+	head     uint64 // the pool's head when it was read (headTracker)
 }
 
-// blockInfoMaxAge bounds how long a read latest block is reused for the checks.
+// blockInfoMaxAge bounds how long a read latest block is reused; a new head seen by the
+// pool's head tracking replaces it at once.
 const blockInfoMaxAge = 500 * time.Millisecond
 
+// headTracker is a chain that follows its head (upstreams.Pool).
+type headTracker interface{ Head() uint64 }
+
 func (t *Transactions) latestBlock(ctx context.Context, ch Chain, chainID uint64) (*blockInfo, error) {
+	var head uint64
+	ht, tracked := ch.(headTracker)
+	if tracked {
+		head = ht.Head()
+	}
 	if v, ok := t.blocks.Load(chainID); ok {
-		if b := v.(*blockInfo); time.Since(b.at) < blockInfoMaxAge {
+		if b := v.(*blockInfo); time.Since(b.at) < blockInfoMaxAge && (!tracked || head == b.head) {
 			return b, nil
 		}
 	}
@@ -212,12 +296,17 @@ func (t *Transactions) latestBlock(ctx context.Context, ch Chain, chainID uint64
 	var h struct {
 		Number   *hexutil.Big `json:"number"`
 		GasLimit *hexutil.Big `json:"gasLimit"`
+		GasUsed  *hexutil.Big `json:"gasUsed"`
 		BaseFee  *hexutil.Big `json:"baseFeePerGas"`
 	}
 	if err := json.Unmarshal(res, &h); err != nil || h.Number == nil || h.GasLimit == nil {
 		return nil, jsonrpc.ErrUpstreamUnavailable.With("the node answered the latest block with something else")
 	}
-	b := &blockInfo{number: h.Number.ToInt().Uint64(), gasLimit: h.GasLimit.ToInt().Uint64(), baseFee: (*big.Int)(h.BaseFee), at: time.Now()}
+	b := &blockInfo{number: h.Number.ToInt().Uint64(), gasLimit: h.GasLimit.ToInt().Uint64(), baseFee: (*big.Int)(h.BaseFee),
+		at: time.Now(), head: head}
+	if h.GasUsed != nil {
+		b.gasUsed = h.GasUsed.ToInt().Uint64()
+	}
 	t.blocks.Store(chainID, b)
 	return b, nil
 }
@@ -226,11 +315,11 @@ func (t *Transactions) latestBlock(ctx context.Context, ch Chain, chainID uint64
 // against the base fee (-32000), funds against the balance and the in-flight costs (-32000),
 // then the signing rules (-32003). It returns the balance it read: funds are checked again
 // against it, atomically, when the nonce is reserved.
-func (t *Transactions) check(ctx context.Context, ch Chain, chainID uint64, r *txreq.Request) (*big.Int, error) {
-	b, err := t.latestBlock(ctx, ch, chainID)
-	if err != nil {
-		return nil, err
-	}
+//
+// The fee is refused only when no next block could take it: below the lowest base fee the
+// block after b can have (b's less 1/8, EIP-1559). web3gate is never stricter than the nodes
+// behind it; a fee a node then refuses comes back with the node's words.
+func (t *Transactions) check(ctx context.Context, ch Chain, chainID uint64, b *blockInfo, r *txreq.Request) (*big.Int, error) {
 	if err := txreq.CheckGas(r, b.gasLimit, t.cfg.GasCap); err != nil {
 		return nil, err
 	}
@@ -240,9 +329,9 @@ func (t *Transactions) check(ctx context.Context, ch Chain, chainID uint64, r *t
 		if r.Type() == types.DynamicFeeTxType {
 			price, name = r.MaxFeePerGas, "maxFeePerGas"
 		}
-		if price.Cmp(b.baseFee) < 0 {
-			return nil, ErrUnderpriced.Withf("transaction underpriced: %s %s is below the base fee %s of block %d",
-				name, price, b.baseFee, b.number)
+		if floor := minNextBaseFee(b); price.Cmp(floor) < 0 {
+			return nil, ErrUnderpriced.Withf("transaction underpriced: %s %s is below %s, the lowest base fee the block after block %d (base fee %s) can have",
+				name, price, floor, b.number, b.baseFee)
 		}
 	}
 	balance, err := t.balance(ctx, ch, r.From)
@@ -296,6 +385,9 @@ func (t *Transactions) checkRules(r *txreq.Request) error {
 	if !ok {
 		return nil
 	}
+	if r.To == nil && (ru.noCreate || ru.recipients != nil) {
+		return ErrRule.Withf("transaction rejected by a signing rule: %s may not create contracts", r.From.Hex())
+	}
 	if ru.recipients != nil && !ru.recipients[*r.To] {
 		return ErrRule.Withf("transaction rejected by a signing rule: %s may not send to %s", r.From.Hex(), r.To.Hex())
 	}
@@ -306,11 +398,24 @@ func (t *Transactions) checkRules(r *txreq.Request) error {
 	return nil
 }
 
+// reservation is what reserve records besides the request.
+type reservation struct {
+	principal, kind, idemKey string
+	fields                   []byte   // the complete request, canonical JSON
+	request                  []byte   // the request as sent, when fields differ from it
+	filled                   []string // the fields filled in
+	balance                  *big.Int // the balance check read
+}
+
+// errInFlightFull: the account's in-flight cap is reached (reserve reserved nothing).
+var errInFlightFull = errors.New("in-flight cap reached")
+
 // reserve takes the next nonce of r.From on chainID and records the transaction, in one store
 // transaction: the lowest released slot, else the nonce head, initialised on first use from
-// max(the chain's pending nonce, the highest stored nonce + 1). The in-flight cap and funds
-// are checked inside the same transaction.
-func (t *Transactions) reserve(ctx context.Context, ch Chain, principal string, chainID uint64, r *txreq.Request, fields []byte, kind, idemKey string, balance *big.Int) (*store.TxRecord, error) {
+// max(the chain's pending nonce, the highest stored nonce + 1). A nonce the client gave must
+// be that one (-32000 nonce too low / too high, nothing reserved). The in-flight cap
+// (errInFlightFull) and funds are checked inside the same transaction.
+func (t *Transactions) reserve(ctx context.Context, ch Chain, chainID uint64, r *txreq.Request, res reservation) (*store.TxRecord, error) {
 	hk := headKey{chainID, r.From}
 	_, known := t.heads.Load(hk)
 	if !known {
@@ -332,8 +437,8 @@ func (t *Transactions) reserve(ctx context.Context, ch Chain, principal string, 
 	}
 	cost := r.MaxCost()
 	rec := &store.TxRecord{
-		ChainID: chainID, Address: r.From, Principal: principal, Kind: kind, State: store.StateReserved,
-		Fields: fields, MaxCost: cost, IdempotencyKey: idemKey,
+		ChainID: chainID, Address: r.From, Principal: res.principal, Kind: res.kind, State: store.StateReserved,
+		Fields: res.fields, Request: res.request, Filled: res.filled, MaxCost: cost, IdempotencyKey: res.idemKey,
 	}
 	err := t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
 		next, ok, err := tx.NextNonce(ctx, chainID, r.From)
@@ -348,22 +453,24 @@ func (t *Transactions) reserve(ctx context.Context, ch Chain, principal string, 
 				next = maxStored + 1
 			}
 		}
-		n, inflight, err := tx.InFlight(ctx, chainID, r.From)
-		if err != nil {
-			return err
-		}
-		if n >= t.cfg.MaxInFlight {
-			return jsonrpc.ErrLimitExceeded.Withf("limit exceeded: account %s has %d transactions in flight on chain %d (maxInFlight %d)",
-				r.From.Hex(), n, chainID, t.cfg.MaxInFlight)
-		}
-		if err := funded(balance, cost, n, inflight); err != nil {
-			return err
-		}
 		nonce := next
 		if slot, ok, err := tx.ReusableSlot(ctx, chainID, r.From, 0); err != nil {
 			return err
 		} else if ok && slot < next {
 			nonce = slot
+		}
+		if r.Nonce != nil && *r.Nonce != nonce {
+			return nonceError(*r.Nonce, nonce)
+		}
+		n, inflight, err := tx.InFlight(ctx, chainID, r.From)
+		if err != nil {
+			return err
+		}
+		if n >= t.cfg.MaxInFlight {
+			return errInFlightFull
+		}
+		if err := funded(res.balance, cost, n, inflight); err != nil {
+			return err
 		}
 		if nonce == next {
 			if err := tx.RaiseNextNonce(ctx, chainID, r.From, next+1); err != nil {
@@ -378,6 +485,45 @@ func (t *Transactions) reserve(ctx context.Context, ch Chain, principal string, 
 	}
 	t.heads.Store(hk, struct{}{}) // heads are never deleted
 	return rec, nil
+}
+
+// ErrNonce is the -32000 answer to a client's nonce that is not the account's next one.
+var ErrNonce = &jsonrpc.Error{Code: -32000, Message: "nonce too low", HTTPStatus: http.StatusOK}
+
+// nonceError is the answer to a client's nonce given when next is the one web3gate hands out
+// next, in a node's words.
+func nonceError(given, next uint64) error {
+	if given < next {
+		return ErrNonce.Withf("nonce too low: next nonce is %d, tx nonce %d", next, given)
+	}
+	return ErrNonce.Withf("nonce too high: next nonce is %d, tx nonce %d", next, given)
+}
+
+// PendingNonce is the nonce the next transaction of addr on chainID gets from web3gate:
+// eth_getTransactionCount(addr, "pending") as web3gate's nonce state has it (reservations and
+// handed-out nonces counted, a released slot offered first). nil when web3gate does not hold
+// addr or has no nonce state for it yet: the node's answer is then the same.
+func (t *Transactions) PendingNonce(ctx context.Context, chainID uint64, addr common.Address) (*uint64, error) {
+	if _, ok := t.chains[chainID]; !ok || !t.keys.Has(addr) {
+		return nil, nil
+	}
+	var next uint64
+	var ok bool
+	err := t.db.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		if next, ok, err = tx.NextNonce(ctx, chainID, addr); err != nil || !ok {
+			return err
+		}
+		slot, has, err := tx.ReusableSlot(ctx, chainID, addr, 0)
+		if has && slot < next {
+			next = slot
+		}
+		return err
+	})
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &next, nil
 }
 
 // headKey names a nonce head.
@@ -424,7 +570,7 @@ func (t *Transactions) complete(ctx context.Context, ch Chain, rec *store.TxReco
 func (t *Transactions) signRecord(rec *store.TxRecord, r *txreq.Request) ([]byte, common.Hash, error) {
 	if r == nil {
 		var err error
-		if r, err = txreq.Parse(append(append([]byte("["), rec.Fields...), ']'), rec.ChainID); err != nil {
+		if r, err = txreq.ParseFill(append(append([]byte("["), rec.Fields...), ']'), rec.ChainID); err != nil {
 			return nil, common.Hash{}, fmt.Errorf("stored fields of tx %d: %w", rec.ID, err)
 		}
 	}
@@ -618,17 +764,17 @@ func (t *Transactions) giveUp(ctx context.Context, ch Chain, rec *store.TxRecord
 	t.log.Warn("transaction failed", zap.Int64("tx", rec.ID), zap.Uint64("chain", rec.ChainID),
 		zap.String("from", rec.Address.Hex()), zap.Uint64("nonce", rec.Nonce), zap.String("reason", reason))
 	if !lowered && rec.Kind != store.KindSign {
-		t.fill(ctx, ch, rec.ChainID, rec.Address, rec.Principal, rec.Nonce)
+		t.fillGap(ctx, ch, rec.ChainID, rec.Address, rec.Principal, rec.Nonce)
 	}
 }
 
 // fillerGas is the gas of a plain transfer.
 const fillerGas = 21000
 
-// fill sends a zero-value self-transfer at nonce, so that the account's later transactions
+// fillGap sends a zero-value self-transfer at nonce, so that the account's later transactions
 // are not stuck behind a nonce that will never be used. Its fee is twice the node's gas price
 // suggestion.
-func (t *Transactions) fill(ctx context.Context, ch Chain, chainID uint64, addr common.Address, principal string, nonce uint64) {
+func (t *Transactions) fillGap(ctx context.Context, ch Chain, chainID uint64, addr common.Address, principal string, nonce uint64) {
 	logger := t.log.With(zap.Uint64("chain", chainID), zap.String("from", addr.Hex()), zap.Uint64("nonce", nonce))
 	res, err := ch.Forward(ctx, "eth_gasPrice", nil)
 	var price hexutil.Big
@@ -670,8 +816,12 @@ const idempotencyPoll = 20 * time.Millisecond
 
 // awaitIdempotent answers a request whose Idempotency-Key was used already: the same hash
 // once the first request's transaction was accepted, its error if it failed.
-func (t *Transactions) awaitIdempotent(ctx context.Context, rec *store.TxRecord, fields []byte) (common.Hash, error) {
-	if string(rec.Fields) != string(fields) {
+func (t *Transactions) awaitIdempotent(ctx context.Context, rec *store.TxRecord, request []byte) (common.Hash, error) {
+	sent := rec.Request
+	if sent == nil {
+		sent = rec.Fields
+	}
+	if string(sent) != string(request) {
 		return common.Hash{}, ErrIdempotencyMismatch
 	}
 	deadline := time.Now().Add(t.cfg.BroadcastTimeout)

@@ -218,7 +218,7 @@ func TestRejectedMiddleNonceIsFilled(t *testing.T) {
 	f := newFixture(t, TxConfig{})
 	ctx := context.Background()
 	// Nonce 1 is handed out (eth_signTransaction) before nonce 0's send is refused.
-	rec0, err := f.txs.reserve(ctx, f.chain, "p", 7, f.request(1), []byte(`{}`), store.KindSend, "", big.NewInt(1e18))
+	rec0, err := f.txs.reserve(ctx, f.chain, 7, f.request(1), reservation{principal: "p", kind: store.KindSend, fields: []byte(`{}`), balance: big.NewInt(1e18)})
 	if err != nil {
 		t.Fatal(err)
 	}

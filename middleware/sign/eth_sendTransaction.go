@@ -58,7 +58,11 @@ func (s *Stage) txRequest(c *proxy.Call) (*txreq.Request, error) {
 			return nil, err
 		}
 	}
-	r, err := txreq.Parse(c.Request.Params, c.ChainID)
+	parse := txreq.Parse
+	if s.txs.Fill() {
+		parse = txreq.ParseFill
+	}
+	r, err := parse(c.Request.Params, c.ChainID)
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,9 @@ func New(deps Deps) (*Stage, error) {
 func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error) {
 	m := c.Method()
 	if !jsonrpc.IsSigningMethod(m) {
+		if m == "eth_getTransactionCount" && s.txs != nil {
+			return s.ethGetTransactionCount(c, next)
+		}
 		return next.Serve(c)
 	}
 	if !c.Principal.Authenticated() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
@@ -17,19 +18,23 @@ import (
 
 // Transaction is the `transaction` member of GET /v1/transactions/{hash}.
 type Transaction struct {
-	Hash        common.Hash     `json:"hash"`
-	State       string          `json:"state"`
-	Kind        string          `json:"kind"` // send, sign or filler
-	ChainID     uint64          `json:"chainId"`
-	Nonce       uint64          `json:"nonce"`
-	From        common.Address  `json:"from"`
-	To          *common.Address `json:"to"`
-	Value       *hexutil.Big    `json:"value"`
-	BlockNumber *uint64         `json:"blockNumber"`
-	BlockHash   *common.Hash    `json:"blockHash"`
-	Error       *string         `json:"error"`
-	CreatedAt   time.Time       `json:"createdAt"`
-	UpdatedAt   time.Time       `json:"updatedAt"`
+	Hash    common.Hash     `json:"hash"`
+	State   string          `json:"state"`
+	Kind    string          `json:"kind"` // send, sign or filler
+	ChainID uint64          `json:"chainId"`
+	Nonce   uint64          `json:"nonce"`
+	From    common.Address  `json:"from"`
+	To      *common.Address `json:"to"`
+	// ContractAddress is the address a contract creation (to null) deploys to.
+	ContractAddress *common.Address `json:"contractAddress,omitempty"`
+	Value           *hexutil.Big    `json:"value"`
+	// Filled names the fields web3gate filled in because the client left them out.
+	Filled      []string     `json:"filled"`
+	BlockNumber *uint64      `json:"blockNumber"`
+	BlockHash   *common.Hash `json:"blockHash"`
+	Error       *string      `json:"error"`
+	CreatedAt   time.Time    `json:"createdAt"`
+	UpdatedAt   time.Time    `json:"updatedAt"`
 }
 
 // TransactionHandler serves GET /v1/transactions/{hash}: the caller's own transaction with
@@ -82,6 +87,14 @@ func transactionOf(rec *store.TxRecord) Transaction {
 	}
 	if json.Unmarshal(rec.Fields, &f) == nil {
 		t.To, t.Value = f.To, f.Value
+		if f.To == nil {
+			a := crypto.CreateAddress(rec.Address, rec.Nonce)
+			t.ContractAddress = &a
+		}
+	}
+	t.Filled = rec.Filled
+	if t.Filled == nil {
+		t.Filled = []string{}
 	}
 	if rec.BlockNumber != 0 {
 		n, h := rec.BlockNumber, rec.BlockHash

@@ -92,6 +92,7 @@ type wire struct {
 	Data                 hexutil.Bytes   `json:"data"`
 	ChainID              *hexutil.Big    `json:"chainId,omitempty"`
 	AccessList           *[]wireTuple    `json:"accessList,omitempty"`
+	Nonce                *hexutil.Uint64 `json:"nonce,omitempty"`
 }
 
 type wireTuple struct {
@@ -100,8 +101,10 @@ type wireTuple struct {
 }
 
 // MarshalJSON writes r as a canonical transaction object (lower-case addresses, quantities
-// without leading zeros, "data" rather than "input"), which Parse reads back to an equal
-// Request: the form in which a validated request can be stored to be signed again later.
+// without leading zeros, "data" rather than "input", "to" null for a contract creation, the
+// client's nonce when it gave one), which ParseFill reads back to an equal Request (Parse
+// too, for a request with "to" and without nonce): the form in which a validated request can
+// be stored to be signed again later.
 func (r *Request) MarshalJSON() ([]byte, error) {
 	w := wire{
 		From:                 r.From,
@@ -113,6 +116,7 @@ func (r *Request) MarshalJSON() ([]byte, error) {
 		Value:                (*hexutil.Big)(orZero(r.Value)),
 		Data:                 hexutil.Bytes(r.Data),
 		ChainID:              (*hexutil.Big)(r.ChainID),
+		Nonce:                (*hexutil.Uint64)(r.Nonce),
 	}
 	if w.Data == nil {
 		w.Data = hexutil.Bytes{}

@@ -3,8 +3,8 @@
 // limit. It does no I/O: the sign stage calls it with the call's params and the path's chain,
 // then checks funds and signing rules with chain data of its own.
 //
-// The API requires every field of the object except nonce, which must be left out because
-// the service supplies it:
+// Two forms are read. The strict form (Parse) is the interface description's: every field of
+// the object except nonce, which must be left out because the service supplies it:
 //
 //	{"from", "to", "gas", "value", "data", and "gasPrice" (legacy, type 0x0)
 //	 or "maxFeePerGas" and "maxPriorityFeePerGas" (EIP-1559, type 0x2)}
@@ -13,8 +13,15 @@
 // fields), "accessList" (type 0x2 only) and "input" as an alias of "data". Anything else is
 // rejected by name, so that a misspelt field ("gasprice") does not silently vanish.
 //
-// Because "to" is required, contract creation is not supported through these methods: deploy
-// with eth_sendRawTransaction, or from a key the caller holds.
+// The form real clients send (ParseFill), as geth and anvil read eth_sendTransaction: only
+// "from" is required. "gas", the fees, "value" and "data" may be left out, for the caller to
+// fill (Request.Missing says which); "to" absent or null with non-empty data creates a
+// contract; an explicit "nonce" is read (the nonce manager accepts it only when it is the
+// account's next one); "gasLimit" is an alias of "gas". Members that carry nothing for a
+// transaction of type 0 or 2 (web3.js's "hardfork", "chain", "common", "networkId") are
+// ignored, as geth ignores unknown members, except that a member differing from a known one
+// only in case ("gasprice") is still refused by name, and blob and set-code members (types 3
+// and 4) are refused as unsupported.
 //
 // Every error is a *jsonrpc.Error: -32602 naming the field for a malformed object (Parse), and
 // -32000 with the reason for a gas limit the chain would refuse (CheckGas, ErrGas).
@@ -23,8 +30,10 @@ package txreq
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math/big"
 	"strconv"
+	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
@@ -34,11 +43,12 @@ import (
 )
 
 // Request is a validated eth_sendTransaction / eth_signTransaction transaction object.
-// Exactly one of GasPrice (a legacy, type 0 transaction, signed with EIP-155) and the pair
-// MaxFeePerGas, MaxPriorityFeePerGas (an EIP-1559, type 2 transaction) is set.
+// Once complete (Missing is 0), exactly one of GasPrice (a legacy, type 0 transaction, signed
+// with EIP-155) and the pair MaxFeePerGas, MaxPriorityFeePerGas (an EIP-1559, type 2
+// transaction) is set.
 type Request struct {
 	From common.Address
-	To   *common.Address // never nil from Parse: contract creation is not supported
+	To   *common.Address // nil: contract creation (ParseFill only; Data is then not empty)
 	Gas  uint64
 	// Value and the fees are non-negative and fit 256 bits.
 	Value *big.Int
@@ -51,7 +61,54 @@ type Request struct {
 
 	ChainID    *big.Int         // as given (equal to the path's chain), or nil
 	AccessList types.AccessList // type 2 only; nil when not given
+
+	// Nonce is the client's explicit nonce (ParseFill only), or nil.
+	Nonce *uint64
+	// Missing are the fields the client left out (ParseFill only), for the caller to fill.
+	Missing Field
+	// WantType is the type the client asked for with "type" when it gave no fee field to say
+	// so: types.LegacyTxType or types.DynamicFeeTxType; -1 when it did not ask.
+	WantType int
 }
+
+// Field is a set of transaction fields a client may leave out.
+type Field uint8
+
+// The fields ParseFill lets a client leave out. A partly given fee pair is missing only the
+// member left out.
+const (
+	FieldGas Field = 1 << iota
+	FieldGasPrice
+	FieldMaxFeePerGas
+	FieldMaxPriorityFeePerGas
+	FieldValue
+	FieldData
+)
+
+var fieldNames = []struct {
+	f    Field
+	name string
+}{
+	{FieldGas, "gas"}, {FieldGasPrice, "gasPrice"}, {FieldMaxFeePerGas, "maxFeePerGas"},
+	{FieldMaxPriorityFeePerGas, "maxPriorityFeePerGas"}, {FieldValue, "value"}, {FieldData, "data"},
+}
+
+// Names lists the fields of f by their JSON names, in a fixed order.
+func (f Field) Names() []string {
+	var out []string
+	for _, n := range fieldNames {
+		if f&n.f != 0 {
+			out = append(out, n.name)
+		}
+	}
+	return out
+}
+
+// Has reports whether every field of g is in f.
+func (f Field) Has(g Field) bool { return f&g == g }
+
+// Fees are the fee fields.
+const Fees = FieldGasPrice | FieldMaxFeePerGas | FieldMaxPriorityFeePerGas
 
 // known reports whether key is a field a transaction object may carry. nonce is not: it gets
 // its own message.
@@ -65,11 +122,47 @@ func known(key string) bool {
 	return false
 }
 
+// knownFill is known for ParseFill, which also reads nonce and the alias gasLimit.
+func knownFill(key string) bool { return known(key) || key == "nonce" || key == "gasLimit" }
+
+// unsupported are members of transaction types web3gate does not sign (blob transactions,
+// type 3, and set-code transactions, type 4): refused by name rather than ignored, since
+// leaving them out would sign a different transaction from the one asked for.
+func unsupported(key string) bool {
+	switch key {
+	case "blobVersionedHashes", "maxFeePerBlobGas", "blobs", "sidecars", "kzgCommitments", "kzgProofs",
+		"authorizationList":
+		return true
+	}
+	return false
+}
+
+// misspelt reports whether key differs only in case from a member ParseFill reads, such as
+// "gasprice": a typo that ignoring would turn into a silently filled field.
+func misspelt(key string) bool {
+	for _, k := range []string{"from", "to", "gas", "gasLimit", "value", "data", "input", "gasPrice",
+		"maxFeePerGas", "maxPriorityFeePerGas", "chainId", "type", "accessList", "nonce"} {
+		if key != k && strings.EqualFold(key, k) {
+			return true
+		}
+	}
+	return false
+}
+
 // Parse decodes params, the raw JSON array of an eth_sendTransaction or eth_signTransaction
-// call, for the chain chainID: exactly one transaction object. Fields are checked in a fixed
-// order (the object's keys, then from, to, gas, the fees, value, data, chainId, type,
-// accessList), and the first failure is returned as -32602 naming the field.
-func Parse(params []byte, chainID uint64) (*Request, error) {
+// call, for the chain chainID, in the strict form: exactly one transaction object with every
+// field but nonce. Fields are checked in a fixed order (the object's keys, then from, to, gas,
+// the fees, value, data, chainId, type, accessList), and the first failure is returned as
+// -32602 naming the field.
+func Parse(params []byte, chainID uint64) (*Request, error) { return parse(params, chainID, false) }
+
+// ParseFill decodes params like Parse, in the form real clients send: the fields a client
+// may leave out are recorded in Request.Missing, an explicit nonce in Request.Nonce, and a
+// null or absent "to" with data is a contract creation. The caller fills the rest and checks
+// the complete request (CheckGas, fees, funds) as for Parse.
+func ParseFill(params []byte, chainID uint64) (*Request, error) { return parse(params, chainID, true) }
+
+func parse(params []byte, chainID uint64, fill bool) (*Request, error) {
 	var ps []json.RawMessage
 	if len(bytes.TrimSpace(params)) == 0 {
 		ps = nil // params left out: zero params
@@ -80,10 +173,18 @@ func Parse(params []byte, chainID uint64) (*Request, error) {
 		return nil, jsonrpc.ErrInvalidParams.Withf("expected 1 param, got %d", len(ps))
 	}
 	obj, err := scanObject(ps[0], "", func(key string) error {
-		if key == "nonce" {
+		switch {
+		case fill && knownFill(key):
+			return nil
+		case fill && unsupported(key):
+			return jsonrpc.ErrInvalidParams.Withf("%s: blob (type 3) and set-code (type 4) transactions are not supported", quoteKey(key))
+		case fill && misspelt(key):
+			return jsonrpc.ErrInvalidParams.Withf("unknown field %s", quoteKey(key))
+		case fill:
+			return errIgnore
+		case key == "nonce":
 			return jsonrpc.ErrInvalidParams.With("nonce must be omitted: the service supplies it")
-		}
-		if !known(key) {
+		case !known(key):
 			return jsonrpc.ErrInvalidParams.Withf("unknown field %s", quoteKey(key))
 		}
 		return nil
@@ -94,8 +195,14 @@ func Parse(params []byte, chainID uint64) (*Request, error) {
 	if obj == nil {
 		return nil, jsonrpc.ErrInvalidParams.With("params[0] must be a transaction object")
 	}
+	if fill {
+		return obj.fillRequest(chainID)
+	}
 	return obj.request(chainID)
 }
+
+// errIgnore, from a scanObject check, drops the member.
+var errIgnore = errors.New("ignore member")
 
 // object is a scanned JSON object: its members by key, JSON null included.
 type object map[string]json.RawMessage
@@ -115,8 +222,13 @@ func missing(name string) error {
 	return jsonrpc.ErrInvalidParams.With("missing field: " + name)
 }
 
-func (o object) request(chainID uint64) (*Request, error) {
-	r := &Request{}
+func (o object) request(chainID uint64) (*Request, error) { return o.build(chainID, false) }
+
+func (o object) fillRequest(chainID uint64) (*Request, error) { return o.build(chainID, true) }
+
+// build reads the members in a fixed order; fill is ParseFill's form.
+func (o object) build(chainID uint64, fill bool) (*Request, error) {
+	r := &Request{WantType: -1}
 	var err error
 
 	raw, ok := o.get("from")
@@ -127,41 +239,56 @@ func (o object) request(chainID uint64) (*Request, error) {
 		return nil, err
 	}
 
-	if raw, present := o["to"]; !present {
+	if raw, present := o["to"]; !fill && !present {
 		return nil, missing("to")
-	} else if isNull(raw) {
+	} else if !fill && isNull(raw) {
 		return nil, jsonrpc.ErrInvalidParams.With("to is required")
 	}
-	to, err := address(o["to"], "to")
-	if err != nil {
+	if raw, ok := o.get("to"); ok {
+		to, err := address(raw, "to")
+		if err != nil {
+			return nil, err
+		}
+		r.To = &to
+	}
+
+	if err := o.gas(r, fill); err != nil {
 		return nil, err
 	}
-	r.To = &to
 
-	raw, ok = o.get("gas")
-	if !ok {
-		return nil, missing("gas")
-	}
-	gas, err := quantity(raw, "gas", 64)
-	if err != nil {
-		return nil, err
-	}
-	r.Gas = gas.Uint64()
-
-	if err := o.fees(r); err != nil {
+	if err := o.fees(r, fill); err != nil {
 		return nil, err
 	}
 
 	raw, ok = o.get("value")
-	if !ok {
+	switch {
+	case ok:
+		if r.Value, err = quantity(raw, "value", 256); err != nil {
+			return nil, err
+		}
+	case fill:
+		r.Missing |= FieldValue
+	default:
 		return nil, missing("value")
-	}
-	if r.Value, err = quantity(raw, "value", 256); err != nil {
-		return nil, err
 	}
 
 	if r.Data, err = o.data(); err != nil {
-		return nil, err
+		if !fill || !errors.Is(err, errNoData) {
+			return nil, err
+		}
+		r.Missing |= FieldData
+	}
+	if r.To == nil && len(r.Data) == 0 {
+		return nil, jsonrpc.ErrInvalidParams.With("to is null or absent and data is empty: a contract creation needs its init code in data (input)")
+	}
+
+	if raw, ok := o.get("nonce"); ok { // ParseFill only: Parse refused the key
+		n, err := quantity(raw, "nonce", 64)
+		if err != nil {
+			return nil, err
+		}
+		v := n.Uint64()
+		r.Nonce = &v
 	}
 
 	if raw, ok := o.get("chainId"); ok {
@@ -179,19 +306,22 @@ func (o object) request(chainID uint64) (*Request, error) {
 		if err != nil {
 			return nil, err
 		}
+		dynamic := r.MaxFeePerGas != nil || r.MaxPriorityFeePerGas != nil
 		switch {
-		case t.Sign() == 0 && r.GasPrice == nil:
-			return nil, jsonrpc.ErrInvalidParams.With("type 0x0 requires gasPrice, not maxFeePerGas and maxPriorityFeePerGas")
-		case t.IsUint64() && t.Uint64() == types.DynamicFeeTxType && r.GasPrice != nil:
-			return nil, jsonrpc.ErrInvalidParams.With("type 0x2 requires maxFeePerGas and maxPriorityFeePerGas, not gasPrice")
 		case t.Sign() != 0 && (!t.IsUint64() || t.Uint64() != types.DynamicFeeTxType):
 			return nil, jsonrpc.ErrInvalidParams.Withf("unsupported transaction type %s: use 0x0 (gasPrice) or 0x2 (maxFeePerGas and maxPriorityFeePerGas)",
 				hexutil.EncodeBig(t))
+		case t.Sign() == 0 && dynamic:
+			return nil, jsonrpc.ErrInvalidParams.With("type 0x0 requires gasPrice, not maxFeePerGas and maxPriorityFeePerGas")
+		case t.Sign() != 0 && r.GasPrice != nil:
+			return nil, jsonrpc.ErrInvalidParams.With("type 0x2 requires maxFeePerGas and maxPriorityFeePerGas, not gasPrice")
+		case r.Missing.Has(Fees):
+			r.WantType = int(t.Uint64()) // no fee given: the type says which to fill
 		}
 	}
 
 	if raw, ok := o.get("accessList"); ok {
-		if r.GasPrice != nil {
+		if r.GasPrice != nil || r.WantType == types.LegacyTxType {
 			return nil, jsonrpc.ErrInvalidParams.With("accessList needs a type 0x2 transaction (maxFeePerGas and maxPriorityFeePerGas), not gasPrice")
 		}
 		if r.AccessList, err = accessList(raw); err != nil {
@@ -201,33 +331,76 @@ func (o object) request(chainID uint64) (*Request, error) {
 	return r, nil
 }
 
-// fees reads either gasPrice or both EIP-1559 fields.
-func (o object) fees(r *Request) error {
+// gas reads gas, or its alias gasLimit (ParseFill only); when both are given they must be
+// equal.
+func (o object) gas(r *Request, fill bool) error {
+	graw, hasGas := o.get("gas")
+	lraw, hasLimit := o.get("gasLimit") // only ParseFill lets the key through
+	var g, l *big.Int
+	var err error
+	if hasGas {
+		if g, err = quantity(graw, "gas", 64); err != nil {
+			return err
+		}
+	}
+	if hasLimit {
+		if l, err = quantity(lraw, "gasLimit", 64); err != nil {
+			return err
+		}
+	}
+	switch {
+	case hasGas && hasLimit && g.Cmp(l) != 0:
+		return jsonrpc.ErrInvalidParams.With("gas and gasLimit differ: send one of them")
+	case hasGas:
+		r.Gas = g.Uint64()
+	case hasLimit:
+		r.Gas = l.Uint64()
+	case fill:
+		r.Missing |= FieldGas
+	default:
+		return missing("gas")
+	}
+	return nil
+}
+
+// fees reads either gasPrice or the EIP-1559 fields. With fill, fee fields left out are
+// recorded as missing: all three when none is given, else the member of the pair left out.
+func (o object) fees(r *Request, fill bool) error {
 	gp, hasGP := o.get("gasPrice")
 	mf, hasMF := o.get("maxFeePerGas")
 	mp, hasMP := o.get("maxPriorityFeePerGas")
+	var err error
 	switch {
 	case hasGP && (hasMF || hasMP):
 		return jsonrpc.ErrInvalidParams.With("gasPrice cannot be combined with maxFeePerGas or maxPriorityFeePerGas")
 	case hasGP:
-		var err error
 		r.GasPrice, err = quantity(gp, "gasPrice", 256)
 		return err
+	case !hasMF && !hasMP && fill:
+		r.Missing |= Fees
+		return nil
 	case !hasMF && !hasMP:
 		return missing("gasPrice (or maxFeePerGas and maxPriorityFeePerGas)")
-	case !hasMF:
+	case !hasMF && !fill:
 		return missing("maxFeePerGas")
-	case !hasMP:
+	case !hasMP && !fill:
 		return missing("maxPriorityFeePerGas")
 	}
-	var err error
-	if r.MaxFeePerGas, err = quantity(mf, "maxFeePerGas", 256); err != nil {
-		return err
+	if hasMF {
+		if r.MaxFeePerGas, err = quantity(mf, "maxFeePerGas", 256); err != nil {
+			return err
+		}
+	} else {
+		r.Missing |= FieldMaxFeePerGas
 	}
-	if r.MaxPriorityFeePerGas, err = quantity(mp, "maxPriorityFeePerGas", 256); err != nil {
-		return err
+	if hasMP {
+		if r.MaxPriorityFeePerGas, err = quantity(mp, "maxPriorityFeePerGas", 256); err != nil {
+			return err
+		}
+	} else {
+		r.Missing |= FieldMaxPriorityFeePerGas
 	}
-	if r.MaxPriorityFeePerGas.Cmp(r.MaxFeePerGas) > 0 {
+	if hasMF && hasMP && r.MaxPriorityFeePerGas.Cmp(r.MaxFeePerGas) > 0 {
 		return jsonrpc.ErrInvalidParams.Withf("maxPriorityFeePerGas %s exceeds maxFeePerGas %s",
 			hexutil.EncodeBig(r.MaxPriorityFeePerGas), hexutil.EncodeBig(r.MaxFeePerGas))
 	}
@@ -258,8 +431,11 @@ func (o object) data() ([]byte, error) {
 	case hasInput:
 		return in, nil
 	}
-	return nil, missing("data")
+	return nil, errNoData
 }
+
+// errNoData: neither data nor input was given.
+var errNoData = missing("data")
 
 // accessList reads an EIP-2930 access list: [{"address", "storageKeys": [32-byte keys]}].
 func accessList(raw json.RawMessage) (types.AccessList, error) {
@@ -324,12 +500,16 @@ func scanObject(raw json.RawMessage, prefix string, check func(key string) error
 			return nil, jsonrpc.ErrInvalidParams.With("malformed transaction object")
 		}
 		key, _ := tok.(string) // an object key is always a string
-		if err := check(key); err != nil {
+		err = check(key)
+		if err != nil && err != errIgnore {
 			return nil, err
 		}
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
 			return nil, jsonrpc.ErrInvalidParams.With("malformed transaction object")
+		}
+		if err == errIgnore {
+			continue
 		}
 		if _, dup := obj[key]; dup {
 			return nil, jsonrpc.ErrInvalidParams.Withf("duplicate field %s", quoteKey(prefix+key))
