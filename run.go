@@ -271,6 +271,9 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 	routes := []*proxy.Route{
 		{Name: "mainnet", Method: http.MethodPost, Pattern: "/v1/web3/mainnet", ChainID: cfg.Upstreams.Mainnet, Handler: chain},
 		{Name: "chains", Method: http.MethodPost, Pattern: "/v1/web3/chains/{chain_id}", Handler: chain},
+		// The same with the client id in the path, for wallets that take only a URL.
+		{Name: "mainnet", Method: http.MethodPost, Pattern: "/v1/web3/mainnet/{" + proxy.ClientIDParam + "}", ChainID: cfg.Upstreams.Mainnet, Handler: chain},
+		{Name: "chains", Method: http.MethodPost, Pattern: "/v1/web3/chains/{chain_id}/{" + proxy.ClientIDParam + "}", Handler: chain},
 		{Name: "oauth2_token", Method: http.MethodPost, Pattern: "/v1/oauth2/token", REST: oauth.TokenHandler()},
 		{Name: "oauth2_jwks", Method: http.MethodGet, Pattern: "/v1/oauth2/jwks", REST: oauth.JWKSHandler()},
 	}

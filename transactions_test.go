@@ -174,14 +174,20 @@ func signedNonce(t *testing.T, url string, from common.Address) uint64 {
 }
 
 // TestRejectedRequestsConsumeNoNonce: every refused request leaves the nonce sequence as it
-// was; the in-flight cap refuses the 17th held nonce with -32005.
+// was; the in-flight cap refuses the 17th held nonce with -32005 once inFlightWait passed
+// (handed-out nonces stay in flight until used or expired).
 func TestRejectedRequestsConsumeNoNonce(t *testing.T) {
-	ts := startServer(t, devConfig(t))
+	cfg := strings.Replace(devConfig(t), "inFlightWait: 30s", "inFlightWait: 200ms", 1)
+	if !strings.Contains(cfg, "inFlightWait: 200ms") {
+		t.Fatal("config.yaml changed: no inFlightWait")
+	}
+	ts := startServer(t, cfg)
 	url := ts.API + "/v1/web3/mainnet"
 	first := signedNonce(t, url, devAccount4)
 	bad := []map[string]string{
 		func() map[string]string { m := transfer(devAccount4, 1); m["gas"] = "0x1"; return m }(),
-		func() map[string]string { m := transfer(devAccount4, 1); m["nonce"] = "0x5"; return m }(),
+		func() map[string]string { m := transfer(devAccount4, 1); m["nonce"] = "0x50"; return m }(),
+		func() map[string]string { m := transfer(devAccount4, 1); m["nonce"] = "0x0"; return m }(),
 		func() map[string]string { m := transfer(devAccount4, 1); m["gasPrice"] = "0x0"; return m }(),
 		func() map[string]string {
 			m := transfer(devAccount4, 1)
@@ -418,4 +424,103 @@ func devKeysHex(t *testing.T) []string {
 		out = append(out, hex.EncodeToString(crypto.Keccak256([]byte(fmt.Sprintf("web3gate dev account %d", i)))))
 	}
 	return out
+}
+
+// TestFilledSendsAndStatus: what ethers and viem send ({from, to, value}; a creation with only
+// data) is filled, mined, and the status object says what was filled and, for a creation,
+// where the contract is; a client nonce equal to eth_getTransactionCount "pending" is taken.
+func TestFilledSendsAndStatus(t *testing.T) {
+	ts := startServer(t, devConfig(t))
+	url := ts.API + "/v1/web3/mainnet"
+	send := func(tx map[string]any) common.Hash {
+		t.Helper()
+		r := rpcCall(t, http.DefaultClient, url, "eth_sendTransaction", []any{tx})
+		var h common.Hash
+		if r.Error != nil || json.Unmarshal(r.Result, &h) != nil {
+			t.Fatalf("eth_sendTransaction %v: HTTP %d %+v", tx, r.Status, r.Error)
+		}
+		return h
+	}
+	transferHash := send(map[string]any{"from": devAccount3, "to": deadAddress, "value": "0x1"})
+	// init code returning one byte of runtime code (0x00): PUSH1 1 PUSH1 12 PUSH1 0 CODECOPY
+	// PUSH1 1 PUSH1 0 RETURN, then the runtime.
+	createHash := send(map[string]any{"from": devAccount3, "data": "0x6001600c60003960016000f300"})
+	var pending hexutil.Uint64
+	if r := rpcCall(t, http.DefaultClient, url, "eth_getTransactionCount", []any{devAccount3, "pending"}); r.Error != nil || json.Unmarshal(r.Result, &pending) != nil {
+		t.Fatalf("eth_getTransactionCount: %+v", r)
+	}
+	nonceHash := send(map[string]any{"from": devAccount3, "to": deadAddress, "nonce": pending, "gas": "0x5208",
+		"maxFeePerGas": "0x77359400", "maxPriorityFeePerGas": "0x1", "value": "0x0", "data": "0x"})
+	nonces := waitMined(t, url, []common.Hash{transferHash, createHash, nonceHash})
+	if nonces[2] != uint64(pending) || nonces[1]+1 != nonces[2] || nonces[0]+1 != nonces[1] {
+		t.Fatalf("nonces %v, the client's %d", nonces, pending)
+	}
+	var receipt struct {
+		Status          hexutil.Uint64  `json:"status"`
+		ContractAddress *common.Address `json:"contractAddress"`
+	}
+	if r := rpcCall(t, http.DefaultClient, url, "eth_getTransactionReceipt", []any{createHash}); json.Unmarshal(r.Result, &receipt) != nil ||
+		receipt.Status != 1 || receipt.ContractAddress == nil {
+		t.Fatalf("creation receipt: %s", r.Result)
+	}
+	if r := rpcCall(t, http.DefaultClient, url, "eth_getCode", []any{receipt.ContractAddress, "latest"}); string(r.Result) != `"0x00"` {
+		t.Fatalf("code at %s: %s", receipt.ContractAddress.Hex(), r.Result)
+	}
+	for _, tc := range []struct {
+		hash     common.Hash
+		filled   []string
+		contract *common.Address
+	}{
+		{transferHash, []string{"gas", "maxFeePerGas", "maxPriorityFeePerGas", "data"}, nil},
+		{createHash, []string{"gas", "maxFeePerGas", "maxPriorityFeePerGas", "value"}, receipt.ContractAddress},
+		{nonceHash, []string{}, nil},
+	} {
+		_, body := get(t, ts.API+"/v1/transactions/"+tc.hash.Hex(), devAuth...)
+		var st struct {
+			Transaction struct {
+				Filled          []string        `json:"filled"`
+				ContractAddress *common.Address `json:"contractAddress"`
+				To              *common.Address `json:"to"`
+			} `json:"transaction"`
+		}
+		if err := json.Unmarshal([]byte(body), &st); err != nil || !slices.Equal(st.Transaction.Filled, tc.filled) ||
+			(tc.contract == nil) != (st.Transaction.ContractAddress == nil) ||
+			tc.contract != nil && (*st.Transaction.ContractAddress != *tc.contract || st.Transaction.To != nil) {
+			t.Fatalf("status of %s: %s (want filled %v, contract %v)", tc.hash.Hex(), body, tc.filled, tc.contract)
+		}
+	}
+}
+
+// TestBurstWaitsForSlots: 100 concurrent sends from one account with the shipped limits
+// (maxInFlight 16): every one is answered with a hash and mined, the ones beyond the cap
+// after waiting for a slot.
+func TestBurstWaitsForSlots(t *testing.T) {
+	const n = 100
+	ts := startServer(t, devConfig(t))
+	url := ts.API + "/v1/web3/mainnet"
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: n}}
+	defer client.CloseIdleConnections()
+	hashes := make([]common.Hash, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rpcCall(t, client, url, "eth_sendTransaction", []any{map[string]any{"from": devAccount4, "to": deadAddress, "value": hexutil.EncodeUint64(uint64(i + 1))}})
+			if r.Error != nil || json.Unmarshal(r.Result, &hashes[i]) != nil {
+				t.Errorf("send %d: HTTP %d %+v", i, r.Status, r.Error)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	nonces := waitMined(t, url, hashes)
+	slices.Sort(nonces)
+	for i, got := range nonces {
+		if got != nonces[0]+uint64(i) {
+			t.Fatalf("nonces not contiguous: %v", nonces)
+		}
+	}
 }

@@ -31,7 +31,7 @@
 // adds in front of anvil (d − c) ≤ 50 µs; (f) ≥ 5,000 signatures/s and (g) ≥ 1,000 sends/s on
 // the machine; (p) p99 ≤ 5 ms; (i) ≥ 50,000 logs/s and (o) p99 ≤ 5 ms. It is a measurement, not a test: it exits 0 whether the targets are met or not,
 // and 1 when something could not run, the load got errors, or (g)'s nonces do not add up.
-// -only proxy measures (a)-(e) alone, -only signing (f) and (g) alone, -only products (p) alone,
+// -only proxy measures (a)-(e) alone, -only signing (f), (g) and (g') alone, -only products (p) alone,
 // -only owners (i) and (o) alone.
 //
 // Every server runs as a child process on free 127.0.0.1 ports, built from this module
@@ -107,8 +107,8 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "pin wrk to CPU 0 and the servers to the other CPUs (taskset); (f) and (g) leave web3gate every CPU: their targets are rates of the machine")
 	fs.BoolVar(&o.forwarder, "forwarder", false, "also measure (e), a plain fasthttp forwarder (bench/bare -upstream) in front of the same anvil, one upstream request per call")
 	fs.StringVar(&o.src, "src", "", "web3gate module to build and measure (default: this module); e.g. a patched copy")
-	fs.DurationVar(&o.sendDuration, "send-duration", 10*time.Second, "measured load of (g), the sustained eth_sendTransaction rate (whole seconds); (f) runs for -duration")
-	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f) and (g), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index`)
+	fs.DurationVar(&o.sendDuration, "send-duration", 10*time.Second, "measured load of (g) and (g'), the sustained eth_sendTransaction rate (whole seconds); (f) runs for -duration")
+	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f), (g) and (g'), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -29,7 +29,9 @@ func signHeader(tw io.Writer, cfg runConfig, specs []*signSpec) {
 			set = append(set, s[0]+" "+s[1])
 		}
 		what := "the same body every call, each taking its own nonce"
-		if sp.t.key == "g" {
+		if sp.t.key == "g'" {
+			what = "the transaction object a wallet sends ({from, to, value}: web3gate fills gas by eth_estimateGas, the EIP-1559 fees and data); otherwise as (g)"
+		} else if sp.sends() {
 			what = fmt.Sprintf("the dev chain mining them; eth_getTransactionCount latest before the load, and after it once latest = pending and neither moved for %v: it must have risen by the sends answered ok", settleQuiet)
 		}
 		fmt.Fprintf(tw, "(%s)\t%s after a %v warm-up: %s from %s, 1 wei to %s; %s; wallet.transactions: %s\n",
@@ -56,8 +58,10 @@ func reportSigning(w io.Writer, cfg runConfig, specs []*signSpec, rounds []signR
 	if has["f"] {
 		head += "(f) sign/s\t1-s first → last, min\t"
 	}
-	if has["g"] {
-		head += "(g) send/s\t1-s first → last, min\tsends ok\tnonces mined\tpending − latest\tchain caught up after\t"
+	for _, k := range []string{"g", "g'"} {
+		if has[k] {
+			head += "(" + k + ") send/s\t1-s first → last, min\tsends ok\tnonces mined\tpending − latest\tchain caught up after\t"
+		}
 	}
 	fmt.Fprintln(tw, head+"web3gate start\tmost CPU of other processes\t")
 	gapRounds := []string{}
@@ -87,11 +91,11 @@ func reportSigning(w io.Writer, cfg runConfig, specs []*signSpec, rounds []signR
 			add("share "+k, s.cores(s.serverCPU)/float64(max(s.serverCPUs, 1)))
 			other = max(other, s.cores(s.otherCPU()))
 			starts = append(starts, fmt.Sprintf("%s %.1f s", k, s.startup.Seconds()))
-			if k == "g" {
+			if sp.sends() {
 				line += fmt.Sprintf("%.0f\t%d\t%d\t%d ms\t", s.okCalls, int64(s.endCount)-int64(s.startCount),
 					int64(s.endPending)-int64(s.endCount), s.settled.Milliseconds())
 				if strings.Contains(s.nonces, "MISMATCH") {
-					gapRounds = append(gapRounds, fmt.Sprint(r+1))
+					gapRounds = append(gapRounds, fmt.Sprintf("%d (%s)", r+1, k))
 				}
 			}
 		}
@@ -133,7 +137,13 @@ func reportSigning(w io.Writer, cfg runConfig, specs []*signSpec, rounds []signR
 			if len(gapRounds) > 0 {
 				gaps, result = "MISMATCH in round "+strings.Join(gapRounds, ", "), "FAIL"
 			}
-			fmt.Fprintf(tw, "(g) nonce gaps\t%s\tevery round checked\t0\t%s\t\n", gaps, result)
+			fmt.Fprintf(tw, "(g), (g') nonce gaps\t%s\tevery round checked\t0\t%s\t\n", gaps, result)
+		case "g'":
+			fmt.Fprintf(tw, "(g') eth_sendTransaction of {from, to, value}, filled, %v\t%.0f/s\t%s/s\t\t%s\t\n", sp.duration, med("rate g'"), rng("rate g'", "%.0f"), result("g'", true))
+			if has["g"] && med("rate g") > 0 {
+				fmt.Fprintf(tw, "g'/g: filled against complete sends\t%.3f\t\t\t\t\n", med("rate g'")/med("rate g"))
+				fmt.Fprintf(tw, "(g') − (g) web3gate CPU per send\t%+.1f µs\t\t\t\t\n", med("cpu/req g'")-med("cpu/req g"))
+			}
 		}
 	}
 	tw.Flush()

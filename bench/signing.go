@@ -6,6 +6,9 @@ package main
 //	    nonce of one dev account. Target ≥ 5,000/s on the machine.
 //	(g) eth_sendTransaction, sustained over -send-duration: sends per second from one dev
 //	    account, the embedded dev chain mining them, with no nonce gap. Target ≥ 1,000/s.
+//	(g') the same with the transaction object a wallet sends, {from, to, value}: web3gate
+//	    fills gas (eth_estimateGas), the EIP-1559 fees and data for every send. Reported
+//	    against (g) from the same run.
 //
 // Each round of each runs a fresh web3gate (the shipped config.yaml, embedded dev chain, dev
 // credentials) with its own store, keystore and JWT key in a temporary directory, stopped
@@ -67,6 +70,13 @@ func txBody(method, from string) string {
 		`","gas":"0x5208","gasPrice":"0x3b9aca00","value":"0x1","data":"0x"}]}`
 }
 
+// filledBody is a JSON-RPC call of method with the transfer a wallet sends: from, to and
+// value, the rest for web3gate to fill.
+func filledBody(method, from string) string {
+	return `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":[{"from":"` + from + `","to":"` + sinkAddress +
+		`","value":"0x1"}]}`
+}
+
 // signSpec is one signing measurement.
 type signSpec struct {
 	t        *target // key, name, body, headers and script; url, admin and servers per round
@@ -96,8 +106,17 @@ func signSpecs(o options) []*signSpec {
 			account: sendAccount, duration: o.sendDuration,
 			settings: [][2]string{{"maxInFlight", "1000000"}, {"pollInterval", "100ms"}},
 		},
+		{
+			t:       &target{key: "g'", name: "eth_sendTransaction filled", body: filledBody("eth_sendTransaction", sendAccount), headers: devHeaders},
+			method:  "eth_sendTransaction",
+			account: sendAccount, duration: o.sendDuration,
+			settings: [][2]string{{"maxInFlight", "1000000"}, {"pollInterval", "100ms"}},
+		},
 	}
 }
+
+// sends reports whether sp measures eth_sendTransaction: (g) and (g').
+func (sp *signSpec) sends() bool { return sp.method == "eth_sendTransaction" }
 
 // signSample is one round of a signing measurement.
 type signSample struct {
@@ -207,12 +226,12 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 		return ss, fmt.Errorf("check at %s: %w", t.url, err)
 	}
 	okKey := sp.method + " ok"
-	switch sp.t.key {
-	case "f":
+	switch {
+	case sp.t.key == "f":
 		if ss.firstNonce, err = checkSigned(res, sp.account); err != nil {
 			return ss, fmt.Errorf("check: eth_signTransaction answered %s: %w", res, err)
 		}
-	case "g":
+	case sp.sends():
 		var h string
 		if json.Unmarshal(res, &h) != nil || len(h) != 66 {
 			return ss, fmt.Errorf("check: eth_sendTransaction answered %s, want a transaction hash", res)
@@ -260,7 +279,7 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 	ss.addCPU(cfg, cpu0, ct0, cpu1, ct1)
 
 	var after nonceState
-	if sp.t.key == "g" {
+	if sp.sends() {
 		after, ss.settled, err = settle(ctx, &t, sp.account, okKey)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -290,8 +309,8 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 			ss.okCalls, sp.method, ss.responses, 2*l.conns))
 	}
 
-	switch sp.t.key {
-	case "f":
+	switch {
+	case sp.t.key == "f":
 		// err is the function's: checkHandedOut's verdict below must reach the issues.
 		var res json.RawMessage
 		if res, err = rpcResult(&t); err != nil {
@@ -301,7 +320,7 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 			return ss, fmt.Errorf("signature after the load: %s: %w", res, err)
 		}
 		ss.nonces, err = checkHandedOut(ss.firstNonce, ss.nextNonce, ss.okCalls)
-	case "g":
+	case sp.sends():
 		ss.nonces, err = checkMined(ss.startCount, after, ss.okCalls)
 		ss.nonces += fmt.Sprintf("; the chain caught up %v after the load", ss.settled.Round(time.Millisecond))
 	}

@@ -31,10 +31,16 @@ func (c *Call) Method() string { return c.Request.Method }
 // aliases fasthttp's buffers.
 type Exchange struct {
 	RequestID string
-	ClientID  string // the X-API-Key header, empty when absent
-	Bearer    string // the bearer token of the Authorization header, empty when absent; never log it
+	// ClientID is the X-API-Key header, or else the client id of the URL (the route's
+	// {client_id} segment or the apiKey query parameter); empty when absent. In a URL it
+	// works as an API key: never log it.
+	ClientID string
+	Bearer   string // the bearer token of the Authorization header, empty when absent; never log it
 	// BadAuthHeader is set when an Authorization header was sent but is not "Bearer <token>".
 	BadAuthHeader bool
+	// ClientIDConflict is set when the header and the URL, or the URL's path and query,
+	// carry different client ids.
+	ClientIDConflict bool
 	// IdempotencyKey is the Idempotency-Key header (HasIdempotencyKey: it was sent, even empty).
 	IdempotencyKey    string
 	HasIdempotencyKey bool

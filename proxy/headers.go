@@ -15,6 +15,9 @@ import (
 type reqHeaders struct {
 	requestID, clientID, authorization, idempotencyKey []byte
 	seen                                               uint8
+	// clientIDConflict is set by readURL when the header and the URL, or the URL's path and
+	// query, carry different client ids.
+	clientIDConflict bool
 }
 
 const (
@@ -54,6 +57,35 @@ func (r *reqHeaders) read(h *fasthttp.RequestHeader) {
 	}
 }
 
+// QueryClientID is the query parameter that carries the client id in a URL, as the X-API-Key
+// header does: "/v1/web3/mainnet?apiKey=ID".
+const QueryClientID = "apiKey"
+
+// readURL takes the client id of an RPC request's URL, for wallets that take only a URL: the
+// route's {client_id} segment (params) and the apiKey query parameter. The first non-empty
+// one of the X-API-Key header, the segment and the query is the client id; any other
+// non-empty one that differs sets clientIDConflict. Like the header's, the values alias
+// fasthttp's buffers.
+func (r *reqHeaders) readURL(ctx *fasthttp.RequestCtx, params Params) {
+	if id := params.Get(ClientIDParam); id != "" {
+		r.addClientID(unsafe.Slice(unsafe.StringData(id), len(id)))
+	}
+	// Most requests have no query: spare them the parse of the URI and its arguments.
+	if bytes.IndexByte(ctx.Request.Header.RequestURI(), '?') >= 0 {
+		r.addClientID(ctx.QueryArgs().Peek(QueryClientID))
+	}
+}
+
+func (r *reqHeaders) addClientID(id []byte) {
+	switch {
+	case len(id) == 0:
+	case len(r.clientID) == 0:
+		r.clientID = id
+	case !bytes.Equal(r.clientID, id):
+		r.clientIDConflict = true
+	}
+}
+
 // newExchange makes the exchange of one HTTP request: a copy of body and the strings of
 // the exchange share one array, the exchange's inline one when they fit (nothing in an
 // exchange aliases fasthttp's buffers: calls may outlive them, in coalesced upstream
@@ -89,6 +121,7 @@ func newExchange(body []byte, reqID []byte, h *reqHeaders, start time.Time) (*Ex
 	ex.ClientID = str(h.clientID)
 	ex.Bearer = str(bearer)
 	ex.BadAuthHeader = bad
+	ex.ClientIDConflict = h.clientIDConflict
 	if len(h.idempotencyKey) > 0 {
 		ex.IdempotencyKey = str(h.idempotencyKey)
 		ex.HasIdempotencyKey = true

@@ -3,6 +3,9 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -130,5 +133,58 @@ func TestNewExchangeInlineAndLarge(t *testing.T) {
 		if len(own) != n || bytes.Count(own, []byte("b")) != n || cap(own) != n || ex.RequestID != "rid" || ex.ClientID != "cid" || ex.Bearer != "tok" {
 			t.Errorf("body %d: exchange %q %q %q, body of %d bytes", n, ex.RequestID, ex.ClientID, ex.Bearer, len(own))
 		}
+	}
+}
+
+// The client id of a URL, for wallets that take only a URL: the route's {client_id} segment
+// or the apiKey query parameter, each as good as the X-API-Key header, and two that differ
+// flagged for the auth stage to refuse.
+func TestClientIDFromURL(t *testing.T) {
+	echo := HandlerFunc(func(c *Call) (*Response, error) {
+		return &Response{Result: fmt.Appendf(nil, `{"id":%q,"conflict":%t}`, c.Exchange.ClientID, c.Exchange.ClientIDConflict)}, nil
+	})
+	base := "http://" + serveRoutes(t, Config{},
+		&Route{Name: "rpc", Method: http.MethodPost, Pattern: "/v1/rpc", ChainID: 1, Handler: echo},
+		&Route{Name: "rpc", Method: http.MethodPost, Pattern: "/v1/rpc/{" + ClientIDParam + "}", ChainID: 1, Handler: echo})
+	for _, tc := range []struct {
+		name, path, header string // header: the X-API-Key value, "" for none
+		id                 string
+		conflict           bool
+	}{
+		{"header", "/v1/rpc", "app", "app", false},
+		{"none", "/v1/rpc", "", "", false},
+		{"path", "/v1/rpc/app", "", "app", false},
+		{"path, escaped", "/v1/rpc/a%2Bb%20c", "", "a+b c", false},
+		{"query", "/v1/rpc?apiKey=app", "", "app", false},
+		{"query, escaped", "/v1/rpc?x=1&apiKey=a%2Bb+c", "", "a+b c", false},
+		{"query, empty", "/v1/rpc?apiKey=", "", "", false},
+		{"query, empty, header", "/v1/rpc?apiKey=", "app", "app", false},
+		{"query, other name", "/v1/rpc?apikey=app&key=app", "", "", false},
+		{"path and query, same", "/v1/rpc/app?apiKey=app", "", "app", false},
+		{"path and query, different", "/v1/rpc/app?apiKey=other", "", "app", true},
+		{"header and path, same", "/v1/rpc/app", "app", "app", false},
+		{"header and path, different", "/v1/rpc/other", "app", "app", true},
+		{"header and query, different", "/v1/rpc?apiKey=other", "app", "app", true},
+		{"header and path differ only in case", "/v1/rpc/App", "app", "app", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, base+tc.path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.header != "" {
+				req.Header.Set("X-API-Key", tc.header)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			got, _ := io.ReadAll(resp.Body)
+			want := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"result":{"id":%q,"conflict":%t}}`, tc.id, tc.conflict)
+			if resp.StatusCode != http.StatusOK || string(got) != want {
+				t.Fatalf("%d %s, want %s", resp.StatusCode, got, want)
+			}
+		})
 	}
 }

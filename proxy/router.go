@@ -7,6 +7,10 @@ import (
 
 // Route is one public endpoint: an HTTP method and a path pattern whose segments are
 // literals or {params}. RPC routes serve JSON-RPC through the compiled chain of stages.
+//
+// An RPC route with a {client_id} param (ClientIDParam) takes the client id from the path,
+// for wallets that take only a URL. A path may thus carry a credential: log or label a
+// route by its Name or Pattern, never by the request's path or URI.
 type Route struct {
 	Name    string // bounded metric label, e.g. "mainnet", "chains"
 	Method  string // HTTP method
@@ -24,6 +28,10 @@ type Route struct {
 	static bool   // no {param}: a path matches when it equals Pattern
 	idx    int    // position in the router, for metric tables
 }
+
+// ClientIDParam is the path param of an RPC route that carries the client id, as the
+// X-API-Key header does: "/v1/web3/mainnet/{client_id}".
+const ClientIDParam = "client_id"
 
 type segment struct {
 	lit   string

@@ -190,6 +190,7 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 		s.writeRPCError(ctx, route, nil, jsonrpc.ErrUnsupportedMedia, start)
 		return
 	}
+	hdr.readURL(ctx, params)
 	ex, body := newExchange(ctx.PostBody(), reqID, hdr, start)
 	perr := jsonrpc.ParseInto(&ex.msg, body, s.cfg.MaxBatch)
 	msg := &ex.msg

@@ -43,7 +43,8 @@ func (t *Transactions) fillIn(ctx context.Context, ch Chain, b *blockInfo, r *tx
 	if missing.Has(txreq.FieldData) {
 		r.Data = []byte{}
 	}
-	if err := fillFees(ctx, ch, b, r); err != nil {
+	fees, err := fillFees(ctx, ch, b, r)
+	if err != nil {
 		return nil, err
 	}
 	if missing.Has(txreq.FieldGas) {
@@ -54,31 +55,32 @@ func (t *Transactions) fillIn(ctx context.Context, ch Chain, b *blockInfo, r *tx
 		r.Gas = gas
 	}
 	r.Missing = 0
-	return missing.Names(), nil
+	return (missing&^txreq.Fees | fees).Names(), nil
 }
 
-// fillFees fills the fee fields left out of r (see fillIn).
-func fillFees(ctx context.Context, ch Chain, b *blockInfo, r *txreq.Request) error {
+// fillFees fills the fee fields left out of r (see fillIn) and returns which it filled.
+func fillFees(ctx context.Context, ch Chain, b *blockInfo, r *txreq.Request) (txreq.Field, error) {
 	m := r.Missing & txreq.Fees
 	if m == 0 {
-		return nil
+		return 0, nil
 	}
 	if m == txreq.Fees && (b.baseFee == nil || r.WantType == types.LegacyTxType) {
 		price, err := callQuantity(ctx, ch, "eth_gasPrice")
 		if err != nil {
-			return err
+			return 0, err
 		}
 		r.GasPrice = price
 		r.Missing &^= txreq.Fees
-		return nil
+		return txreq.FieldGasPrice, nil
 	}
 	if b.baseFee == nil {
-		return jsonrpc.ErrInvalidParams.With("maxFeePerGas and maxPriorityFeePerGas need a chain with a base fee (London); this chain has none: send gasPrice")
+		return 0, jsonrpc.ErrInvalidParams.With("maxFeePerGas and maxPriorityFeePerGas need a chain with a base fee (London); this chain has none: send gasPrice")
 	}
+	filled := m &^ txreq.FieldGasPrice
 	if r.MaxPriorityFeePerGas == nil {
 		tip, err := suggestTip(ctx, ch, b)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if r.MaxFeePerGas != nil && tip.Cmp(r.MaxFeePerGas) > 0 {
 			tip = new(big.Int).Set(r.MaxFeePerGas)
@@ -90,7 +92,7 @@ func fillFees(ctx context.Context, ch Chain, b *blockInfo, r *txreq.Request) err
 		r.MaxFeePerGas = fee.Add(fee, r.MaxPriorityFeePerGas)
 	}
 	r.Missing &^= txreq.Fees
-	return nil
+	return filled, nil
 }
 
 // suggestTip is the node's eth_maxPriorityFeePerGas; a node without the method gets

@@ -34,6 +34,15 @@ type fakeChain struct {
 	// reject, when set, answers eth_sendRawTransaction instead of accepting.
 	reject func(tx *types.Transaction) error
 	sent   int
+
+	// The latest block's fee market ("" base fee: before London) and what the node suggests
+	// and estimates. tip nil: no eth_maxPriorityFeePerGas; estimateErr answers the estimate.
+	baseFee      string
+	gasUsed      uint64
+	tip          *big.Int
+	estimate     uint64
+	estimateErr  error
+	estimateArgs []json.RawMessage // the params of every eth_estimateGas
 }
 
 type fakeBlock struct {
@@ -43,7 +52,8 @@ type fakeBlock struct {
 
 func newFakeChain() *fakeChain {
 	return &fakeChain{chainID: big.NewInt(7), nonces: map[common.Address]uint64{}, pool: map[common.Hash]*types.Transaction{},
-		blocks: []fakeBlock{{hash: common.HexToHash("0xb0")}}, mined: map[common.Hash]uint64{}}
+		blocks: []fakeBlock{{hash: common.HexToHash("0xb0")}}, mined: map[common.Hash]uint64{},
+		baseFee: "0x7", tip: big.NewInt(3), estimate: 21000}
 }
 
 // seal mines every executable pooled transaction into a new block with hash salt-derived.
@@ -106,8 +116,23 @@ func (f *fakeChain) Forward(ctx context.Context, method string, params []byte) (
 			n = v
 		}
 		b := f.blocks[n]
-		return json.Marshal(map[string]any{"number": hexutil.Uint64(n), "hash": b.hash, "gasLimit": "0x1c9c380",
-			"baseFeePerGas": "0x7", "transactions": append([]common.Hash{}, b.txs...)})
+		block := map[string]any{"number": hexutil.Uint64(n), "hash": b.hash, "gasLimit": "0x1c9c380",
+			"gasUsed": hexutil.Uint64(f.gasUsed), "transactions": append([]common.Hash{}, b.txs...)}
+		if f.baseFee != "" {
+			block["baseFeePerGas"] = f.baseFee
+		}
+		return json.Marshal(block)
+	case "eth_maxPriorityFeePerGas":
+		if f.tip == nil {
+			return nil, jsonrpc.ErrMethodNotFound
+		}
+		return json.Marshal((*hexutil.Big)(f.tip))
+	case "eth_estimateGas":
+		f.estimateArgs = append(f.estimateArgs, append(json.RawMessage(nil), ps[0]...))
+		if f.estimateErr != nil {
+			return nil, f.estimateErr
+		}
+		return json.Marshal(hexutil.Uint64(f.estimate))
 	case "eth_getBalance":
 		return []byte(`"0xde0b6b3a7640000"`), nil // 1 ether
 	case "eth_getTransactionCount":

@@ -1,5 +1,6 @@
-// Package auth is the authentication stage: the client id (X-API-Key) and the bearer access
-// token of each JSON-RPC request, verified once per HTTP request.
+// Package auth is the authentication stage: the client id (the X-API-Key header, or the URL's
+// last path segment or apiKey query parameter) and the bearer access token of each JSON-RPC
+// request, verified once per HTTP request.
 package auth
 
 import (
@@ -188,10 +189,15 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 	return next.Serve(c)
 }
 
-// VerifyExchange implements proxy.Verifier: the client id, then the bearer token.
+// VerifyExchange implements proxy.Verifier: the client id, then the bearer token. The client
+// id comes from the X-API-Key header or the URL (proxy.Exchange.ClientID); two that differ
+// are refused rather than one of them chosen.
 func (s *Stage) VerifyExchange(ex *proxy.Exchange, p *proxy.Principal) error {
+	if ex.ClientIDConflict {
+		return jsonrpc.ErrUnauthorized.With("Not Authorized: the request carries different client ids (X-API-Key header, URL path segment, apiKey query parameter)")
+	}
 	if ex.ClientID == "" {
-		return jsonrpc.ErrUnauthorized.With("Not Authorized: the X-API-Key header with a client id is required")
+		return jsonrpc.ErrUnauthorized.With("Not Authorized: a client id is required: the X-API-Key header, the URL's last path segment (/v1/web3/mainnet/{clientId}) or its apiKey query parameter")
 	}
 	if !s.knownClient(ex.ClientID) {
 		return jsonrpc.ErrUnauthorized.With("Not Authorized: unknown client id")
@@ -223,8 +229,9 @@ func (s *Stage) VerifyExchange(ex *proxy.Exchange, p *proxy.Principal) error {
 }
 
 // knownClient reports whether id is a configured client id. Client ids identify the
-// application (like OAuth's client_id); they are not secrets, the bearer token is, and only
-// the token's hash is ever compared.
+// application (like OAuth's client_id) and grant no signing: the bearer token does, and only
+// the token's hash is ever compared. A client id in a wallet's URL still works as an API
+// key for reads, so it is never logged.
 func (s *Stage) knownClient(id string) bool {
 	_, ok := s.clients[id]
 	return ok
