@@ -409,22 +409,23 @@ func TestDropinClients(t *testing.T) {
 // client calls as TestDropinClients and requires each to be refused with the specific error
 // of the complete form (the behaviour before filling existed).
 func TestDropinStrict(t *testing.T) {
-	d := startDropin(t, strictTransactions, 4, "--block-time", "1")
+	d := startDropin(t, strictTransactions, 1, "--block-time", "1")
+	acct := d.accts[0] // refusals reserve nothing: the clients can share it
 	t.Run("ethers", func(t *testing.T) {
 		t.Parallel()
-		runDropinScript(t, d, "ethers", "js/dropin-ethers.mjs", d.accts[0], "strict")
+		runDropinScript(t, d, "ethers", "js/dropin-ethers.mjs", acct, "strict")
 	})
 	t.Run("viem", func(t *testing.T) {
 		t.Parallel()
-		runDropinScript(t, d, "viem", "js/dropin-viem.mjs", d.accts[1], "strict")
+		runDropinScript(t, d, "viem", "js/dropin-viem.mjs", acct, "strict")
 	})
 	t.Run("cast", func(t *testing.T) {
 		t.Parallel()
-		castStrict(t, d, d.accts[2])
+		castStrict(t, d, acct)
 	})
 	t.Run("go-ethereum", func(t *testing.T) {
 		t.Parallel()
-		gethStrict(t, d, d.accts[3])
+		gethStrict(t, d, acct)
 	})
 }
 
@@ -661,31 +662,14 @@ func rpcOf(ec *ethclient.Client) *gethrpc.Client { return ec.Client() }
 // filled, fields the client gave kept as given, the nonce a client sends, the pending count answered from web3gate's state,
 // contract creation, and an estimate that reverts.
 func TestDropinFill(t *testing.T) {
-	d := startDropin(t, "{}", 6, "--block-time", "1")
-	t.Run("eth_signTransaction", func(t *testing.T) {
-		t.Parallel()
-		fillSignTransaction(t, d, d.accts[0])
-	})
-	t.Run("client nonce", func(t *testing.T) {
-		t.Parallel()
-		clientNonces(t, d, d.accts[1])
-	})
-	t.Run("given fields kept", func(t *testing.T) {
-		t.Parallel()
-		givenFieldsKept(t, d, d.accts[5])
-	})
-	t.Run("pending count", func(t *testing.T) {
-		t.Parallel()
-		pendingCountFromState(t, d, d.accts[2])
-	})
-	t.Run("contract creation", func(t *testing.T) {
-		t.Parallel()
-		contractCreation(t, d, d.accts[3])
-	})
-	t.Run("estimate reverts", func(t *testing.T) {
-		t.Parallel()
-		estimateReverts(t, d, d.accts[4])
-	})
+	d := startDropin(t, "{}", 1, "--block-time", "1")
+	acct := d.accts[0] // one account, the subtests in turn: an account costs more than the waits
+	t.Run("eth_signTransaction", func(t *testing.T) { fillSignTransaction(t, d, acct) })
+	t.Run("given fields kept", func(t *testing.T) { givenFieldsKept(t, d, acct) })
+	t.Run("client nonce", func(t *testing.T) { clientNonces(t, d, acct) })
+	t.Run("pending count", func(t *testing.T) { pendingCountFromState(t, d, acct) })
+	t.Run("contract creation", func(t *testing.T) { contractCreation(t, d, acct) })
+	t.Run("estimate reverts", func(t *testing.T) { estimateReverts(t, d, acct) })
 }
 
 // signTx signs obj with eth_signTransaction through c and decodes the result.
@@ -716,9 +700,10 @@ func fillSignTransaction(t *testing.T, d *dropinEnv, from common.Address) {
 	to := freshAddress()
 	head := quantity(t, rpcOf(d.anvil), "eth_blockNumber")
 	tip := bigQuantity(t, rpcOf(d.anvil), "eth_maxPriorityFeePerGas")
+	n := pendingCount(t, d.gw, from)
 	tx, raw := signTx(t, d.gw, "sign {from, to, value}", map[string]any{"from": from, "to": to, "value": hexBig(7)})
-	if tx.Nonce() != 0 || tx.Gas() != 21000 || tx.To() == nil || *tx.To() != to || tx.Value().Cmp(big.NewInt(7)) != 0 || len(tx.Data()) != 0 {
-		t.Errorf("signed: nonce %d gas %d to %v value %v data %x; want 0, 21000, %s, 7, empty", tx.Nonce(), tx.Gas(), tx.To(), tx.Value(), tx.Data(), to.Hex())
+	if tx.Nonce() != n || tx.Gas() != 21000 || tx.To() == nil || *tx.To() != to || tx.Value().Cmp(big.NewInt(7)) != 0 || len(tx.Data()) != 0 {
+		t.Errorf("signed: nonce %d gas %d to %v value %v data %x; want %d, 21000, %s, 7, empty", tx.Nonce(), tx.Gas(), tx.To(), tx.Value(), tx.Data(), n, to.Hex())
 	}
 	sender, err := types.Sender(types.LatestSignerForChainID(big.NewInt(dropinChainID)), tx)
 	if err != nil || sender != from {
@@ -793,8 +778,9 @@ func clientNonces(t *testing.T, d *dropinEnv, from common.Address) {
 	obj := func(nonce uint64) map[string]any {
 		return map[string]any{"from": from, "to": freshAddress(), "value": hexBig(1), "nonce": hexutil.Uint64(nonce)}
 	}
-	refused := func(name string, nonce uint64, want string) {
+	refused := func(name string, nonce uint64, want string, next uint64) {
 		t.Helper()
+		want = fmt.Sprintf("nonce too %s: next nonce is %d", want, next)
 		_, err := sendTx(d.gw, obj(nonce))
 		if err == nil {
 			t.Fatalf("%s: nonce %d accepted", name, nonce)
@@ -803,27 +789,28 @@ func clientNonces(t *testing.T, d *dropinEnv, from common.Address) {
 			t.Errorf("%s: nonce %d: %s, want -32000 %q", name, nonce, describeErr(err), want)
 		}
 	}
-	refused("above the next", 1, "nonce too high: next nonce is 0")
-	refused("far above the next", 1000, "nonce too high: next nonce is 0")
-	if n := pendingCount(t, d.gw, from); n != 0 {
-		t.Fatalf("pending count %d after refusals, want 0: a refusal reserved a nonce", n)
+	n := pendingCount(t, d.gw, from)
+	refused("above the next", n+1, "high", n)
+	refused("far above the next", n+1000, "high", n)
+	if got := pendingCount(t, d.gw, from); got != n {
+		t.Fatalf("pending count %d after refusals, want %d: a refusal reserved a nonce", got, n)
 	}
-	h0 := mustSend(t, d.gw, "the next nonce", obj(0))
-	refused("the same nonce again", 0, "nonce too low: next nonce is 1")
-	refused("two above", 3, "nonce too high: next nonce is 1")
-	signed, raw := signTx(t, d.gw, "eth_signTransaction with the next nonce", obj(1))
-	if signed.Nonce() != 1 {
-		t.Errorf("eth_signTransaction with nonce 1 signed nonce %d", signed.Nonce())
+	h0 := mustSend(t, d.gw, "the next nonce", obj(n))
+	refused("the same nonce again", n, "low", n+1)
+	refused("two above", n+3, "high", n+1)
+	signed, raw := signTx(t, d.gw, "eth_signTransaction with the next nonce", obj(n+1))
+	if signed.Nonce() != n+1 {
+		t.Errorf("eth_signTransaction with nonce %d signed nonce %d", n+1, signed.Nonce())
 	}
 	h2 := mustSend(t, d.gw, "no nonce after the refusals", map[string]any{"from": from, "to": freshAddress(), "value": hexBig(1)})
 	minedOK(t, d.anvil, "the next nonce", h0)
-	sendRaw(t, d, "the signed nonce 1", raw)
+	sendRaw(t, d, "the signed next nonce", raw)
 	minedOK(t, d.anvil, "no nonce after the refusals", h2)
-	if tx := txByHash(t, d.anvil, h0); tx.Nonce() != 0 {
-		t.Errorf("the send with nonce 0 has nonce %d", tx.Nonce())
+	if tx := txByHash(t, d.anvil, h0); tx.Nonce() != n {
+		t.Errorf("the send with nonce %d has nonce %d", n, tx.Nonce())
 	}
-	if tx := txByHash(t, d.anvil, h2); tx.Nonce() != 2 {
-		t.Errorf("the send without nonce after the hand-out of 1 has nonce %d, want 2", tx.Nonce())
+	if tx := txByHash(t, d.anvil, h2); tx.Nonce() != n+2 {
+		t.Errorf("the send without nonce after the hand-out of %d has nonce %d, want %d", n+1, tx.Nonce(), n+2)
 	}
 }
 
@@ -831,12 +818,13 @@ func clientNonces(t *testing.T, d *dropinEnv, from common.Address) {
 // reservations (a nonce handed out by eth_signTransaction and not yet sent), so a client that
 // reads it and sends it is accepted.
 func pendingCountFromState(t *testing.T, d *dropinEnv, from common.Address) {
-	_, raw := signTx(t, d.gw, "hand out nonce 0", map[string]any{"from": from, "to": freshAddress(), "value": hexBig(1)})
-	if n := pendingCount(t, d.gw, from); n != 1 {
-		t.Errorf("web3gate's pending count %d after handing out nonce 0, want 1", n)
+	n0 := pendingCount(t, d.gw, from)
+	_, raw := signTx(t, d.gw, "hand out a nonce", map[string]any{"from": from, "to": freshAddress(), "value": hexBig(1)})
+	if n := pendingCount(t, d.gw, from); n != n0+1 {
+		t.Errorf("web3gate's pending count %d after handing out nonce %d, want %d", n, n0, n0+1)
 	}
-	if n := pendingCount(t, rpcOf(d.anvil), from); n != 0 {
-		t.Fatalf("anvil's pending count %d, want 0: the hand-out was not sent", n)
+	if n := pendingCount(t, rpcOf(d.anvil), from); n != n0 {
+		t.Fatalf("anvil's pending count %d, want %d: the hand-out was not sent", n, n0)
 	}
 	n := pendingCount(t, d.gw, from)
 	h := mustSend(t, d.gw, "the nonce read from the pending count", map[string]any{"from": from, "to": freshAddress(), "value": hexBig(1), "nonce": hexutil.Uint64(n)})
@@ -967,14 +955,14 @@ func TestDropinFillBeforeLondon(t *testing.T) {
 // TestDropinBaseFeeJustRead sends 40 complete type 2 transactions, each priced at the base fee
 // of the latest block read through web3gate right after anvil (one block a second) sealed it,
 // with no tip: the next block's base fee is never higher (the blocks are nearly empty), so
-// none may be refused. Four accounts send one each per head; a fifth sends a transaction
-// (priced with room) 700 ms into each block, as a client sending steadily does, so that
-// web3gate has just read the chain when the next head comes. A fee cap below 7/8 of the base
-// fee, which no next block can accept, is still refused up front, reserving nothing.
+// none may be refused. Two accounts send two each per head, and the first also sends a
+// transaction (priced with room) 700 ms into each block, as a client sending steadily does,
+// so that web3gate has just read the chain when the next head comes. A fee cap below 7/8 of
+// the base fee, which no next block can accept, is still refused up front, reserving nothing.
 func TestDropinBaseFeeJustRead(t *testing.T) {
-	const heads, senders = 10, 4
-	d := startDropin(t, "{}", senders+1, "--block-time", "1")
-	primer := d.accts[senders]
+	const heads, senders, perHead = 10, 2, 2
+	d := startDropin(t, "{}", senders, "--block-time", "1")
+	primer := d.accts[0]
 	var (
 		mu      sync.Mutex
 		hashes  []common.Hash
@@ -999,21 +987,23 @@ func TestDropinBaseFeeJustRead(t *testing.T) {
 		seen := time.Now()
 		if round > 0 {
 			var wg sync.WaitGroup
-			for _, from := range d.accts[:senders] {
+			for _, from := range d.accts {
 				wg.Go(func() {
-					n, fee, err := latest()
-					var h common.Hash
-					if err == nil {
-						h, err = sendTx(d.gw, map[string]any{"from": from, "to": recipient, "gas": "0x5208", "value": "0x1", "data": "0x",
-							"maxFeePerGas": (*hexutil.Big)(fee), "maxPriorityFeePerGas": "0x0"})
+					for range perHead {
+						n, fee, err := latest()
+						var h common.Hash
+						if err == nil {
+							h, err = sendTx(d.gw, map[string]any{"from": from, "to": recipient, "gas": "0x5208", "value": "0x1", "data": "0x",
+								"maxFeePerGas": (*hexutil.Big)(fee), "maxPriorityFeePerGas": "0x0"})
+						}
+						mu.Lock()
+						if err != nil {
+							refused = append(refused, fmt.Sprintf("priced at the base fee %v of block %d: %s", fee, n, describeErr(err)))
+						} else {
+							hashes = append(hashes, h)
+						}
+						mu.Unlock()
 					}
-					mu.Lock()
-					defer mu.Unlock()
-					if err != nil {
-						refused = append(refused, fmt.Sprintf("priced at the base fee %v of block %d: %s", fee, n, describeErr(err)))
-						return
-					}
-					hashes = append(hashes, h)
 				})
 			}
 			wg.Wait()
@@ -1028,7 +1018,7 @@ func TestDropinBaseFeeJustRead(t *testing.T) {
 		hashes = append(hashes, h)
 	}
 	if len(refused) > 0 {
-		t.Errorf("%d of %d sends priced at the base fee just read were refused:\n%s", len(refused), heads*senders, strings.Join(refused, "\n"))
+		t.Errorf("%d of %d sends priced at the base fee just read were refused:\n%s", len(refused), heads*senders*perHead, strings.Join(refused, "\n"))
 	}
 	for _, h := range hashes {
 		minedOK(t, d.anvil, "priced at the base fee", h)
