@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -101,6 +103,13 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	if err != nil {
 		return err
 	}
+	// A chain whose genesis differs from the one recorded started over (the embedded chain
+	// does at every start): its stored transactions are abandoned here, before the
+	// confirmers' recovery, and its metadata records and owners index dropped below.
+	renewed := txs.CheckGeneses(ctx, slices.Collect(maps.Keys(embedded)))
+	for id := range embedded {
+		renewed[id] = true
+	}
 	// The confirmers stop before the upstreams and the store close (defers run last first).
 	txCtx, stopTxs := context.WithCancel(context.WithoutCancel(ctx))
 	txDone := make(chan struct{})
@@ -125,14 +134,14 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return fmt.Errorf("metadata: %w", err)
 	}
 	defer md.Close()
-	for id := range embedded {
+	for id := range renewed {
 		if err := md.ForgetChain(ctx, id); err != nil {
 			return fmt.Errorf("metadata: %w", err)
 		}
 	}
 
 	// The owners indexers stop before the metadata service, the upstreams and the store
-	// (defers run last first); the index of an embedded chain is rebuilt from its blocks.
+	// (defers run last first); the index of a chain that started over is rebuilt from its blocks.
 	own, err := owners.New(cfg.Owners, owners.Deps{
 		Chain: func(id uint64) (owners.Chain, bool) {
 			if p, ok := ups.Pool(id); ok {
@@ -145,7 +154,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	if err != nil {
 		return err
 	}
-	for id := range embedded {
+	for id := range renewed {
 		if err := own.ForgetChain(ctx, id); err != nil {
 			return err
 		}
@@ -159,6 +168,11 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		// chain (README "Products", sold from the chain).
 		Scope: products.IndexScope{Chains: cfg.Owners.Scope()},
 	})
+	if err != nil {
+		return err
+	}
+
+	clientsAdmin, err := auth.NewClientsAdmin(cfg.Auth.OAuth.Admin, auth.ClientsAdminDeps{Clients: db, Logger: log.Named("oauth")})
 	if err != nil {
 		return err
 	}
@@ -197,7 +211,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return fmt.Errorf("admin listen %s: %w", cfg.Admin.Listen, err)
 	}
 	// ReadTimeout bounds the bodies of the admin product API as well as the headers.
-	admin := &http.Server{Handler: adminMux(reg, ups, catalog.AdminHandler()), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	admin := &http.Server{Handler: adminMux(reg, ups, catalog.AdminHandler(), clientsAdmin), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
@@ -238,7 +252,7 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 	if err != nil {
 		return nil, nil, err
 	}
-	oauth, err := auth.NewOAuth(ctx, cfg.Auth.OAuth, auth.OAuthDeps{Clients: db, Logger: log.Named("oauth")})
+	oauth, err := auth.NewOAuth(ctx, cfg.Auth.OAuth, auth.OAuthDeps{Clients: db, Logger: log.Named("oauth"), Registry: reg})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -285,11 +299,12 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 }
 
 // adminMux serves /metrics, /healthz (the process is up), /readyz (every chain has a
-// healthy upstream) and the admin product API.
-func adminMux(reg *prometheus.Registry, ups *upstreams.Set, productsAdmin http.Handler) http.Handler {
+// healthy upstream), the admin product API and the OAuth client admin API.
+func adminMux(reg *prometheus.Registry, ups *upstreams.Set, productsAdmin, clientsAdmin http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(products.AdminPath, productsAdmin)
 	mux.Handle(products.AdminPath+"/", productsAdmin)
+	mux.Handle(auth.ClientsAdminPath+"/", clientsAdmin)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -13,6 +13,7 @@
 package devchain
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -181,6 +182,12 @@ func ethConfig(cfg Config, accounts []Account) *ethconfig.Config {
 		BaseFee:    big.NewInt(params.InitialBaseFee),
 		Difficulty: big.NewInt(0),
 		Alloc:      alloc,
+		// Random: every start is a new chain, and its genesis hash says so. A store kept
+		// across starts tells this chain from the previous one by that hash (web3gate drops
+		// the previous chain's nonces, transactions, metadata and owners index). Addresses
+		// do not change: accounts come from fixed keys, contract addresses from deployer
+		// and nonce.
+		ExtraData: randomExtra(),
 	}
 	ec.Miner.GasCeil = cfg.GasLimit
 	// 1 wei, as geth --dev: the pool accepts tips from TxPool.PriceLimit (1 wei), and a miner
@@ -195,6 +202,13 @@ func ethConfig(cfg Config, accounts []Account) *ethconfig.Config {
 	ec.TxPool.GlobalSlots = 16384
 	ec.TxPool.GlobalQueue = 16384
 	return &ec
+}
+
+// randomExtra is the genesis block's extra data: 16 random bytes.
+func randomExtra() []byte {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (it crashes the program instead)
+	return b
 }
 
 // ChainID returns the chain id the node signs and serves.

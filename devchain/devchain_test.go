@@ -521,3 +521,29 @@ func TestStartRejectsInvalidConfig(t *testing.T) {
 	}
 	verifyNoLeaks(t)
 }
+
+// TestGenesisDiffersPerStart: every start is a new chain, and its block 0 says so: a store
+// kept across starts tells the new chain from the previous one by the genesis hash.
+func TestGenesisDiffersPerStart(t *testing.T) {
+	genesis := func(c *Chain) common.Hash {
+		var b struct {
+			Hash common.Hash `json:"hash"`
+		}
+		mustCall(t, c.Handler(), &b, "eth_getBlockByNumber", "0x0", false)
+		return b.Hash
+	}
+	first := startChain(t, Config{ChainID: 1337, Accounts: 2})
+	a := genesis(first)
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := startChain(t, Config{ChainID: 1337, Accounts: 2})
+	b := genesis(second)
+	if a == (common.Hash{}) || a == b {
+		t.Fatalf("genesis hashes %s and %s: want two different hashes", a.Hex(), b.Hex())
+	}
+	// The accounts stay the same and funded.
+	if got := balance(t, second.Handler(), second.Accounts()[0].Address); got.Cmp(ether(10000)) != 0 {
+		t.Fatalf("account 0 holds %s wei on the second start", got)
+	}
+}

@@ -79,14 +79,23 @@ func freeAddr(t testing.TB) string {
 }
 
 // startGateway runs the binary with the config text (written to a file) and extra args,
-// in the module root, and waits until /healthz answers. It is killed when the test ends.
+// in a new temporary directory, and waits until /healthz answers. It is killed when the test
+// ends.
 func startGateway(t *testing.T, cfgText string, args ...string) *gateway {
 	t.Helper()
-	cfgPath := writeConfig(t, t.TempDir(), cfgText)
+	return startGatewayIn(t, t.TempDir(), cfgText, args...)
+}
+
+// startGatewayIn is startGateway in the working directory dir, which also holds the config
+// file: relative state paths (the shipped config's store, keystore and signing key) land in
+// dir, so two starts in one dir are two `go run .` in one checkout.
+func startGatewayIn(t *testing.T, dir, cfgText string, args ...string) *gateway {
+	t.Helper()
+	cfgPath := writeConfig(t, dir, cfgText)
 	api, admin := freeAddr(t), freeAddr(t)
 	g := &gateway{API: "http://" + api, Admin: "http://" + admin, logs: &lockedBuffer{}, exited: make(chan struct{})}
 	g.cmd = exec.Command(binary, append([]string{"--config", cfgPath, "--listen", api, "--admin-listen", admin}, args...)...)
-	g.cmd.Dir = t.TempDir() // the store file and keystore land here
+	g.cmd.Dir = dir
 	g.cmd.Stdout, g.cmd.Stderr = g.logs, g.logs
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)

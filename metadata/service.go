@@ -109,8 +109,9 @@ func (s *Service) Close() {
 }
 
 // ForgetChain drops every record of chainID, from the store (memory holds none yet: it is
-// called at start). The embedded dev chain starts empty at every start, so the records of
-// its previous run describe contracts that no longer exist.
+// called at start). It is called for a chain that started over (a new genesis; the embedded
+// dev chain at every start): the records of the previous chain describe contracts that no
+// longer exist.
 func (s *Service) ForgetChain(ctx context.Context, chainID uint64) error {
 	var n int64
 	err := s.db.Write(ctx, func(tx *store.Tx) error {
@@ -119,7 +120,7 @@ func (s *Service) ForgetChain(ctx context.Context, chainID uint64) error {
 		return err
 	})
 	if err == nil && n > 0 {
-		s.log.Info("dropped the metadata records of the previous dev chain", zap.Uint64("chain", chainID), zap.Int64("records", n))
+		s.log.Info("dropped the metadata records of the chain's previous genesis", zap.Uint64("chain", chainID), zap.Int64("records", n))
 	}
 	return err
 }

@@ -80,9 +80,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	return s, nil
 }
 
-// ForgetChain drops the index of chainID, if any. Call it before Start: the embedded dev
-// chain starts empty at every start, so the index of its previous run describes blocks that
-// no longer exist.
+// ForgetChain drops the index of chainID, if any. Call it before Start, for a chain that
+// started over (a new genesis; the embedded dev chain at every start): the index of the
+// previous chain describes blocks that no longer exist.
 func (s *Service) ForgetChain(ctx context.Context, chainID uint64) error {
 	var n int64
 	err := s.db.Write(ctx, func(tx *store.Tx) error {
@@ -94,7 +94,7 @@ func (s *Service) ForgetChain(ctx context.Context, chainID uint64) error {
 		return fmt.Errorf("owners: forget chain %d: %w", chainID, err)
 	}
 	if n > 0 {
-		s.log.Info("dropped the owners index of the previous dev chain", zap.Uint64("chain", chainID), zap.Int64("balances", n))
+		s.log.Info("dropped the owners index of the chain's previous genesis", zap.Uint64("chain", chainID), zap.Int64("balances", n))
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -34,6 +35,8 @@ type RESTRequest struct {
 	Method    string
 	Params    Params // path parameters
 	Body      []byte
+	// RemoteAddr is the TCP peer (the client, or the proxy in front of web3gate).
+	RemoteAddr net.Addr
 
 	args   *fasthttp.Args
 	header *fasthttp.RequestHeader
@@ -115,6 +118,7 @@ func (s *Server) serveREST(ctx *fasthttp.RequestCtx, route *Route, params Params
 		args:      ctx.QueryArgs(),
 		header:    &ctx.Request.Header,
 	}
+	r.RemoteAddr = ctx.RemoteAddr()
 	resp, err := route.REST.ServeREST(r)
 	status := http.StatusOK
 	if err != nil {

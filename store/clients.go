@@ -77,34 +77,85 @@ func (db *DB) AddClient(ctx context.Context, c Client) error {
 // Client is the client with id, or ErrNotFound. A disabled client is returned too, with
 // DisabledAt set: refusing it is the caller's decision.
 func (db *DB) Client(ctx context.Context, id string) (Client, error) {
-	c := Client{ID: id}
+	var c Client
 	err := db.Read(ctx, func(tx *Tx) error {
-		var scopes, created string
-		var disabled sql.NullString
-		err := tx.QueryRowContext(ctx,
-			`SELECT secret_hash, principal, scopes, created_at, disabled_at FROM oauth_clients WHERE id = ?`, id).
-			Scan(&c.SecretHash, &c.Principal, &scopes, &created, &disabled)
-		if errors.Is(err, sql.ErrNoRows) {
-			return ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		c.Scopes = strings.Fields(scopes)
-		if c.CreatedAt, err = parseTime(created); err != nil {
-			return fmt.Errorf("created_at: %w", err)
-		}
-		if disabled.Valid {
-			t, err := parseTime(disabled.String)
-			if err != nil {
-				return fmt.Errorf("disabled_at: %w", err)
-			}
-			c.DisabledAt = &t
-		}
-		return nil
+		var err error
+		c, err = tx.client(ctx, id)
+		return err
 	})
 	if err != nil {
 		return Client{}, fmt.Errorf("client %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// DisableClient marks the client with id disabled at now: the token endpoint refuses it, and
+// the tokens it already holds are refused once the verifiers next read its state. A client
+// disabled already keeps its first DisabledAt. It returns the client as stored, or
+// ErrNotFound.
+func (db *DB) DisableClient(ctx context.Context, id string, now time.Time) (Client, error) {
+	return db.setClientDisabled(ctx, id, sql.NullString{String: formatTime(now), Valid: true})
+}
+
+// EnableClient clears the client's DisabledAt (a client enabled already is left as it is).
+// It returns the client as stored, or ErrNotFound.
+func (db *DB) EnableClient(ctx context.Context, id string) (Client, error) {
+	return db.setClientDisabled(ctx, id, sql.NullString{})
+}
+
+// setClientDisabled sets disabled_at to at, or clears it when at is NULL; a time already set
+// is kept.
+func (db *DB) setClientDisabled(ctx context.Context, id string, at sql.NullString) (Client, error) {
+	var c Client
+	err := db.Write(ctx, func(tx *Tx) error {
+		q := `UPDATE oauth_clients SET disabled_at = NULL WHERE id = ?`
+		args := []any{id}
+		if at.Valid {
+			q = `UPDATE oauth_clients SET disabled_at = COALESCE(disabled_at, ?) WHERE id = ?`
+			args = []any{at, id}
+		}
+		res, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return ErrNotFound
+		}
+		c, err = tx.client(ctx, id)
+		return err
+	})
+	if err != nil {
+		return Client{}, fmt.Errorf("client %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// client reads the client with id, or ErrNotFound.
+func (t *Tx) client(ctx context.Context, id string) (Client, error) {
+	c := Client{ID: id}
+	var scopes, created string
+	var disabled sql.NullString
+	err := t.QueryRowContext(ctx,
+		`SELECT secret_hash, principal, scopes, created_at, disabled_at FROM oauth_clients WHERE id = ?`, id).
+		Scan(&c.SecretHash, &c.Principal, &scopes, &created, &disabled)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Client{}, ErrNotFound
+	}
+	if err != nil {
+		return Client{}, err
+	}
+	c.Scopes = strings.Fields(scopes)
+	if c.CreatedAt, err = parseTime(created); err != nil {
+		return Client{}, fmt.Errorf("created_at: %w", err)
+	}
+	if disabled.Valid {
+		t, err := parseTime(disabled.String)
+		if err != nil {
+			return Client{}, fmt.Errorf("disabled_at: %w", err)
+		}
+		c.DisabledAt = &t
 	}
 	return c, nil
 }

@@ -95,3 +95,53 @@ func TestClientStringHidesSecretHash(t *testing.T) {
 		}
 	}
 }
+
+// TestDisableEnableClient: disabling sets DisabledAt (a second disable keeps the first time),
+// enabling clears it; the rest of the row is untouched, and an unknown id is ErrNotFound.
+func TestDisableEnableClient(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, testConfig(t), options{})
+	created := time.Date(2025, 3, 4, 5, 6, 7, 8, time.UTC)
+	want := Client{ID: "c1", SecretHash: "h1", Principal: "alice", Scopes: []string{"eth_sign"}, CreatedAt: created}
+	if err := db.AddClient(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	first := created.Add(time.Hour)
+	check := func(step string, got Client, err error, disabledAt *time.Time) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		stored, err := db.Client(ctx, "c1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []Client{got, stored} {
+			if c.ID != want.ID || c.SecretHash != want.SecretHash || c.Principal != want.Principal ||
+				!slices.Equal(c.Scopes, want.Scopes) || !c.CreatedAt.Equal(created) ||
+				(c.DisabledAt == nil) != (disabledAt == nil) || (c.DisabledAt != nil && !c.DisabledAt.Equal(*disabledAt)) {
+				t.Fatalf("%s: client = %#v disabled at %v, want disabled at %v", step, c, c.DisabledAt, disabledAt)
+			}
+		}
+	}
+	c, err := db.DisableClient(ctx, "c1", first)
+	check("disable", c, err, &first)
+	c, err = db.DisableClient(ctx, "c1", first.Add(time.Hour))
+	check("disable again", c, err, &first)
+	c, err = db.EnableClient(ctx, "c1")
+	check("enable", c, err, nil)
+	c, err = db.EnableClient(ctx, "c1")
+	check("enable again", c, err, nil)
+	second := first.Add(2 * time.Hour)
+	c, err = db.DisableClient(ctx, "c1", second)
+	check("disable after enable", c, err, &second)
+
+	for name, f := range map[string]func() (Client, error){
+		"disable": func() (Client, error) { return db.DisableClient(ctx, "nobody", first) },
+		"enable":  func() (Client, error) { return db.EnableClient(ctx, "nobody") },
+	} {
+		if _, err := f(); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s an unknown client = %v, want ErrNotFound", name, err)
+		}
+	}
+}

@@ -23,6 +23,7 @@ const (
 	StateFailed    = "failed"     // will never be mined; its slot was given up (see Error)
 	StateHandedOut = "handed_out" // eth_signTransaction: the caller submits, until ExpiresAt
 	StateReleased  = "released"   // a handed-out slot not used in time, free for the next signing
+	StateAbandoned = "abandoned"  // its chain started over from a new genesis: never sent again, its nonce not reused
 )
 
 // Transaction kinds.
@@ -150,8 +151,8 @@ func (t *Tx) RaiseNextNonce(ctx context.Context, chainID uint64, addr common.Add
 	return nil
 }
 
-// MaxStoredNonce is the highest nonce of any recorded transaction of (chainID, addr); ok is
-// false when there is none.
+// MaxStoredNonce is the highest nonce of any recorded transaction of (chainID, addr), abandoned
+// ones left out (they belong to a chain that started over); ok is false when there is none.
 func (t *Tx) MaxStoredNonce(ctx context.Context, chainID uint64, addr common.Address) (uint64, bool, error) {
 	var n sql.NullInt64
 	if err := t.QueryRowContext(ctx, qMaxStoredNonce,
@@ -162,7 +163,8 @@ func (t *Tx) MaxStoredNonce(ctx context.Context, chainID uint64, addr common.Add
 }
 
 // ReusableSlot is the lowest released nonce of (chainID, addr) at or above minNonce that no
-// live transaction holds; ok is false when there is none.
+// live transaction holds (released, failed and abandoned ones hold none); ok is false when
+// there is none.
 func (t *Tx) ReusableSlot(ctx context.Context, chainID uint64, addr common.Address, minNonce uint64) (uint64, bool, error) {
 	var n int64
 	err := t.QueryRowContext(ctx, qReusableSlot, int64(chainID), addressKey(addr), int64(minNonce)).Scan(&n)
@@ -413,6 +415,27 @@ func (t *Tx) Touch(ctx context.Context, id int64) error {
 	return err
 }
 
+// AbandonChain gives up every transaction of chainID not abandoned yet, whatever its state:
+// the chain started over from a new genesis, so none of them exists on it. Each becomes
+// abandoned (never sent again, out of the in-flight counts, its nonce free) with reason and
+// its former state as its error, and frees its idempotency key for a new transaction; the
+// chain's nonce heads are dropped, so the next reservation of each account takes its nonce
+// from the node again. It returns how many rows it abandoned.
+func (t *Tx) AbandonChain(ctx context.Context, chainID uint64, reason string) (int64, error) {
+	res, err := t.ExecContext(ctx, qAbandonChain, reason, formatTime(time.Now()), int64(chainID))
+	if err != nil {
+		return 0, fmt.Errorf("abandon chain %d: %w", chainID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("abandon chain %d: %w", chainID, err)
+	}
+	if _, err := t.ExecContext(ctx, qDropNonceHeads, int64(chainID)); err != nil {
+		return 0, fmt.Errorf("abandon chain %d: drop nonce heads: %w", chainID, err)
+	}
+	return n, nil
+}
+
 // HasOpenTxs reports whether chainID has rows the confirmer must follow.
 func (t *Tx) HasOpenTxs(ctx context.Context, chainID uint64) (bool, error) {
 	var one int
@@ -429,11 +452,11 @@ var (
 	qNextNonce      = prepared(`SELECT next_nonce FROM nonce_heads WHERE chain_id = ? AND address = ?`)
 	qRaiseNextNonce = prepared(`INSERT INTO nonce_heads (chain_id, address, next_nonce) VALUES (?, ?, ?)
 		ON CONFLICT (chain_id, address) DO UPDATE SET next_nonce = max(next_nonce, excluded.next_nonce)`)
-	qMaxStoredNonce = prepared(`SELECT MAX(nonce) FROM txs WHERE chain_id = ? AND address = ?`)
+	qMaxStoredNonce = prepared(`SELECT MAX(nonce) FROM txs WHERE chain_id = ? AND address = ? AND state <> 'abandoned'`)
 	qReusableSlot   = prepared(`SELECT r.nonce FROM txs r
 		WHERE r.chain_id = ? AND r.address = ? AND r.state = 'released' AND r.nonce >= ?
 		  AND NOT EXISTS (SELECT 1 FROM txs l WHERE l.chain_id = r.chain_id AND l.address = r.address
-		                  AND l.nonce = r.nonce AND l.state NOT IN ('released', 'failed'))
+		                  AND l.nonce = r.nonce AND l.state NOT IN ('released', 'failed', 'abandoned'))
 		ORDER BY r.nonce LIMIT 1`)
 	qInFlight = prepared(`SELECT n, c0, c1, c2, c3, c4, c5, c6, c7 FROM inflight WHERE chain_id = ? AND address = ?`)
 	qInsertTx = prepared(`INSERT INTO txs (chain_id, address, nonce, principal, kind, state, fields,
@@ -456,6 +479,9 @@ var (
 	qLowerNextNonce = prepared(`UPDATE nonce_heads SET next_nonce = ? WHERE chain_id = ? AND address = ? AND next_nonce = ?`)
 	qTouch          = prepared(`UPDATE txs SET updated_at = ? WHERE id = ?`)
 	qHasOpenTxs     = prepared(`SELECT 1 FROM txs WHERE chain_id = ? AND state IN ('signed', 'broadcast', 'mined', 'handed_out') LIMIT 1`)
+	qAbandonChain   = prepared(`UPDATE txs SET state = 'abandoned', error = ? || ' (it was ' || state || ')',
+		idempotency_key = NULL, updated_at = ? WHERE chain_id = ? AND state <> 'abandoned'`)
+	qDropNonceHeads = prepared(`DELETE FROM nonce_heads WHERE chain_id = ?`)
 )
 
 // setStateQuery is SetState's statement for n from-states; the usual counts are prepared.

@@ -14,8 +14,9 @@ import (
 	"github.com/web3gate/web3gate/store"
 )
 
-// The confirmer of one chain, one goroutine: on start it recovers what a crash interrupted,
-// then on every tick it
+// The confirmer of one chain, one goroutine: on start it waits until the chain's genesis was
+// checked (genesis.go: the rows of a chain that started over are abandoned, not recovered),
+// recovers what a crash interrupted, then on every tick it
 //
 //   - finishes transactions stuck after their request ended (reserved: sign and send;
 //     signed: send), and rebroadcasts broadcast ones no block has taken for RebroadcastAfter,
@@ -66,6 +67,15 @@ const minKickInterval = 20 * time.Millisecond
 
 func (c *confirmer) run(ctx context.Context) {
 	started := time.Now()
+	// A node down at start: its genesis is read as soon as it answers (the first failure is
+	// logged), and nothing of the chain is sent before.
+	for c.t.awaitGenesis(ctx, c.chainID) != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(c.t.cfg.PollInterval):
+		}
+	}
 	c.recover(ctx, started)
 	signal := c.t.slots[c.chainID]
 	tick := time.NewTicker(c.t.cfg.PollInterval)

@@ -76,6 +76,8 @@ type Transactions struct {
 	heads  sync.Map // headKey -> struct{}: nonce heads known to exist in the store
 	slots  map[uint64]*slotSignal
 	queued sync.Map // headKey -> *atomic.Int32: sends waiting for a slot
+
+	genesis sync.Map // chain id -> *genesisGate: checked before the chain's first nonce (genesis.go)
 }
 
 // NewTransactions builds the manager; Run starts its confirmers.
@@ -103,10 +105,14 @@ func NewTransactions(cfg TxConfig, deps TxDeps) (*Transactions, error) {
 // the strict form.
 func (t *Transactions) Fill() bool { return *t.cfg.Fill }
 
-func (t *Transactions) chain(chainID uint64) (Chain, error) {
+func (t *Transactions) chain(ctx context.Context, chainID uint64) (Chain, error) {
 	ch, ok := t.chains[chainID]
 	if !ok {
 		return nil, jsonrpc.ErrUnknownChain.Withf("chain %d is not configured", chainID)
+	}
+	// No nonce of a chain is handed out before its genesis was checked (genesis.go).
+	if err := t.awaitGenesis(ctx, chainID); err != nil {
+		return nil, err
 	}
 	return ch, nil
 }
@@ -117,7 +123,7 @@ func (t *Transactions) chain(chainID uint64) (Chain, error) {
 // node accepted the bytes. With an idempotency key, a second Send with the same key and
 // transaction returns the first one's hash and sends nothing.
 func (t *Transactions) Send(ctx context.Context, principal string, chainID uint64, r *txreq.Request, idemKey string) (common.Hash, error) {
-	ch, err := t.chain(chainID)
+	ch, err := t.chain(ctx, chainID)
 	if err != nil {
 		return common.Hash{}, err
 	}
@@ -170,7 +176,7 @@ func (t *Transactions) Send(ctx context.Context, principal string, chainID uint6
 // then the signed bytes are persisted with the nonce "handed out" to the caller, who submits
 // them.
 func (t *Transactions) SignTransaction(ctx context.Context, principal string, chainID uint64, r *txreq.Request) ([]byte, error) {
-	ch, err := t.chain(chainID)
+	ch, err := t.chain(ctx, chainID)
 	if err != nil {
 		return nil, err
 	}
@@ -504,8 +510,8 @@ func nonceError(given, next uint64) error {
 // handed-out nonces counted, a released slot offered first). nil when web3gate does not hold
 // addr or has no nonce state for it yet: the node's answer is then the same.
 func (t *Transactions) PendingNonce(ctx context.Context, chainID uint64, addr common.Address) (*uint64, error) {
-	if _, ok := t.chains[chainID]; !ok || !t.keys.Has(addr) {
-		return nil, nil
+	if _, ok := t.chains[chainID]; !ok || !t.keys.Has(addr) || !t.genesisGate(chainID).done.Load() {
+		return nil, nil // the node's answer (before the genesis check, the stored state may be an earlier chain's)
 	}
 	var next uint64
 	var ok bool

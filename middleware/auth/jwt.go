@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"go.uber.org/zap"
 )
 
 // accessTokenType is the typ header of web3gate's access tokens (RFC 9068 §2.1). The
@@ -89,12 +90,15 @@ func (i *Issuer) Issue(principal, clientID string, scopes []string) (token, jti 
 // JWTVerifier accepts web3gate's own access tokens: EdDSA signatures by the signing key only
 // (alg none, HS* and RS* are refused before any key is looked up, so the public key can never
 // be used as an HMAC secret), typ at+jwt, the key's kid, the configured iss and aud, exp
-// required, nbf and iat honoured, each with 30 s of leeway.
+// required, nbf and iat honoured, each with 30 s of leeway. With a client store, a token is
+// accepted only while the client it was issued to (its client_id claim) is stored and not
+// disabled, as read from the store at most RevocationCheckInterval ago.
 type JWTVerifier struct {
 	pub    ed25519.PublicKey
 	kid    string
 	parser *jwt.Parser
 	now    func() time.Time
+	states *clientStates // nil: no client store, no revocation check
 
 	// verified caches tokens already verified, by their SHA-256, until they expire: an
 	// Ed25519 verification costs ~56 µs, a lookup well under 1 µs.
@@ -103,25 +107,39 @@ type JWTVerifier struct {
 }
 
 type verifiedToken struct {
-	id  Identity
-	exp time.Time
+	id       Identity
+	clientID string
+	exp      time.Time
 }
 
 // maxVerified bounds the cache of verified tokens; a full cache drops its expired entries,
 // and is emptied when none have expired.
 const maxVerified = 1 << 16
 
-// NewJWTVerifier builds the verifier of a validated config. now is the clock (nil: time.Now).
-func NewJWTVerifier(cfg OAuthConfig, key *SigningKey, now func() time.Time) (*JWTVerifier, error) {
-	if key == nil {
+// JWTVerifierDeps are the verifier's collaborators.
+type JWTVerifierDeps struct {
+	Key *SigningKey
+	// Clients is read for the state of the client each token was issued to, so that the
+	// tokens of a disabled client stop verifying. nil: no such check, and tokens without a
+	// client_id pass (a verifier of tokens only, as in tests).
+	Clients ClientStore
+	Logger  *zap.Logger
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// NewJWTVerifier builds the verifier of a validated, defaulted config.
+func NewJWTVerifier(cfg OAuthConfig, deps JWTVerifierDeps) (*JWTVerifier, error) {
+	if deps.Key == nil {
 		return nil, errors.New("jwt verifier: a signing key is required")
 	}
+	now := deps.Now
 	if now == nil {
 		now = time.Now
 	}
-	return &JWTVerifier{
-		pub:      key.pub,
-		kid:      key.kid,
+	v := &JWTVerifier{
+		pub:      deps.Key.pub,
+		kid:      deps.Key.kid,
 		now:      now,
 		verified: make(map[[sha256.Size]byte]verifiedToken),
 		parser: jwt.NewParser(
@@ -134,7 +152,18 @@ func NewJWTVerifier(cfg OAuthConfig, key *SigningKey, now func() time.Time) (*JW
 			jwt.WithTimeFunc(now),
 			jwt.WithStrictDecoding(),
 		),
-	}, nil
+	}
+	if deps.Clients != nil {
+		if cfg.RevocationCheckInterval <= 0 {
+			return nil, errors.New("jwt verifier: revocationCheckInterval must be positive")
+		}
+		log := deps.Logger
+		if log == nil {
+			log = zap.NewNop()
+		}
+		v.states = newClientStates(deps.Clients, cfg.RevocationCheckInterval, log)
+	}
+	return v, nil
 }
 
 var errNotOurKey = errors.New("not signed by web3gate's key")
@@ -160,6 +189,9 @@ func (v *JWTVerifier) VerifyScoped(token string) (Identity, error) {
 	e, ok := v.verified[h]
 	v.mu.RUnlock()
 	if ok && now.Before(e.exp) {
+		if err := v.clientEnabled(e.clientID, now); err != nil {
+			return Identity{}, err
+		}
 		return e.id, nil
 	}
 	var c accessClaims
@@ -169,9 +201,26 @@ func (v *JWTVerifier) VerifyScoped(token string) (Identity, error) {
 	if ValidPrincipal(c.Subject) != nil {
 		return Identity{}, fmt.Errorf("%w: sub is not a principal", ErrInvalidToken)
 	}
+	if v.states != nil && c.ClientID == "" {
+		return Identity{}, fmt.Errorf("%w: no client_id", ErrInvalidToken)
+	}
 	id := Identity{Principal: c.Subject, Scopes: strings.Fields(c.Scope)}
-	v.remember(h, verifiedToken{id: id, exp: c.ExpiresAt.Time}, now)
+	v.remember(h, verifiedToken{id: id, clientID: c.ClientID, exp: c.ExpiresAt.Time}, now)
+	if err := v.clientEnabled(c.ClientID, now); err != nil {
+		return Identity{}, err
+	}
 	return id, nil
+}
+
+// clientEnabled is nil when the token's client may use it: always without a client store.
+func (v *JWTVerifier) clientEnabled(clientID string, now time.Time) error {
+	if v.states == nil {
+		return nil
+	}
+	if err := v.states.check(clientID, now); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidToken, err)
+	}
+	return nil
 }
 
 // remember caches a verified token until its exp (without the parser's leeway).

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
@@ -92,7 +93,7 @@ func TestIssuedTokenVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := NewJWTVerifier(cfg, key, fixedClock)
+	v, err := NewJWTVerifier(cfg, JWTVerifierDeps{Key: key, Now: fixedClock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestIssuedTokenVerifies(t *testing.T) {
 
 func mustVerifier(t testing.TB, cfg OAuthConfig, key *SigningKey, now func() time.Time) *JWTVerifier {
 	t.Helper()
-	v, err := NewJWTVerifier(cfg, key, now)
+	v, err := NewJWTVerifier(cfg, JWTVerifierDeps{Key: key, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,6 +230,20 @@ func BenchmarkVerify(b *testing.B) {
 		b.Fatal(err)
 	}
 	chain := NewChain(static, v)
+	// The verifier of a server: it checks the client's state, read from the store once.
+	db := openStore(b)
+	clientID, _, err := CreateClient(context.Background(), db, "alice", []string{ScopeSign})
+	if err != nil {
+		b.Fatal(err)
+	}
+	revocable, err := NewJWTVerifier(cfg, JWTVerifierDeps{Key: key, Clients: db})
+	if err != nil {
+		b.Fatal(err)
+	}
+	clientToken, _, err := iss.Issue("alice", clientID, []string{ScopeSign})
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.Run("static", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -241,6 +256,14 @@ func BenchmarkVerify(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := v.VerifyScoped(token); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("jwt_client_state", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := revocable.VerifyScoped(clientToken); err != nil {
 				b.Fatal(err)
 			}
 		}

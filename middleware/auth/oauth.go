@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/web3gate/web3gate/proxy"
@@ -19,6 +20,8 @@ type OAuthDeps struct {
 	Logger  *zap.Logger
 	// HTTPClient fetches the OIDC providers' JWKS; nil is a client with a 10 s timeout.
 	HTTPClient *http.Client
+	// Registry receives the token endpoint's metrics; nil registers nothing.
+	Registry prometheus.Registerer
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 }
@@ -51,11 +54,11 @@ func NewOAuth(ctx context.Context, cfg OAuthConfig, deps OAuthDeps) (*OAuth, err
 	if err != nil {
 		return nil, fmt.Errorf("oauth: %w", err)
 	}
-	token, err := NewTokenEndpoint(TokenEndpointDeps{Clients: deps.Clients, Issuer: issuer, Logger: log})
+	token, err := NewTokenEndpoint(cfg, TokenEndpointDeps{Clients: deps.Clients, Issuer: issuer, Logger: log, Registry: deps.Registry, Now: deps.Now})
 	if err != nil {
 		return nil, fmt.Errorf("oauth: %w", err)
 	}
-	own, err := NewJWTVerifier(cfg, key, deps.Now)
+	own, err := NewJWTVerifier(cfg, JWTVerifierDeps{Key: key, Clients: deps.Clients, Logger: log, Now: deps.Now})
 	if err != nil {
 		return nil, fmt.Errorf("oauth: %w", err)
 	}

@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -26,6 +28,60 @@ type OAuthConfig struct {
 	SigningKeyFile string `yaml:"signingKeyFile"`
 	// OIDC are external identity providers whose tokens identify end users.
 	OIDC []OIDCConfig `yaml:"oidc"`
+
+	// MaxConcurrentHashes bounds the argon2id verifications of client secrets running at once
+	// (each holds 19 MiB for ~21 ms); 0 is 2 × GOMAXPROCS.
+	MaxConcurrentHashes int `yaml:"maxConcurrentHashes"`
+	// MaxQueuedHashes bounds the token requests waiting for a verification slot (default
+	// 64); one more is refused at once with 503 and Retry-After.
+	MaxQueuedHashes int `yaml:"maxQueuedHashes"`
+	// HashQueueTimeout is how long a token request waits for a slot before it is refused
+	// with 503 (default 2s).
+	HashQueueTimeout time.Duration `yaml:"hashQueueTimeout"`
+	// Throttle locks out client ids and source addresses that keep failing to authenticate.
+	Throttle ThrottleConfig `yaml:"throttle"`
+	// RevocationCheckInterval is how often a verifier re-reads the state of the client a
+	// token was issued to (default 10s): a disabled client's tokens are refused at most this
+	// long (plus one store read) after `web3gate clients disable`.
+	RevocationCheckInterval time.Duration `yaml:"revocationCheckInterval"`
+	// Admin is the OAuth client admin API on the admin listener.
+	Admin ClientsAdminConfig `yaml:"admin"`
+}
+
+// ThrottleConfig is `auth.oauth.throttle`. A key (a client id, or a source address: the TCP
+// peer, an IPv6 peer by its /64) may have at most its maximum of failed authentications
+// within Window, counting the attempts still being checked as failures; the attempt that
+// reaches the maximum locks the key for Lockout, each further lock of the key twice as long
+// as the one before, up to MaxLockout. A locked key, or one with its maximum in flight, is
+// refused with 429 before any store read or hash.
+type ThrottleConfig struct {
+	// Window is the period failures are counted in (default 1m).
+	Window time.Duration `yaml:"window"`
+	// MaxFailuresPerClient applies to each stored client id (default 5; -1: off).
+	MaxFailuresPerClient int `yaml:"maxFailuresPerClient"`
+	// MaxFailuresPerAddress applies to each source address (default 20; -1: off, e.g. behind
+	// a proxy or load balancer, where every request comes from its address).
+	MaxFailuresPerAddress int `yaml:"maxFailuresPerAddress"`
+	// Lockout is the first lock of a key (default 30s); MaxLockout the longest (default 15m).
+	// A key's locks start again from Lockout after MaxLockout without a failure.
+	Lockout    time.Duration `yaml:"lockout"`
+	MaxLockout time.Duration `yaml:"maxLockout"`
+	// MaxEntries bounds each of the two tables (client ids, addresses); when one is full the
+	// key seen least recently is dropped (default 10000).
+	MaxEntries int `yaml:"maxEntries"`
+}
+
+// ClientsAdminConfig is `auth.oauth.admin`.
+type ClientsAdminConfig struct {
+	// Tokens are the bearer tokens the client admin API accepts. None: the API answers 403.
+	Tokens []AdminToken `yaml:"tokens"`
+}
+
+// AdminToken is one admin token, stored as the hex SHA-256 of the token, with a name the
+// logs of its writes carry.
+type AdminToken struct {
+	Name   string `yaml:"name"`
+	SHA256 string `yaml:"sha256"`
 }
 
 // OIDCConfig is one external OpenID Connect issuer.
@@ -50,6 +106,16 @@ const (
 	MinTokenTTL           = time.Minute
 	DefaultSigningKeyFile = "jwt-signing-key.pem"
 	DefaultPrincipalClaim = "sub"
+
+	DefaultMaxQueuedHashes         = 64
+	DefaultHashQueueTimeout        = 2 * time.Second
+	DefaultThrottleWindow          = time.Minute
+	DefaultMaxFailuresPerClient    = 5
+	DefaultMaxFailuresPerAddress   = 20
+	DefaultLockout                 = 30 * time.Second
+	DefaultMaxLockout              = 15 * time.Minute
+	DefaultThrottleMaxEntries      = 10000
+	DefaultRevocationCheckInterval = 10 * time.Second
 )
 
 // SetDefaults fills unset fields with their defaults.
@@ -60,6 +126,19 @@ func (c *OAuthConfig) SetDefaults() {
 	defaults.Set(&c.SigningKeyFile, DefaultSigningKeyFile)
 	for i := range c.OIDC {
 		defaults.Set(&c.OIDC[i].PrincipalClaim, DefaultPrincipalClaim)
+	}
+	defaults.Set(&c.MaxQueuedHashes, DefaultMaxQueuedHashes)
+	defaults.Set(&c.HashQueueTimeout, DefaultHashQueueTimeout)
+	t := &c.Throttle
+	defaults.Set(&t.Window, DefaultThrottleWindow)
+	defaults.Set(&t.MaxFailuresPerClient, DefaultMaxFailuresPerClient)
+	defaults.Set(&t.MaxFailuresPerAddress, DefaultMaxFailuresPerAddress)
+	defaults.Set(&t.Lockout, DefaultLockout)
+	defaults.Set(&t.MaxLockout, DefaultMaxLockout)
+	defaults.Set(&t.MaxEntries, DefaultThrottleMaxEntries)
+	defaults.Set(&c.RevocationCheckInterval, DefaultRevocationCheckInterval)
+	for i := range c.Admin.Tokens {
+		defaults.Set(&c.Admin.Tokens[i].Name, fmt.Sprintf("tokens[%d]", i))
 	}
 }
 
@@ -105,6 +184,58 @@ func (c *OAuthConfig) problems() []error {
 		}
 		if strings.TrimSpace(o.PrincipalClaim) == "" {
 			add("oidc[%d].principalClaim: must not be empty", i)
+		}
+	}
+	if c.MaxConcurrentHashes < 0 || c.MaxConcurrentHashes > 1024 {
+		add("maxConcurrentHashes: must be between 0 (2 × GOMAXPROCS) and 1024, got %d", c.MaxConcurrentHashes)
+	}
+	if c.MaxQueuedHashes < 1 || c.MaxQueuedHashes > 1<<16 {
+		add("maxQueuedHashes: must be between 1 and 65536, got %d", c.MaxQueuedHashes)
+	}
+	if c.HashQueueTimeout < 10*time.Millisecond || c.HashQueueTimeout > time.Minute {
+		add("hashQueueTimeout: must be between 10ms and 1m, got %s", c.HashQueueTimeout)
+	}
+	t := c.Throttle
+	if t.Window < time.Second || t.Window > 24*time.Hour {
+		add("throttle.window: must be between 1s and 24h, got %s", t.Window)
+	}
+	for _, m := range []struct {
+		key string
+		n   int
+	}{{"maxFailuresPerClient", t.MaxFailuresPerClient}, {"maxFailuresPerAddress", t.MaxFailuresPerAddress}} {
+		if m.n == 0 || m.n < -1 || m.n > 1<<20 {
+			add("throttle.%s: must be -1 (off) or between 1 and 1048576, got %d", m.key, m.n)
+		}
+	}
+	if t.Lockout < time.Second || t.Lockout > 24*time.Hour {
+		add("throttle.lockout: must be between 1s and 24h, got %s", t.Lockout)
+	}
+	if t.MaxLockout < t.Lockout || t.MaxLockout > 7*24*time.Hour {
+		add("throttle.maxLockout: must be between throttle.lockout (%s) and 168h, got %s", t.Lockout, t.MaxLockout)
+	}
+	if t.MaxEntries < 16 || t.MaxEntries > 1<<24 {
+		add("throttle.maxEntries: must be between 16 and 16777216, got %d", t.MaxEntries)
+	}
+	if c.RevocationCheckInterval < 100*time.Millisecond || c.RevocationCheckInterval > c.TokenTTL {
+		add("revocationCheckInterval: must be between 100ms and tokenTtl (%s), got %s", c.TokenTTL, c.RevocationCheckInterval)
+	}
+	hashes, names := map[string]int{}, map[string]int{}
+	for i, tok := range c.Admin.Tokens {
+		h := strings.ToLower(tok.SHA256)
+		if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size {
+			add("admin.tokens[%d].sha256: must be 64 hex digits (the SHA-256 of the token; web3gate auth hash-token makes it)", i)
+		} else if j, dup := hashes[h]; dup {
+			add("admin.tokens[%d].sha256: duplicate of admin.tokens[%d]", i, j)
+		} else {
+			hashes[h] = i
+		}
+		if n := tok.Name; n == "" || len(n) > 64 || strings.ContainsFunc(n, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			add("admin.tokens[%d].name: must be 1 to 64 characters without control characters", i)
+		}
+		if j, dup := names[tok.Name]; dup {
+			add("admin.tokens[%d].name: duplicate of admin.tokens[%d]", i, j)
+		} else {
+			names[tok.Name] = i
 		}
 	}
 	return errs

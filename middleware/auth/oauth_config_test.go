@@ -13,8 +13,22 @@ func TestOAuthConfigDefaults(t *testing.T) {
 		c.SigningKeyFile != "jwt-signing-key.pem" || c.OIDC[0].PrincipalClaim != "sub" {
 		t.Fatalf("defaults = %+v", c)
 	}
+	if c.MaxConcurrentHashes != 0 || c.MaxQueuedHashes != 64 || c.HashQueueTimeout != 2*time.Second ||
+		c.RevocationCheckInterval != 10*time.Second || len(c.Admin.Tokens) != 0 {
+		t.Fatalf("defaults = %+v", c)
+	}
+	if want := (ThrottleConfig{Window: time.Minute, MaxFailuresPerClient: 5, MaxFailuresPerAddress: 20,
+		Lockout: 30 * time.Second, MaxLockout: 15 * time.Minute, MaxEntries: 10000}); c.Throttle != want {
+		t.Fatalf("throttle defaults = %+v, want %+v", c.Throttle, want)
+	}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
+	}
+	// Admin tokens without a name are named by their position.
+	c.Admin.Tokens = []AdminToken{{SHA256: hash("a")}, {Name: "ops", SHA256: hash("b")}}
+	c.SetDefaults()
+	if c.Admin.Tokens[0].Name != "tokens[0]" || c.Admin.Tokens[1].Name != "ops" {
+		t.Fatalf("admin token names = %+v", c.Admin.Tokens)
 	}
 }
 
@@ -35,6 +49,11 @@ func TestOAuthConfigValid(t *testing.T) {
 		{"max TTL", func(c *OAuthConfig) { c.TokenTTL = 24 * time.Hour }},
 		{"min TTL", func(c *OAuthConfig) { c.TokenTTL = time.Minute }},
 		{"no OIDC", func(c *OAuthConfig) { c.OIDC = nil }},
+		{"throttles off", func(c *OAuthConfig) { c.Throttle.MaxFailuresPerClient, c.Throttle.MaxFailuresPerAddress = -1, -1 }},
+		{"one failure", func(c *OAuthConfig) { c.Throttle.MaxFailuresPerClient = 1 }},
+		{"lockout equals maxLockout", func(c *OAuthConfig) { c.Throttle.Lockout, c.Throttle.MaxLockout = time.Minute, time.Minute }},
+		{"admin token", func(c *OAuthConfig) { c.Admin.Tokens = []AdminToken{{Name: "ops", SHA256: hash("x")}} }},
+		{"revocation check as long as the TTL", func(c *OAuthConfig) { c.RevocationCheckInterval = c.TokenTTL }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validOAuthConfig()
@@ -67,6 +86,25 @@ func TestOAuthConfigInvalid(t *testing.T) {
 		{"OIDC file JWKS", func(c *OAuthConfig) { c.OIDC[0].JWKSURL = "file://host/etc/jwks" }, "oauth.oidc[0].jwksUrl: \"file://host/etc/jwks\": must be https"},
 		{"OIDC no audience", func(c *OAuthConfig) { c.OIDC[0].Audience = "" }, "oauth.oidc[0].audience: must not be empty"},
 		{"OIDC blank claim", func(c *OAuthConfig) { c.OIDC[0].PrincipalClaim = " " }, "oauth.oidc[0].principalClaim: must not be empty"},
+		{"negative maxConcurrentHashes", func(c *OAuthConfig) { c.MaxConcurrentHashes = -1 }, "oauth.maxConcurrentHashes: must be between 0 (2 × GOMAXPROCS) and 1024, got -1"},
+		{"maxQueuedHashes too large", func(c *OAuthConfig) { c.MaxQueuedHashes = 1 << 20 }, "oauth.maxQueuedHashes: must be between 1 and 65536"},
+		{"hashQueueTimeout too short", func(c *OAuthConfig) { c.HashQueueTimeout = time.Millisecond }, "oauth.hashQueueTimeout: must be between 10ms and 1m"},
+		{"throttle window too short", func(c *OAuthConfig) { c.Throttle.Window = time.Millisecond }, "oauth.throttle.window: must be between 1s and 24h"},
+		{"maxFailuresPerClient -2", func(c *OAuthConfig) { c.Throttle.MaxFailuresPerClient = -2 }, "oauth.throttle.maxFailuresPerClient: must be -1 (off) or between 1 and 1048576, got -2"},
+		{"maxFailuresPerAddress 0 without defaults", func(c *OAuthConfig) { c.Throttle.MaxFailuresPerAddress = 0 }, "oauth.throttle.maxFailuresPerAddress: must be -1 (off)"},
+		{"lockout too short", func(c *OAuthConfig) { c.Throttle.Lockout = time.Millisecond }, "oauth.throttle.lockout: must be between 1s and 24h"},
+		{"maxLockout below lockout", func(c *OAuthConfig) { c.Throttle.MaxLockout = time.Second }, "oauth.throttle.maxLockout: must be between throttle.lockout (30s) and 168h"},
+		{"maxEntries too small", func(c *OAuthConfig) { c.Throttle.MaxEntries = 1 }, "oauth.throttle.maxEntries: must be between 16 and 16777216"},
+		{"revocation check too short", func(c *OAuthConfig) { c.RevocationCheckInterval = time.Millisecond }, "oauth.revocationCheckInterval: must be between 100ms and tokenTtl (1h0m0s)"},
+		{"revocation check beyond the TTL", func(c *OAuthConfig) { c.RevocationCheckInterval = 2 * time.Hour }, "oauth.revocationCheckInterval: must be between 100ms and tokenTtl"},
+		{"admin token not hex", func(c *OAuthConfig) { c.Admin.Tokens = []AdminToken{{Name: "a", SHA256: "xyz"}} }, "oauth.admin.tokens[0].sha256: must be 64 hex digits"},
+		{"admin token duplicate", func(c *OAuthConfig) {
+			c.Admin.Tokens = []AdminToken{{Name: "a", SHA256: hash("x")}, {Name: "b", SHA256: strings.ToUpper(hash("x"))}}
+		}, "oauth.admin.tokens[1].sha256: duplicate of admin.tokens[0]"},
+		{"admin token name duplicate", func(c *OAuthConfig) {
+			c.Admin.Tokens = []AdminToken{{Name: "a", SHA256: hash("x")}, {Name: "a", SHA256: hash("y")}}
+		}, "oauth.admin.tokens[1].name: duplicate of admin.tokens[0]"},
+		{"admin token name with a newline", func(c *OAuthConfig) { c.Admin.Tokens = []AdminToken{{Name: "a\nb", SHA256: hash("x")}} }, "oauth.admin.tokens[0].name: must be 1 to 64 characters"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := validOAuthConfig()

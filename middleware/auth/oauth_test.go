@@ -27,7 +27,11 @@ func TestOAuthRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, _, err := iss.Issue("alice", "w3g_c", []string{ScopeSign})
+	clientID, _, err := CreateClient(t.Context(), db, "alice", []string{ScopeSign})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := iss.Issue("alice", clientID, []string{ScopeSign})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -306,6 +306,53 @@ func TestChainOrder(t *testing.T) {
 	}
 }
 
+// TestOIDCIssuersDoNotCross: with two identity providers, a token signed by one provider's
+// key is never accepted as the other's, whichever iss it claims, and the same user name at
+// the two providers gives two principals.
+func TestOIDCIssuersDoNotCross(t *testing.T) {
+	const issA, issB = "https://a.example.com/", "https://b.example.com/"
+	keyA, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyB, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, pb := newIdP(t), newIdP(t)
+	pa.addRSA("k1", &keyA.PublicKey)
+	pb.addRSA("k1", &keyB.PublicKey) // the same kid at both
+	verifier := func(issuer string, p *idp) *OIDCVerifier {
+		v, err := NewOIDCVerifier(t.Context(), OIDCConfig{Issuer: issuer, JWKSURL: p.url(), Audience: "web3gate-api", PrincipalClaim: "sub"}, OIDCDeps{Now: fixedClock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	chain := NewChain(verifier(issA, pa), verifier(issB, pb))
+	kid := map[string]any{"kid": "k1"}
+	for _, tc := range []struct{ name, token, principal string }{
+		{"A's token", signed(t, jwt.SigningMethodRS256, keyA, kid, with(oidcClaims(), "iss", issA)), "oidc:" + issA + "|user-123"},
+		{"B's token", signed(t, jwt.SigningMethodRS256, keyB, kid, with(oidcClaims(), "iss", issB)), "oidc:" + issB + "|user-123"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if id, err := chain.VerifyScoped(tc.token); err != nil || id.Principal != tc.principal {
+				t.Fatalf("VerifyScoped = %+v, %v; want %s", id, err, tc.principal)
+			}
+		})
+	}
+	for _, tc := range []struct{ name, token string }{
+		{"A's key claiming B", signed(t, jwt.SigningMethodRS256, keyA, kid, with(oidcClaims(), "iss", issB))},
+		{"B's key claiming A", signed(t, jwt.SigningMethodRS256, keyB, kid, with(oidcClaims(), "iss", issA))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if id, err := chain.VerifyScoped(tc.token); !errors.Is(err, ErrInvalidToken) || id.Principal != "" {
+				t.Fatalf("VerifyScoped = %+v, %v; want ErrInvalidToken", id, err)
+			}
+		})
+	}
+}
+
 // BenchmarkOIDCVerify is one RS256 OIDC token verification with its key cached.
 func BenchmarkOIDCVerify(b *testing.B) {
 	k, err := rsa.GenerateKey(rand.Reader, 2048)

@@ -2,18 +2,23 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
 
 	"github.com/web3gate/web3gate/proxy"
@@ -29,29 +34,50 @@ type ClientStore interface {
 type TokenEndpointDeps struct {
 	Clients ClientStore
 	Issuer  *Issuer
-	// Logger receives one line per issued token and, at debug, why a request was refused.
-	// Neither ever holds a secret or a token.
+	// Logger receives one line per issued token, one warning per failed client
+	// authentication and per lockout, and, at debug, why any other request was refused.
+	// None ever holds a secret or a token.
 	Logger *zap.Logger
-	// MaxConcurrentHashes bounds the argon2id verifications running at once (each holds
-	// 19 MiB for ~20 ms); further requests wait. Zero is 2 × GOMAXPROCS.
-	MaxConcurrentHashes int
+	// Registry receives web3gate_oauth_token_failures_total; nil registers nothing.
+	Registry prometheus.Registerer
+	// Now is the throttle's clock; nil is time.Now.
+	Now func() time.Time
 }
 
 // TokenEndpoint is POST /v1/oauth2/token: the client-credentials grant of RFC 6749 §4.4.
 // It answers with the token response of §5.1 or the error response of §5.2, never with
 // web3gate's REST error object.
+//
+// A request goes through, in order: its form; the throttles of its source address and of its
+// client id (429 slow_down, before any store read or hash, for a key locked out or with its
+// maximum of attempts in flight); the store; a verification slot (503
+// temporarily_unavailable when the queue is full or no slot frees in time); the argon2id
+// verification.
 type TokenEndpoint struct {
 	clients   ClientStore
 	issuer    *Issuer
 	log       *zap.Logger
+	now       func() time.Time
 	dummyHash string // verified against when the client id is unknown, so that takes as long
-	hashes    chan struct{}
+	gate      *hashGate
+	byClient  *throttle // keyed by clientKey
+	byAddress *throttle // keyed by addressKey
+	failures  *prometheus.CounterVec
 }
 
 var _ proxy.RESTHandler = (*TokenEndpoint)(nil)
 
-// NewTokenEndpoint builds the endpoint.
-func NewTokenEndpoint(deps TokenEndpointDeps) (*TokenEndpoint, error) {
+// Failure reasons, the label values of web3gate_oauth_token_failures_total.
+const (
+	failUnknownClient = "unknown_client" // no stored client has the id
+	failWrongSecret   = "wrong_secret"
+	failDisabled      = "disabled"   // the right secret of a disabled client
+	failThrottled     = "throttled"  // refused by a throttle (429)
+	failOverloaded    = "overloaded" // no verification slot (503)
+)
+
+// NewTokenEndpoint builds the endpoint of a validated, defaulted config.
+func NewTokenEndpoint(cfg OAuthConfig, deps TokenEndpointDeps) (*TokenEndpoint, error) {
 	if deps.Clients == nil || deps.Issuer == nil {
 		return nil, errors.New("token endpoint: a client store and an issuer are required")
 	}
@@ -59,7 +85,11 @@ func NewTokenEndpoint(deps TokenEndpointDeps) (*TokenEndpoint, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	n := deps.MaxConcurrentHashes
+	now := deps.Now
+	if now == nil {
+		now = time.Now
+	}
+	n := cfg.MaxConcurrentHashes
 	if n <= 0 {
 		n = 2 * runtime.GOMAXPROCS(0)
 	}
@@ -71,7 +101,20 @@ func NewTokenEndpoint(deps TokenEndpointDeps) (*TokenEndpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("token endpoint: %w", err)
 	}
-	return &TokenEndpoint{clients: deps.Clients, issuer: deps.Issuer, log: log, dummyHash: dummy, hashes: make(chan struct{}, n)}, nil
+	failures := promauto.With(deps.Registry).NewCounterVec(prometheus.CounterOpts{
+		Name: "web3gate_oauth_token_failures_total",
+		Help: "Token requests refused at POST /v1/oauth2/token for failed client authentication, by reason: unknown_client, wrong_secret, disabled, throttled (429), overloaded (503).",
+	}, []string{"reason"})
+	for _, r := range []string{failUnknownClient, failWrongSecret, failDisabled, failThrottled, failOverloaded} {
+		failures.WithLabelValues(r)
+	}
+	return &TokenEndpoint{
+		clients: deps.Clients, issuer: deps.Issuer, log: log, now: now, dummyHash: dummy,
+		gate:      newHashGate(n, cfg.MaxQueuedHashes, cfg.HashQueueTimeout),
+		byClient:  newThrottle(cfg.Throttle.MaxFailuresPerClient, cfg.Throttle),
+		byAddress: newThrottle(cfg.Throttle.MaxFailuresPerAddress, cfg.Throttle),
+		failures:  failures,
+	}, nil
 }
 
 // OAuth error codes of RFC 6749 §5.2.
@@ -80,12 +123,18 @@ const (
 	errInvalidClient        = "invalid_client"
 	errUnsupportedGrantType = "unsupported_grant_type"
 	errInvalidScope         = "invalid_scope"
+	// slow_down is registered for the token endpoint by RFC 8628 §7.2: answered with 429.
+	errSlowDown = "slow_down"
+	// temporarily_unavailable (RFC 6749 §4.1.2.1): answered with 503.
+	errTemporarilyUnavailable = "temporarily_unavailable"
 )
 
 // tokenError is an RFC 6749 §5.2 error response.
 type tokenError struct {
 	Code        string `json:"error"`
 	Description string `json:"error_description"`
+	// retryAfter, for 429 and 503, becomes the Retry-After header (whole seconds, at least 1).
+	retryAfter time.Duration
 }
 
 // oauthError builds an error response. The description may quote client input; characters
@@ -116,7 +165,7 @@ func (e *TokenEndpoint) ServeREST(r *proxy.RESTRequest) (*proxy.RESTResponse, er
 	if terr != nil {
 		return e.refuse(r, terr, "")
 	}
-	client, terr, err := e.authenticate(r.Ctx, req.clientID, req.secret)
+	client, terr, err := e.authenticate(r, req.clientID, req.secret)
 	if err != nil {
 		return nil, err
 	}
@@ -167,9 +216,17 @@ func (e *TokenEndpoint) refuse(r *proxy.RESTRequest, te *tokenError, knownID str
 	}
 	h := noStore()
 	status := http.StatusBadRequest
-	if te.Code == errInvalidClient {
+	switch te.Code {
+	case errInvalidClient:
 		status = http.StatusUnauthorized
 		h["WWW-Authenticate"] = `Basic realm="web3gate"`
+	case errSlowDown:
+		status = http.StatusTooManyRequests
+	case errTemporarilyUnavailable:
+		status = http.StatusServiceUnavailable
+	}
+	if te.retryAfter > 0 {
+		h["Retry-After"] = strconv.FormatInt(int64(max(time.Second, te.retryAfter+time.Second-1)/time.Second), 10)
 	}
 	return &proxy.RESTResponse{Status: status, Body: body, Header: h}, nil
 }
@@ -181,9 +238,34 @@ func noStore() map[string]string {
 
 // authenticate finds the client and checks its secret. An unknown id, a wrong secret and a
 // disabled client are each invalid_client, and each costs one argon2id verification, so
-// timing tells none of them apart. A store failure is returned as err.
-func (e *TokenEndpoint) authenticate(ctx context.Context, id, secret string) (store.Client, *tokenError, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+// timing tells none of them apart; the throttles treat them alike too (an unknown id has its
+// own throttle entry, as a stored one does). A store failure is returned as err.
+func (e *TokenEndpoint) authenticate(r *proxy.RESTRequest, id, secret string) (store.Client, *tokenError, error) {
+	now := e.now()
+	addr := addressKey(r.RemoteAddr)
+	byAddr, wait, ok := e.byAddress.admit(addr, now)
+	if !ok {
+		return store.Client{}, e.throttled("from this address", wait), nil
+	}
+	byClient, wait, ok := e.byClient.admit(clientKey(id), now)
+	if !ok {
+		e.byAddress.done(byAddr, false, false, now)
+		return store.Client{}, e.throttled("for this client id", wait), nil
+	}
+	// The attempt's outcome: a failure's reason, or success; neither when it was not
+	// decided (a store failure, no verification slot), which counts as no failure.
+	reason, succeeded := "", false
+	defer func() {
+		now := e.now()
+		failed := reason != ""
+		lockedAddr := e.byAddress.done(byAddr, failed, false, now)
+		lockedClient := e.byClient.done(byClient, failed, succeeded, now)
+		if failed {
+			e.failed(r, reason, id, lockedAddr, lockedClient)
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(r.Ctx, 10*time.Second)
 	defer cancel()
 	c, err := e.clients.Client(ctx, id)
 	known := err == nil
@@ -194,18 +276,77 @@ func (e *TokenEndpoint) authenticate(ctx context.Context, id, secret string) (st
 	if !known {
 		hash = e.dummyHash
 	}
-	e.hashes <- struct{}{}
-	ok := VerifySecret(hash, secret)
-	<-e.hashes
+	if err := e.gate.acquire(ctx); err != nil {
+		e.failures.WithLabelValues(failOverloaded).Inc()
+		if ce := e.log.Check(zap.WarnLevel, "token request refused: no verification slot"); ce != nil {
+			ce.Write(zap.String("req_id", r.RequestID), zap.String("address", peerIP(r.RemoteAddr)), zap.Error(err))
+		}
+		te := oauthError(errTemporarilyUnavailable, "too many token requests at once; retry later")
+		te.retryAfter = time.Second
+		return store.Client{}, te, nil
+	}
+	ok = VerifySecret(hash, secret)
+	e.gate.release()
 	switch {
 	case !known:
+		reason = failUnknownClient
 		return store.Client{}, oauthError(errInvalidClient, "client authentication failed"), nil
 	case !ok:
+		reason = failWrongSecret
 		return store.Client{ID: c.ID}, oauthError(errInvalidClient, "client authentication failed"), nil
 	case c.DisabledAt != nil:
+		reason = failDisabled
 		return store.Client{ID: c.ID}, oauthError(errInvalidClient, "client authentication failed: the client is disabled"), nil
 	}
+	succeeded = true
 	return c, nil, nil
+}
+
+// throttled is the 429 of a throttled key; which reports which key.
+func (e *TokenEndpoint) throttled(which string, wait time.Duration) *tokenError {
+	e.failures.WithLabelValues(failThrottled).Inc()
+	te := oauthError(errSlowDown, "too many failed or pending client authentications %s; retry in %d s", which, int64((wait+time.Second-1)/time.Second))
+	te.retryAfter = wait
+	return te
+}
+
+// failed logs and counts a failed client authentication, and the lockouts it started. The
+// client id is logged when it names a stored client; an unknown one may be a secret.
+func (e *TokenEndpoint) failed(r *proxy.RESTRequest, reason, id string, lockedAddr, lockedClient time.Duration) {
+	e.failures.WithLabelValues(reason).Inc()
+	logID := id
+	if reason == failUnknownClient {
+		logID = ""
+	}
+	addr := peerIP(r.RemoteAddr)
+	e.log.Warn("token request refused: client authentication failed",
+		zap.String("req_id", r.RequestID), zap.String("reason", reason), zap.String("client_id", logID), zap.String("address", addr))
+	if lockedClient > 0 {
+		e.log.Warn("token endpoint: client id locked out after repeated failures",
+			zap.String("client_id", logID), zap.String("address", addr), zap.Duration("for", lockedClient))
+	}
+	if lockedAddr > 0 {
+		e.log.Warn("token endpoint: address locked out after repeated failures",
+			zap.String("address", addressKey(r.RemoteAddr)), zap.Duration("for", lockedAddr))
+	}
+}
+
+// clientKey is the throttle key of a client id: a digest, so that the table's memory does
+// not depend on the length of the ids clients send.
+func clientKey(id string) string {
+	h := sha256.Sum256([]byte(id))
+	return string(h[:16])
+}
+
+// peerIP is the address of the TCP peer, for logs ("" when unknown).
+func peerIP(a net.Addr) string {
+	if tcp, ok := a.(*net.TCPAddr); ok {
+		return tcp.IP.String()
+	}
+	if a == nil {
+		return ""
+	}
+	return a.String()
 }
 
 // tokenRequest is a parsed, well-formed token request.

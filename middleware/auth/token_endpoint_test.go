@@ -47,11 +47,21 @@ func (principalEcho) Serve(c *proxy.Call) (*proxy.Response, error) {
 
 func newTokenFixture(t *testing.T) *tokenFixture {
 	t.Helper()
+	return newTokenFixtureWith(t, nil, nil)
+}
+
+// newTokenFixtureWith is newTokenFixture with a config edited by edit and a clock (nil:
+// time.Now).
+func newTokenFixtureWith(t *testing.T, edit func(*OAuthConfig), now func() time.Time) *tokenFixture {
+	t.Helper()
 	log, logs := observedLogger()
 	db := openStore(t)
 	cfg := testOAuthConfig()
 	cfg.SigningKeyFile = filepath.Join(t.TempDir(), "jwt-signing-key.pem")
-	oa, err := NewOAuth(t.Context(), cfg, OAuthDeps{Clients: db, Logger: log})
+	if edit != nil {
+		edit(&cfg)
+	}
+	oa, err := NewOAuth(t.Context(), cfg, OAuthDeps{Clients: db, Logger: log, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,9 +111,18 @@ type reply struct {
 
 func (f *tokenFixture) post(t testing.TB, contentType, body string, header map[string]string) reply {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, f.base+"/v1/oauth2/token", strings.NewReader(body))
+	r, err := f.do(contentType, body, header)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return r
+}
+
+// do is post for a goroutine other than the test's: it returns the error.
+func (f *tokenFixture) do(contentType, body string, header map[string]string) (reply, error) {
+	req, err := http.NewRequest(http.MethodPost, f.base+"/v1/oauth2/token", strings.NewReader(body))
+	if err != nil {
+		return reply{}, err
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -113,14 +132,14 @@ func (f *tokenFixture) post(t testing.TB, contentType, body string, header map[s
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return reply{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		return reply{}, err
 	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: b}
+	return reply{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
 
 const formType = "application/x-www-form-urlencoded"
@@ -341,7 +360,7 @@ func TestTokenEndpointStoreFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := NewTokenEndpoint(TokenEndpointDeps{Clients: db, Issuer: iss, Logger: log})
+	ep, err := NewTokenEndpoint(testOAuthConfig(), TokenEndpointDeps{Clients: db, Issuer: iss, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +426,7 @@ func BenchmarkTokenEndpoint(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ep, err := NewTokenEndpoint(TokenEndpointDeps{Clients: db, Issuer: iss})
+	ep, err := NewTokenEndpoint(testOAuthConfig(), TokenEndpointDeps{Clients: db, Issuer: iss})
 	if err != nil {
 		b.Fatal(err)
 	}
