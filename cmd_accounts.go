@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"go.uber.org/zap"
 
 	"github.com/web3gate/web3gate/wallet"
@@ -23,24 +25,35 @@ const ImportPassphraseEnv = "WEB3GATE_IMPORT_PASSPHRASE"
 const accountsUsage = `usage:
   web3gate accounts new --owner PRINCIPAL [--config FILE]
   web3gate accounts import --owner PRINCIPAL [--passphrase-file F] [--config FILE] KEYFILE
-  web3gate accounts list [--owner PRINCIPAL] [--config FILE]`
+  web3gate accounts import --owner PRINCIPAL --private-key-file F|- [--config FILE]
+  web3gate accounts import --owner PRINCIPAL --private-key-stdin [--config FILE]
+  web3gate accounts list [--owner PRINCIPAL] [--config FILE]
+KEYFILE is a V3 keystore file (geth, cast, ethers, ...), decrypted with its own passphrase
+(--passphrase-file or $` + ImportPassphraseEnv + `). A raw private key (64 hex digits) comes from a
+file only you can read, or from standard input; never from the command line.`
 
 // accountsCmd manages the accounts the service holds: keys in the keystore, owners in the
 // store. The keystore passphrase comes from wallet.keys (env var or file), never a flag.
-func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func accountsCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return usageError{errors.New(accountsUsage)}
 	}
 	sub := args[0]
+	if err := refuseKeyInArgs(args[1:]); err != nil {
+		return usageError{fmt.Errorf("accounts %s: %w", sub, err)}
+	}
 	fs := flag.NewFlagSet("web3gate accounts "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "config.yaml", "configuration file")
 	owner := fs.String("owner", "", "the principal the account belongs to")
-	passFile := fs.String("passphrase-file", "", "file holding the passphrase of the key file to import (else $"+ImportPassphraseEnv+")")
+	passFile := fs.String("passphrase-file", "", "file holding the passphrase of the KEYFILE to import (else $"+ImportPassphraseEnv+")")
+	keyFile := fs.String("private-key-file", "", "file holding a raw hex private key to import (mode 0600 or 0400; - for standard input)")
+	keyStdin := fs.Bool("private-key-stdin", false, "read a raw hex private key to import from standard input")
 	positional, err := parseInterspersed(fs, args[1:])
 	if err != nil {
 		return usageErrorOf(err)
 	}
+	rawKey := *keyFile != "" || *keyStdin
 	switch sub {
 	case "new", "import":
 		if strings.TrimSpace(*owner) == "" {
@@ -50,7 +63,21 @@ func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	default:
 		return usageError{fmt.Errorf("unknown accounts command %q\n%s", sub, accountsUsage)}
 	}
-	if want := map[string]int{"new": 0, "import": 1, "list": 0}[sub]; len(positional) != want {
+	switch {
+	case rawKey && sub != "import":
+		return usageError{fmt.Errorf("accounts %s: --private-key-file and --private-key-stdin are flags of accounts import\n%s", sub, accountsUsage)}
+	case *keyFile != "" && *keyStdin:
+		return usageError{fmt.Errorf("accounts import: give --private-key-file or --private-key-stdin, not both\n%s", accountsUsage)}
+	case rawKey && len(positional) > 0:
+		return usageError{fmt.Errorf("accounts import: give either a KEYFILE or a raw private key (--private-key-file, --private-key-stdin), not both\n%s", accountsUsage)}
+	case rawKey && *passFile != "":
+		return usageError{fmt.Errorf("accounts import: --passphrase-file is the passphrase of a KEYFILE; a raw private key has none\n%s", accountsUsage)}
+	}
+	want := map[string]int{"new": 0, "import": 1, "list": 0}[sub]
+	if rawKey {
+		want = 0
+	}
+	if len(positional) != want {
 		return usageError{fmt.Errorf("accounts %s: wrong number of arguments\n%s", sub, accountsUsage)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -77,51 +104,125 @@ func accountsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return tw.Flush()
 	}
 
+	// The key to import is read (and a key file decrypted with its own passphrase) before the
+	// keystore is unlocked: a wrong file or passphrase is told at once, and apart from a
+	// wrong keystore passphrase, which comes from unlocking it.
+	var priv *ecdsa.PrivateKey
+	switch {
+	case sub != "import":
+	case rawKey:
+		priv, err = readRawKey(*keyFile, stdin)
+	default:
+		priv, err = readKeyFile(positional[0], *passFile)
+	}
+	if err != nil {
+		return err
+	}
+
 	keys, err := wallet.OpenKeys(cfg.Wallet.Keys, wallet.Deps{Logger: log})
 	if err != nil {
 		return err
 	}
 	accounts := wallet.NewAccounts(keys, db)
-	switch sub {
-	case "new":
-		addr, err := accounts.Create(ctx, *owner)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, addr.Hex())
-	case "import":
-		keyJSON, err := os.ReadFile(positional[0])
-		if err != nil {
-			return fmt.Errorf("read key file: %w", err)
-		}
-		pass, err := importPassphrase(*passFile)
-		if err != nil {
-			return err
-		}
-		addr, err := accounts.Import(ctx, *owner, keyJSON, pass)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, addr.Hex())
+	var addr common.Address
+	if sub == "new" {
+		addr, err = accounts.Create(ctx, *owner)
+	} else {
+		addr, err = accounts.ImportKey(ctx, *owner, priv)
 	}
+	if errors.Is(err, wallet.ErrKeyExists) {
+		return fmt.Errorf("accounts %s: %w: %s is already held for %s", sub, err, addr.Hex(), *owner)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, addr.Hex())
 	log.Debug("accounts command done", zap.String("command", sub))
 	return nil
 }
 
-// importPassphrase reads the key file's passphrase from file (first line) or the environment.
-func importPassphrase(file string) (string, error) {
-	if file != "" {
-		b, err := os.ReadFile(file)
+// readRawKey reads a raw hex private key from the file at path, or from stdin when path is
+// "" or "-".
+func readRawKey(path string, stdin io.Reader) (*ecdsa.PrivateKey, error) {
+	if path == "" || path == "-" {
+		key, err := wallet.ReadPrivateKey(stdin)
 		if err != nil {
-			return "", fmt.Errorf("read passphrase file: %w", err)
+			return nil, fmt.Errorf("accounts import: private key from standard input: %w", err)
 		}
-		line, _, _ := strings.Cut(string(b), "\n")
-		return strings.TrimSuffix(line, "\r"), nil
+		return key, nil
+	}
+	key, err := wallet.ReadPrivateKeyFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("accounts import: %w", err)
+	}
+	return key, nil
+}
+
+// readKeyFile reads the V3 key file at path and decrypts it with its own passphrase (from
+// passFile, else $WEB3GATE_IMPORT_PASSPHRASE).
+func readKeyFile(path, passFile string) (*ecdsa.PrivateKey, error) {
+	keyJSON, err := wallet.ReadKeyFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("accounts import: %w", err)
+	}
+	defer clear(keyJSON)
+	if wallet.LooksLikePrivateKey(string(keyJSON)) {
+		return nil, usageError{fmt.Errorf("accounts import: %s holds a raw hex private key, not a key file: "+
+			"import it with --private-key-file %s", path, path)}
+	}
+	pass, from, err := importPassphrase(passFile)
+	if err != nil {
+		return nil, err
+	}
+	key, err := wallet.DecryptKeyFile(keyJSON, pass)
+	if errors.Is(err, wallet.ErrFilePassphrase) {
+		return nil, fmt.Errorf("accounts import: %s: %w, read from %s", path, wallet.ErrFilePassphrase, from)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("accounts import: %s: %w", path, err)
+	}
+	return key, nil
+}
+
+// importPassphrase returns the key file's passphrase, from file (first line) or the
+// environment, and where it came from (for errors; never the value).
+func importPassphrase(file string) (pass, from string, err error) {
+	if file != "" {
+		pass, err := wallet.ReadImportPassphrase(file)
+		if err != nil {
+			return "", "", fmt.Errorf("accounts import: %w", err)
+		}
+		return pass, "--passphrase-file " + file, nil
 	}
 	if v, ok := os.LookupEnv(ImportPassphraseEnv); ok {
-		return v, nil
+		return v, "$" + ImportPassphraseEnv, nil
 	}
-	return "", usageError{fmt.Errorf("accounts import: give the key file's passphrase with --passphrase-file or $%s", ImportPassphraseEnv)}
+	return "", "", usageError{fmt.Errorf("accounts import: give the key file's passphrase with --passphrase-file or $%s", ImportPassphraseEnv)}
+}
+
+// refuseKeyInArgs refuses a command line that carries a private key: one there is readable by
+// every user of the machine (ps, /proc/PID/cmdline) and kept in the shell's history. It
+// checks every argument, and the value of every --flag=value, without quoting any.
+func refuseKeyInArgs(args []string) error {
+	const how = "give a key with --private-key-file F (a file only you can read) or --private-key-stdin"
+	for _, a := range args {
+		value := a
+		if strings.HasPrefix(a, "-") {
+			name, v, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+			if name == "private-key" {
+				return fmt.Errorf("there is no --private-key flag: a key on the command line can be read "+
+					"by other users (ps, /proc) and stays in the shell history; %s", how)
+			}
+			value = v
+		}
+		if wallet.LooksLikePrivateKey(value) {
+			return fmt.Errorf("an argument looks like a private key (64 hex digits) and is refused: "+
+				"a key on the command line can be read by other users (ps, /proc) and stays in the "+
+				"shell history, so consider this one exposed; %s (a KEYFILE named by 64 hex digits: "+
+				"write it as ./NAME)", how)
+		}
+	}
+	return nil
 }
 
 // parseInterspersed parses flags that may come before or after the positional arguments

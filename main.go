@@ -64,7 +64,7 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			}
 			return usageError{errors.New("usage: web3gate auth hash-token < token")}
 		case "accounts":
-			return accountsCmd(ctx, args[1:], stdout, stderr)
+			return accountsCmd(ctx, args[1:], stdin, stdout, stderr)
 		case "clients":
 			return clientsCmd(ctx, args[1:], stdout, stderr)
 		case "products":

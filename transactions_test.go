@@ -524,3 +524,38 @@ func TestBurstWaitsForSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestPendingCountFromNonceState: eth_getTransactionCount "pending" of a held account counts
+// the nonces web3gate handed out that no node knows of yet (eth_signTransaction), so a client
+// that reads it and sends it is accepted; "latest" and accounts web3gate does not hold are
+// the node's.
+func TestPendingCountFromNonceState(t *testing.T) {
+	ts := startServer(t, devConfig(t))
+	url := ts.API + "/v1/web3/mainnet"
+	count := func(addr common.Address, tag string) uint64 {
+		t.Helper()
+		var n hexutil.Uint64
+		if r := rpcCall(t, http.DefaultClient, url, "eth_getTransactionCount", []any{addr, tag}); r.Error != nil || json.Unmarshal(r.Result, &n) != nil {
+			t.Fatalf("eth_getTransactionCount %s %s: %+v %s", addr.Hex(), tag, r.Error, r.Result)
+		}
+		return uint64(n)
+	}
+	first := signedNonce(t, url, devAccount4)
+	second := signedNonce(t, url, devAccount4)
+	if got := count(devAccount4, "pending"); got != second+1 || second != first+1 {
+		t.Fatalf("pending %d after handing out %d and %d", got, first, second)
+	}
+	if got := count(devAccount4, "latest"); got != first {
+		t.Fatalf("latest %d: the node's, before any submission (want %d)", got, first)
+	}
+	stranger := common.HexToAddress("0x00000000000000000000000000000000000000aa")
+	if got := count(stranger, "pending"); got != 0 {
+		t.Fatalf("pending of an account not held: %d", got)
+	}
+	tx := transfer(devAccount4, 1)
+	tx["nonce"] = hexutil.EncodeUint64(second + 1)
+	r := rpcCall(t, http.DefaultClient, url, "eth_sendTransaction", []any{tx})
+	if r.Error != nil {
+		t.Fatalf("send with the pending count as nonce: %+v", r.Error)
+	}
+}

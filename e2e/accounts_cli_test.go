@@ -3,6 +3,7 @@ package e2e
 import (
 	"crypto/ecdsa"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +12,10 @@ import (
 	"testing"
 
 	"github.com/ethereum/go-ethereum/accounts/keystore"
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/web3gate/web3gate/e2e/anvil"
 )
 
 // TestAccountsCLI drives `web3gate accounts new|import|list` against a real keystore
@@ -76,10 +80,11 @@ func TestAccountsCLI(t *testing.T) {
 	}{
 		{"import again", withPass, []string{"accounts", "import", "--owner", "alice", "--passphrase-file", passFile, keyFile}, 1, "key already exists"},
 		{"import another's key", withPass, []string{"accounts", "import", "--owner", "bob", "--passphrase-file", passFile, keyFile}, 1, "held for another principal"},
-		{"wrong file passphrase", append(withPass, "WEB3GATE_IMPORT_PASSPHRASE=nope"), []string{"accounts", "import", "--owner", "carol", keyFile}, 1, "import key"},
+		{"wrong file passphrase", append(withPass, "WEB3GATE_IMPORT_PASSPHRASE=nope"), []string{"accounts", "import", "--owner", "carol", keyFile}, 1, "wrong passphrase for the key file (its own passphrase, not the keystore's), read from $WEB3GATE_IMPORT_PASSPHRASE"},
 		{"no import passphrase", withPass, []string{"accounts", "import", "--owner", "carol", keyFile}, 2, "--passphrase-file or $WEB3GATE_IMPORT_PASSPHRASE"},
 		{"no keystore passphrase", []string{"WEB3GATE_KEYSTORE_PASSPHRASE="}, []string{"accounts", "new", "--owner", "carol"}, 1, "WEB3GATE_KEYSTORE_PASSPHRASE"},
 		{"wrong keystore passphrase", []string{"WEB3GATE_KEYSTORE_PASSPHRASE=wrong"}, []string{"accounts", "new", "--owner", "carol"}, 1, "UTC--"},
+		{"wrong keystore passphrase, named", []string{"WEB3GATE_KEYSTORE_PASSPHRASE=wrong"}, []string{"accounts", "new", "--owner", "carol"}, 1, "wrong keystore passphrase (from env WEB3GATE_KEYSTORE_PASSPHRASE)"},
 		{"no owner", withPass, []string{"accounts", "new"}, 2, "--owner is required"},
 		{"unknown subcommand", withPass, []string{"accounts", "delete"}, 2, `unknown accounts command "delete"`},
 	} {
@@ -114,3 +119,280 @@ func TestAccountsCLI(t *testing.T) {
 }
 
 func hexKey(k *ecdsa.PrivateKey) string { return hex.EncodeToString(crypto.FromECDSA(k)) }
+
+// castForImport is the cast binary installed by `npm ci --prefix e2e`.
+func castForImport(t *testing.T) string {
+	t.Helper()
+	bin, err := filepath.Abs("node_modules/@foundry-rs/cast-linux-amd64/bin/cast")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("cast is not installed: run `npm ci --prefix e2e` (make test does): %v", err)
+	}
+	return bin
+}
+
+// importSource is a key made by a tool, to import with `web3gate accounts import`.
+type importSource struct {
+	name  string
+	args  []string // after `accounts import --owner e2e`
+	stdin string
+	want  common.Address
+}
+
+// TestAccountsImportFromTools imports keys as people have them: key files written by geth
+// (go-ethereum's keystore.StoreKey, what `geth account new` runs), cast (`cast wallet new`
+// and `cast wallet import`), ethers v6 (`encrypt`, `encryptSync`, default parameters) and the
+// Web3 Secret Storage pbkdf2 vector, and raw hex keys from a file and from standard input.
+// It checks the refusals (a key on the command line, a key file others can read, each wrong
+// passphrase told apart), lists the accounts, then starts the gateway on anvil and sends a
+// transaction from each imported account.
+func TestAccountsImportFromTools(t *testing.T) {
+	const (
+		chainID  = 31337
+		filePass = "tools-file-passphrase"
+	)
+	t.Setenv("WEB3GATE_KEYSTORE_PASSPHRASE", signingPassphrase)
+	t.Setenv("WEB3GATE_IMPORT_PASSPHRASE", "") // a developer's own plays no part
+	os.Unsetenv("WEB3GATE_IMPORT_PASSPHRASE")
+	dir, src := t.TempDir(), t.TempDir()
+	node := anvil.Start(t, chainID)
+	cfgText := signingConfig(dir, chainID, "{}", node.URL)
+	cfgPath := writeConfig(t, dir, cfgText)
+	secretFile := func(name, content string, perm os.FileMode) string {
+		t.Helper()
+		p := filepath.Join(src, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, perm); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	passFile := secretFile("pass.txt", filePass+"\n", 0o600)
+	wrongPassFile := secretFile("wrong-pass.txt", "not "+filePass+"\n", 0o600)
+	newKey := func() (string, common.Address) {
+		k, err := crypto.GenerateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return hexKey(k), crypto.PubkeyToAddress(k.PublicKey)
+	}
+	var secrets []string // must never appear in any output
+	var sources []importSource
+
+	// geth: keystore.StoreKey is what `geth account new --keystore DIR --lightkdf` runs.
+	gethAcc, err := keystore.StoreKey(filepath.Join(src, "geth"), filePass, keystore.LightScryptN, keystore.LightScryptP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources = append(sources, importSource{"geth account new", []string{"--passphrase-file", passFile, gethAcc.URL.Path}, "", gethAcc.Address})
+
+	// cast wallet new DIR: a file named by its uuid, without an address member.
+	cast := castForImport(t)
+	castDir := filepath.Join(src, "cast")
+	if err := os.Mkdir(castDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	castNew := exec.Command(cast, "wallet", "new", castDir)
+	castNew.Env = append(os.Environ(), "CAST_PASSWORD="+filePass)
+	out, err := castNew.CombinedOutput()
+	castAddr := addressRE.FindString(string(out))
+	castFiles, _ := filepath.Glob(filepath.Join(castDir, "*"))
+	if err != nil || castAddr == "" || len(castFiles) != 1 {
+		t.Fatalf("cast wallet new: %v, files %q\n%s", err, castFiles, out)
+	}
+	sources = append(sources, importSource{"cast wallet new", []string{"--passphrase-file", passFile, castFiles[0]}, "", common.HexToAddress(castAddr)})
+
+	// cast wallet import NAME --private-key KEY: a known key, into a file named NAME.
+	castKey, castKeyAddr := newKey()
+	secrets = append(secrets, castKey)
+	castImport := exec.Command(cast, "wallet", "import", "-k", castDir, "--unsafe-password", filePass, "--private-key", castKey, "imported")
+	if out, err := castImport.CombinedOutput(); err != nil {
+		t.Fatalf("cast wallet import: %v\n%s", err, out)
+	}
+	sources = append(sources, importSource{"cast wallet import", []string{"--passphrase-file", passFile, filepath.Join(castDir, "imported")}, "", castKeyAddr})
+
+	// ethers v6: Wallet.encrypt and encryptSync with ethers' default scrypt parameters.
+	ethersDir := filepath.Join(src, "ethers")
+	if err := os.Mkdir(ethersDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	nodeBin, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is required for the ethers key files: install Node.js 20+ (.ci/run does)")
+	}
+	script := exec.Command(nodeBin, "js/ethers-keystore.mjs")
+	script.Env = append(os.Environ(), "KEYSTORE_DIR="+ethersDir, "KEYSTORE_PASS="+filePass)
+	script.Stderr = os.Stderr
+	out, err = script.Output()
+	var ethersAddrs map[string]common.Address
+	if err != nil || json.Unmarshal(out, &ethersAddrs) != nil || len(ethersAddrs) != 2 {
+		t.Fatalf("ethers-keystore.mjs: %v: %s", err, out)
+	}
+	for _, name := range []string{"encrypt.json", "encrypt-sync.json"} {
+		sources = append(sources, importSource{"ethers " + name, []string{"--passphrase-file", passFile, filepath.Join(ethersDir, name)}, "", ethersAddrs[name]})
+	}
+
+	// pbkdf2: the Web3 Secret Storage test vector (no tool above writes pbkdf2 files).
+	specPass := secretFile("spec-pass.txt", "testpassword\n", 0o600)
+	specKey := "7a28b5ba57c53603b0b07b56bba752f7784bf506fa95edc395f5cf6c7514fe9d"
+	sources = append(sources, importSource{"pbkdf2 key file", []string{"--passphrase-file", specPass, "../wallet/testdata/keyfiles/web3-secret-storage-pbkdf2.json"}, "", addressOf(t, specKey)})
+
+	// Raw hex keys: from a file (0x, newline), from stdin as "-" and with --private-key-stdin.
+	rawKeys := make([]string, 3)
+	rawAddrs := make([]common.Address, 3)
+	for i := range rawKeys {
+		rawKeys[i], rawAddrs[i] = newKey()
+	}
+	secrets = append(secrets, rawKeys...)
+	rawFile := secretFile("key.txt", "0x"+rawKeys[0]+"\n", 0o600)
+	sources = append(sources,
+		importSource{"raw key from a file", []string{"--private-key-file", rawFile}, "", rawAddrs[0]},
+		importSource{"raw key from stdin as -", []string{"--private-key-file", "-"}, "  " + rawKeys[1] + " \n", rawAddrs[1]},
+		importSource{"raw key with --private-key-stdin", []string{"--private-key-stdin"}, "0x" + rawKeys[2] + "\r\n", rawAddrs[2]},
+	)
+
+	run := func(env []string, stdin string, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(binary, append(args, "--config", cfgPath)...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		for _, s := range append(secrets, signingPassphrase, filePass) {
+			if strings.Contains(strings.ToLower(string(out)), strings.ToLower(s)) {
+				t.Fatalf("a secret appeared in the output of %q:\n%s", args, out)
+			}
+		}
+		if ee, ok := err.(*exec.ExitError); ok {
+			return string(out), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+
+	importOK := func(s importSource) {
+		t.Run(s.name, func(t *testing.T) {
+			out, code := run(nil, s.stdin, append([]string{"accounts", "import", "--owner", "e2e"}, s.args...)...)
+			if code != 0 || !strings.Contains(out, s.want.Hex()) {
+				t.Fatalf("exit %d, want 0 and %s:\n%s", code, s.want.Hex(), out)
+			}
+		})
+	}
+	// A wrong keystore passphrase is only told once the keystore holds a key: the geth one
+	// comes first, and the refusals are tried with it alone in the keystore (each command
+	// unlocks the whole keystore, which costs scrypt work per key).
+	importOK(sources[0])
+
+	otherKey, _ := newKey()
+	secrets = append(secrets, otherKey)
+	openKeyFile := secretFile("open-key.txt", otherKey+"\n", 0o644)
+	keyAsKeyfile := secretFile("key-as-keyfile.txt", otherKey+"\n", 0o600)
+	imp := []string{"accounts", "import", "--owner", "e2e"}
+	for _, tc := range []struct {
+		name  string
+		env   []string
+		stdin string
+		args  []string
+		code  int
+		want  []string
+		not   string
+	}{
+		{"wrong file passphrase from a file", nil, "", []string{"--passphrase-file", wrongPassFile, gethAcc.URL.Path}, 1,
+			[]string{"wrong passphrase for the key file (its own passphrase, not the keystore's), read from --passphrase-file " + wrongPassFile}, "keystore passphrase"},
+		{"wrong file passphrase from the environment", []string{"WEB3GATE_IMPORT_PASSPHRASE=nope"}, "", []string{castFiles[0]}, 1,
+			[]string{"wrong passphrase for the key file", "read from $WEB3GATE_IMPORT_PASSPHRASE"}, "keystore passphrase"},
+		{"wrong keystore passphrase", []string{"WEB3GATE_KEYSTORE_PASSPHRASE=wrong"}, otherKey, []string{"--private-key-stdin"}, 1,
+			[]string{"wrong keystore passphrase (from env WEB3GATE_KEYSTORE_PASSPHRASE)"}, "key file (its own"},
+		{"wrong keystore passphrase, right file passphrase", []string{"WEB3GATE_KEYSTORE_PASSPHRASE=wrong"}, "", []string{"--passphrase-file", passFile, gethAcc.URL.Path}, 1,
+			[]string{"wrong keystore passphrase"}, "key file (its own"},
+		{"key as an argument", nil, "", []string{otherKey}, 2,
+			[]string{"looks like a private key", "ps, /proc", "shell history", "--private-key-file"}, ""},
+		{"0x key as an argument", nil, "", []string{"0x" + otherKey}, 2, []string{"looks like a private key"}, ""},
+		{"--private-key KEY", nil, "", []string{"--private-key", "0x" + otherKey}, 2, []string{"there is no --private-key flag"}, ""},
+		{"--private-key=KEY", nil, "", []string{"--private-key=" + otherKey}, 2, []string{"there is no --private-key flag"}, ""},
+		{"--private-key-stdin=KEY", nil, "", []string{"--private-key-stdin=0x" + otherKey}, 2, []string{"looks like a private key"}, ""},
+		{"key file others can read", nil, "", []string{"--private-key-file", openKeyFile}, 1,
+			[]string{"private key file " + openKeyFile + ": mode 0644 gives group or others access", "chmod 600"}, ""},
+		{"raw key given as KEYFILE", nil, "", []string{"--passphrase-file", passFile, keyAsKeyfile}, 2,
+			[]string{"holds a raw hex private key, not a key file", "--private-key-file " + keyAsKeyfile}, ""},
+		{"an address on stdin", nil, addressOf(t, otherKey).Hex(), []string{"--private-key-stdin"}, 1, []string{"an address, not a private key"}, ""},
+		{"nothing on stdin", nil, "", []string{"--private-key-file", "-"}, 1, []string{"private key from standard input: not a hex private key: empty"}, ""},
+		{"raw key and a passphrase file", nil, otherKey, []string{"--private-key-stdin", "--passphrase-file", passFile}, 2, []string{"a raw private key has none"}, ""},
+		{"raw key and a KEYFILE", nil, otherKey, []string{"--private-key-stdin", gethAcc.URL.Path}, 2, []string{"not both"}, ""},
+		{"file and stdin", nil, otherKey, []string{"--private-key-stdin", "--private-key-file", rawFile}, 2, []string{"not both"}, ""},
+		{"import again", nil, "", []string{"--passphrase-file", passFile, gethAcc.URL.Path}, 1, []string{"key already exists: " + gethAcc.Address.Hex() + " is already held for e2e"}, ""},
+		{"another's key", nil, "", []string{"--owner", "mallory", "--passphrase-file", passFile, gethAcc.URL.Path}, 1, []string{"held for another principal"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, code := run(tc.env, tc.stdin, append(imp, tc.args...)...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d", code, tc.code)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q", w)
+				}
+			}
+			if tc.not != "" && strings.Contains(out, tc.not) {
+				t.Errorf("output has %q", tc.not)
+			}
+			if t.Failed() {
+				t.Logf("output:\n%s", out)
+			}
+		})
+	}
+
+	for _, s := range sources[1:] {
+		importOK(s)
+	}
+	list, code := run(nil, "", "accounts", "list", "--owner", "e2e")
+	if code != 0 {
+		t.Fatalf("accounts list: exit %d\n%s", code, list)
+	}
+	for _, s := range sources {
+		if !strings.Contains(list, s.want.Hex()) {
+			t.Errorf("accounts list lacks %s (%s):\n%s", s.want.Hex(), s.name, list)
+		}
+	}
+	if n := strings.Count(list, "0x"); n != len(sources) {
+		t.Fatalf("accounts list shows %d accounts, want %d:\n%s", n, len(sources), list)
+	}
+
+	// The gateway signs with every imported key: one transfer from each, mined.
+	g := startGateway(t, cfgText)
+	waitReady(t, g)
+	url := g.API + "/v1/web3/chains/31337"
+	for _, s := range sources {
+		fund(t, node, s.want)
+		code, r, err := call(url, "eth_sendTransaction", txObject(s.want, true, nil))
+		if err != nil || code != 200 || r.Error != nil {
+			t.Fatalf("%s: eth_sendTransaction: HTTP %d, %v, %v", s.name, code, r, err)
+		}
+		var hash string
+		if err := json.Unmarshal(r.Result, &hash); err != nil {
+			t.Fatalf("%s: result %s", s.name, r.Result)
+		}
+		if rc := waitReceipt(t, node, hash); rc.Status != "0x1" || !strings.EqualFold(rc.From, s.want.Hex()) {
+			t.Fatalf("%s: receipt status %s from %s, want 0x1 from %s", s.name, rc.Status, rc.From, s.want.Hex())
+		}
+	}
+	for _, s := range append(secrets, signingPassphrase, filePass) {
+		if strings.Contains(strings.ToLower(g.logs.String()), strings.ToLower(s)) {
+			t.Fatal("a secret appeared in the gateway's logs")
+		}
+	}
+}
+
+func addressOf(t *testing.T, keyHex string) common.Address {
+	t.Helper()
+	k, err := crypto.HexToECDSA(keyHex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return crypto.PubkeyToAddress(k.PublicKey)
+}

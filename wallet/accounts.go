@@ -96,6 +96,19 @@ func (a *Accounts) Create(ctx context.Context, owner string) (common.Address, er
 // ErrKeyExists; a key someone else holds is ErrHeldByOther.
 func (a *Accounts) Import(ctx context.Context, owner string, keyJSON []byte, filePassphrase string) (common.Address, error) {
 	addr, err := a.keys.Import(keyJSON, filePassphrase)
+	return a.recordImport(ctx, owner, addr, err)
+}
+
+// ImportKey adds a private key (raw, or decrypted by DecryptKeyFile) for owner, with Import's
+// rules.
+func (a *Accounts) ImportKey(ctx context.Context, owner string, key *ecdsa.PrivateKey) (common.Address, error) {
+	addr, err := a.keys.ImportKey(key)
+	return a.recordImport(ctx, owner, addr, err)
+}
+
+// recordImport records owner as the owner of addr, the result (addr, err) of an import into
+// the keystore, unless the key was already there for someone.
+func (a *Accounts) recordImport(ctx context.Context, owner string, addr common.Address, err error) (common.Address, error) {
 	if err != nil && !errors.Is(err, ErrKeyExists) {
 		return common.Address{}, err
 	}

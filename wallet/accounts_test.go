@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ethereum/go-ethereum/accounts/keystore"
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/web3gate/web3gate/store"
@@ -83,6 +84,36 @@ func TestImportOwnership(t *testing.T) {
 	}
 	if err := a.Holds(ctx, "bob", addr); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("bob holds alice's imported key: %v", err)
+	}
+}
+
+func TestImportKeyOwnership(t *testing.T) {
+	ctx := context.Background()
+	a, _, _ := openAccounts(t)
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := a.ImportKey(ctx, "alice", key)
+	if err != nil || addr != crypto.PubkeyToAddress(key.PublicKey) {
+		t.Fatalf("ImportKey = %s, %v", addr.Hex(), err)
+	}
+	if err := a.Holds(ctx, "alice", addr); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.ImportKey(ctx, "alice", key); !errors.Is(err, ErrKeyExists) || got != addr {
+		t.Fatalf("second import by the owner: %s, %v", got.Hex(), err)
+	}
+	if _, err := a.ImportKey(ctx, "bob", key); !errors.Is(err, ErrHeldByOther) {
+		t.Fatalf("import of alice's key by bob: %v", err)
+	}
+	// The same key as a key file is the same account.
+	b, err := keystore.EncryptKey(&keystore.Key{Address: addr, PrivateKey: key}, "p", tinyScryptN, tinyScryptP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Import(ctx, "bob", b, "p"); !errors.Is(err, ErrHeldByOther) {
+		t.Fatalf("import of alice's key by bob as a key file: %v", err)
 	}
 }
 

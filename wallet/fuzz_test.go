@@ -1,7 +1,10 @@
 package wallet
 
 import (
+	"errors"
 	"os"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -22,6 +25,38 @@ func FuzzDecryptKey(f *testing.F) {
 		key, err := decryptKey(keyJSON, "p", lim)
 		if (key == nil) == (err == nil) {
 			t.Fatalf("decryptKey = %v, %v: want exactly one of a key and an error", key != nil, err)
+		}
+	})
+}
+
+// FuzzParsePrivateKeyHex: a key exactly when the input is one (LooksLikePrivateKey and a valid
+// scalar), else an ErrNotPrivateKey error that quotes no run of hex digits from the input.
+func FuzzParsePrivateKeyHex(f *testing.F) {
+	for _, s := range []string{
+		anvilKey0, "0x" + anvilKey0 + "\n", anvilKey0[1:], "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266",
+		strings.Repeat("0", 64), strings.Repeat("f", 64), `{"crypto":{}}`, "word word", "",
+	} {
+		f.Add([]byte(s))
+	}
+	hexRun := regexp.MustCompile(`[0-9a-fA-F]{12,}`)
+	f.Fuzz(func(t *testing.T, in []byte) {
+		key, err := ParsePrivateKeyHex(in)
+		if (key == nil) == (err == nil) {
+			t.Fatalf("ParsePrivateKeyHex = %v, %v: want exactly one of a key and an error", key != nil, err)
+		}
+		if key != nil && !LooksLikePrivateKey(string(in)) {
+			t.Fatalf("a key from input LooksLikePrivateKey refuses: %q", in)
+		}
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrNotPrivateKey) {
+			t.Fatalf("err = %v, want ErrNotPrivateKey", err)
+		}
+		for _, run := range hexRun.FindAllString(string(in), -1) {
+			if strings.Contains(err.Error(), run) {
+				t.Fatalf("error %q quotes the input", err)
+			}
 		}
 	})
 }

@@ -58,11 +58,12 @@ type Deps struct {
 // Keys with fmt shows addresses of memory, and encoding it as JSON shows nothing; neither
 // appears in a log line or an error.
 type Keys struct {
-	dir     string
-	pass    *passphrase
-	scryptN int
-	scryptP int
-	log     *zap.Logger
+	dir      string
+	pass     *passphrase
+	passFrom string // where pass came from, for errors: "env NAME" or "file PATH"
+	scryptN  int
+	scryptP  int
+	log      *zap.Logger
 
 	mu      sync.RWMutex
 	keys    map[common.Address]*ecdsa.PrivateKey
@@ -90,13 +91,14 @@ func OpenKeys(cfg KeysConfig, deps Deps) (*Keys, error) {
 		return nil, err
 	}
 	k := &Keys{
-		dir:     cfg.Dir,
-		pass:    pass,
-		scryptN: keystore.StandardScryptN,
-		scryptP: keystore.StandardScryptP,
-		log:     log,
-		keys:    make(map[common.Address]*ecdsa.PrivateKey),
-		pending: make(map[common.Address]struct{}),
+		dir:      cfg.Dir,
+		pass:     pass,
+		passFrom: source,
+		scryptN:  keystore.StandardScryptN,
+		scryptP:  keystore.StandardScryptP,
+		log:      log,
+		keys:     make(map[common.Address]*ecdsa.PrivateKey),
+		pending:  make(map[common.Address]struct{}),
 	}
 	if cfg.LightScrypt {
 		k.scryptN, k.scryptP = keystore.LightScryptN, keystore.LightScryptP
@@ -224,6 +226,11 @@ func (k *Keys) unlockFile(path string) (*ecdsa.PrivateKey, error) {
 		return nil, fmt.Errorf("keystore: %s is larger than %d bytes: not a key file", path, maxKeyFile)
 	}
 	key, err := decryptKey(b, k.pass.v, defaultKDFLimits())
+	if errors.Is(err, keystore.ErrDecrypt) {
+		return nil, fmt.Errorf("keystore: unlock %s: %w (from %s), or the file was encrypted with another passphrase "+
+			"(a key file from elsewhere is taken in with `web3gate accounts import`, not copied into the keystore): %w",
+			path, ErrKeystorePassphrase, k.passFrom, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("keystore: unlock %s: %w", path, err)
 	}
@@ -258,12 +265,10 @@ func (k *Keys) New() (common.Address, error) {
 	if err != nil {
 		return common.Address{}, fmt.Errorf("new key: %w", err)
 	}
-	key := &keystore.Key{Address: crypto.PubkeyToAddress(priv.PublicKey), PrivateKey: priv}
-	if _, err := io.ReadFull(rand.Reader, key.Id[:]); err != nil {
+	key, err := newKeyRecord(priv)
+	if err != nil {
 		return common.Address{}, fmt.Errorf("new key: %w", err)
 	}
-	key.Id[6] = key.Id[6]&0x0f | 0x40 // UUID version 4
-	key.Id[8] = key.Id[8]&0x3f | 0x80 // RFC 4122 variant
 	path, err := k.store(key)
 	if err != nil {
 		return common.Address{}, fmt.Errorf("new key: %w", err)
@@ -272,14 +277,39 @@ func (k *Keys) New() (common.Address, error) {
 	return key.Address, nil
 }
 
-// Import decrypts keyJSON, a V3 key file, with filePassphrase, stores it re-encrypted with the
-// service passphrase and keeps it unlocked. A key already held gives ErrKeyExists, with its
-// address.
+// newKeyRecord wraps priv in a keystore.Key with a new random (version 4) UUID.
+func newKeyRecord(priv *ecdsa.PrivateKey) (*keystore.Key, error) {
+	key := &keystore.Key{Address: crypto.PubkeyToAddress(priv.PublicKey), PrivateKey: priv}
+	if _, err := io.ReadFull(rand.Reader, key.Id[:]); err != nil {
+		return nil, err
+	}
+	key.Id[6] = key.Id[6]&0x0f | 0x40 // UUID version 4
+	key.Id[8] = key.Id[8]&0x3f | 0x80 // RFC 4122 variant
+	return key, nil
+}
+
+// Import decrypts keyJSON, a V3 key file, with filePassphrase (DecryptKeyFile: a wrong one
+// gives ErrFilePassphrase), stores it re-encrypted with the service passphrase and keeps it
+// unlocked. A key already held gives ErrKeyExists, with its address.
 func (k *Keys) Import(keyJSON []byte, filePassphrase string) (common.Address, error) {
 	if k.pass == nil {
 		return common.Address{}, ErrNoKeystore
 	}
-	key, err := decryptKey(keyJSON, filePassphrase, defaultKDFLimits())
+	priv, err := DecryptKeyFile(keyJSON, filePassphrase)
+	if err != nil {
+		return common.Address{}, fmt.Errorf("import key: %w", err)
+	}
+	return k.ImportKey(priv)
+}
+
+// ImportKey stores priv (a raw private key, or one decrypted by DecryptKeyFile) encrypted
+// with the service passphrase, under a new key id, and keeps it unlocked. A key already held
+// gives ErrKeyExists, with its address.
+func (k *Keys) ImportKey(priv *ecdsa.PrivateKey) (common.Address, error) {
+	if k.pass == nil {
+		return common.Address{}, ErrNoKeystore
+	}
+	key, err := newKeyRecord(priv)
 	if err != nil {
 		return common.Address{}, fmt.Errorf("import key: %w", err)
 	}

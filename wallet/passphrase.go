@@ -44,35 +44,62 @@ func resolvePassphrase(cfg KeysConfig) (*passphrase, string, error) {
 
 // readPassphraseFile returns the first line of the file at path, without its line ending
 // ("\n" or "\r\n", as geth's --password files). The file must be a regular file that group
-// and others cannot access.
+// and others cannot access (readSecretFile).
 func readPassphraseFile(path string) (string, error) {
-	f, err := os.Open(path)
+	b, err := readSecretFile(path, "keystore passphrase file", maxPassphraseFile)
 	if err != nil {
-		return "", fmt.Errorf("keystore passphrase file: %w", err)
+		return "", err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("keystore passphrase file: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("keystore passphrase file %s: not a regular file", path)
-	}
-	// Windows has no POSIX modes; elsewhere a file others can read is a leaked passphrase,
-	// and one they can write lets them choose the passphrase of every new key.
-	if perm := st.Mode().Perm(); runtime.GOOS != "windows" && perm&0o077 != 0 {
-		return "", fmt.Errorf("keystore passphrase file %s: mode %04o gives group or others access; "+
-			"restrict it to the owner (chmod 600 %s)", path, perm, path)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxPassphraseFile))
-	if err != nil {
-		return "", fmt.Errorf("keystore passphrase file %s: %w", path, err)
-	}
-	line, _, _ := bytes.Cut(b, []byte("\n"))
-	line = bytes.TrimSuffix(line, []byte("\r"))
+	line := firstLine(b)
 	if len(line) == 0 {
 		return "", errors.New("keystore passphrase file " + path + ": the first line is empty; " +
 			"an empty passphrase is refused")
 	}
 	return string(line), nil
+}
+
+// ReadImportPassphrase returns the first line of the file at path, without its line ending:
+// the passphrase of a key file being imported, which may be empty (ethers and cast accept an
+// empty one). The file obeys the rule of the keystore passphrase file (readSecretFile).
+func ReadImportPassphrase(path string) (string, error) {
+	b, err := readSecretFile(path, "passphrase file", maxPassphraseFile)
+	if err != nil {
+		return "", err
+	}
+	return string(firstLine(b)), nil
+}
+
+// firstLine returns b up to its first "\n", without a "\r" before it.
+func firstLine(b []byte) []byte {
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	return bytes.TrimSuffix(line, []byte("\r"))
+}
+
+// readSecretFile returns the first limit bytes of the file at path, which holds a secret (a
+// passphrase, a private key); what names it in errors. The file must be a regular file that
+// group and others cannot access: one others can read is a leaked secret, and a passphrase
+// file they can write lets them choose the passphrase of every new key. (Windows has no POSIX
+// modes; there the check is skipped.)
+func readSecretFile(path, what string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s %s: not a regular file", what, path)
+	}
+	if perm := st.Mode().Perm(); runtime.GOOS != "windows" && perm&0o077 != 0 {
+		return nil, fmt.Errorf("%s %s: mode %04o gives group or others access; "+
+			"restrict it to the owner (chmod 600 %s)", what, path, perm, path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	return b, nil
 }

@@ -45,7 +45,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	}
 	k.scryptN, k.scryptP = tinyScryptN, tinyScryptP
 
-	// New, Import (wrong passphrase, right, duplicate, garbage), AddInMemory.
+	// New, Import (wrong passphrase, right, duplicate, garbage), ImportKey, AddInMemory.
 	created, err := k.New()
 	note(err)
 	_, exported := storeTinyKey(t, t.TempDir(), filePass)
@@ -57,6 +57,30 @@ func TestSecretsNeverLogged(t *testing.T) {
 	note(err)
 	_, err = k.Import(exported[:len(exported)/2], filePass)
 	note(err)
+	// A raw key: imported (twice), read from a file others can read, and near misses of
+	// it (one digit short, one digit not hex) parsed.
+	rawKey, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawHex := hex.EncodeToString(crypto.FromECDSA(rawKey))
+	_, err = k.ImportKey(rawKey)
+	note(err)
+	_, err = k.ImportKey(rawKey)
+	note(err)
+	openKeyFile := filepath.Join(t.TempDir(), "key.txt")
+	if err := os.WriteFile(openKeyFile, []byte(rawHex), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(openKeyFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = ReadPrivateKeyFile(openKeyFile)
+	note(err)
+	for _, near := range []string{rawHex[:63], rawHex[:63] + "z", "0x" + rawHex + "0", rawHex + " " + rawHex} {
+		_, err = ParsePrivateKeyHex([]byte(near))
+		note(err)
+	}
 	devKey, err := crypto.ToECDSA(crypto.Keccak256([]byte("secret dev key")))
 	if err != nil {
 		t.Fatal(err)
@@ -122,8 +146,9 @@ func TestSecretsNeverLogged(t *testing.T) {
 	secrets := map[string]string{
 		"service passphrase": servicePass, "wrong passphrase": wrongPass,
 		"file passphrase": filePass, "wrong file passphrase": wrongFile,
+		"raw key, one digit short": rawHex[:63],
 	}
-	for _, addr := range []common.Address{created, imported, dev} {
+	for _, addr := range []common.Address{created, imported, crypto.PubkeyToAddress(rawKey.PublicKey), dev} {
 		if !k.Has(addr) {
 			t.Fatalf("%s is not held", addr)
 		}
@@ -158,8 +183,8 @@ func TestSecretsNeverLogged(t *testing.T) {
 		secrets[fmt.Sprintf("ciphertext of key file %d", i)] = v.Crypto.CipherText
 		secrets[fmt.Sprintf("MAC of key file %d", i)] = v.Crypto.MAC
 	}
-	if n := len(k.keys); n != 3 {
-		t.Fatalf("%d keys held, want 3 (created, imported, dev)", n)
+	if n := len(k.keys); n != 4 {
+		t.Fatalf("%d keys held, want 4 (created, imported, raw, dev)", n)
 	}
 
 	for _, e := range logs.All() {
