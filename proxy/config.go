@@ -30,6 +30,8 @@ type Config struct {
 	IdleTimeout   time.Duration `yaml:"idleTimeout"`
 	// ShutdownTimeout is how long in-flight requests get to finish on SIGINT/SIGTERM.
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout"`
+	// CORS says which browser pages may read the public API's answers.
+	CORS CORSConfig `yaml:"cors"`
 }
 
 // SetDefaults fills unset fields with their defaults.
@@ -47,6 +49,7 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.WriteTimeout, 30*time.Second)
 	defaults.Set(&c.IdleTimeout, 120*time.Second)
 	defaults.Set(&c.ShutdownTimeout, 10*time.Second)
+	c.CORS.SetDefaults()
 }
 
 // Validate checks c; each message names its key within the section.
@@ -76,6 +79,7 @@ func (c *Config) Validate() error {
 	if c.MaxConnsPerIP < 1 || c.MaxConnsPerIP > c.MaxConns {
 		errs = append(errs, fmt.Errorf("maxConnsPerIP: must be between 1 and maxConns (%d)", c.MaxConns))
 	}
+	errs = append(errs, c.CORS.problems()...)
 	for _, d := range []struct {
 		key string
 		v   time.Duration

@@ -13,8 +13,8 @@ import (
 // the first of a repeated header counts. The values alias fasthttp's buffers: copy them
 // before the handler returns.
 type reqHeaders struct {
-	requestID, clientID, authorization, idempotencyKey []byte
-	seen                                               uint8
+	requestID, clientID, authorization, idempotencyKey, origin []byte
+	seen                                                       uint8
 	// clientIDConflict is set by readURL when the header and the URL, or the URL's path and
 	// query, carry different client ids.
 	clientIDConflict bool
@@ -25,6 +25,7 @@ const (
 	seenClientID
 	seenAuthorization
 	seenIdempotencyKey
+	seenOrigin
 )
 
 var (
@@ -32,6 +33,7 @@ var (
 	hdrClientID       = []byte("X-Api-Key")
 	hdrAuthorization  = []byte("Authorization")
 	hdrIdempotencyKey = []byte("Idempotency-Key")
+	hdrOrigin         = []byte("Origin")
 )
 
 func (r *reqHeaders) read(h *fasthttp.RequestHeader) {
@@ -47,6 +49,8 @@ func (r *reqHeaders) read(h *fasthttp.RequestHeader) {
 			bit, dst = seenAuthorization, &r.authorization
 		case len(k) == len(hdrIdempotencyKey) && bytes.EqualFold(k, hdrIdempotencyKey):
 			bit, dst = seenIdempotencyKey, &r.idempotencyKey
+		case len(k) == len(hdrOrigin) && bytes.EqualFold(k, hdrOrigin):
+			bit, dst = seenOrigin, &r.origin
 		default:
 			continue
 		}

@@ -54,6 +54,7 @@ type Server struct {
 	maxHead int // MaxHeaderBytes, or fasthttp's default when unset
 	budget  bodyBudget
 	limits  *connLimits // nil: no connection limits
+	cors    *cors
 
 	errBodyTooLarge, errBodiesInFlight *jsonrpc.Error
 }
@@ -81,6 +82,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		ctx:      context.Background(),
 		idPrefix: hex.EncodeToString(rnd[:]) + "-",
 		maxBody:  cfg.MaxBodyBytes,
+		cors:     newCORS(cfg.CORS),
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = fasthttp.DefaultMaxRequestBodySize
@@ -142,7 +144,13 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	}
 	ctx.Response.Header.SetCanonical(headerRequestID, reqID)
 	route, params, allowed := s.router.match(b2s(ctx.Method()), b2s(routePath(ctx)))
+	corsOK := s.cors.allows(hdr.origin)
+	if corsOK {
+		s.cors.answer(&ctx.Response.Header, hdr.origin)
+	}
 	switch {
+	case route == nil && len(allowed) > 0 && corsOK && ctx.IsOptions():
+		s.cors.preflight(ctx, hdr.origin, allowed)
 	case route == nil && len(allowed) > 0:
 		for _, m := range allowed {
 			ctx.Response.Header.Add("Allow", m)
