@@ -278,7 +278,8 @@ func TestSignTransactionOnAnvil137(t *testing.T) {
 		code   int
 		want   string
 	}{
-		{"nonce present", txObject(acct, false, map[string]any{"nonce": "0x2"}), 200, -32602, "nonce"},
+		{"nonce used already", txObject(acct, false, map[string]any{"nonce": "0x1"}), 200, -32000, "nonce too low: next nonce is 2"},
+		{"nonce ahead", txObject(acct, false, map[string]any{"nonce": "0x3"}), 200, -32000, "nonce too high: next nonce is 2"},
 		{"unknown account", txObject(stranger, false, nil), 401, 4100, "not held"},
 		{"gas 1", txObject(acct, true, map[string]any{"gas": "0x1"}), 200, -32000, "intrinsic gas too low"},
 		{"value above the balance", txObject(acct, false, map[string]any{"value": "0xc9f2c9cd04674edea40000000"}), 200, -32000, "insufficient funds"},
