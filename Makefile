@@ -47,6 +47,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzPageKey$$' -fuzztime 20000x ./owners
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./products
 	$(GO) test -run '^$$' -fuzz '^FuzzParseQuery$$' -fuzztime 20000x ./products
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20000x ./wallet/txreq
+	$(GO) test -run '^$$' -fuzz '^FuzzParseFill$$' -fuzztime 20000x ./wallet/txreq
+	$(GO) test -run '^$$' -fuzz '^FuzzParsePrivateKeyHex$$' -fuzztime 20000x ./wallet
 
 # Load benchmark: ratios against baselines measured in the same run (needs Debian's wrk).
 bench: deps

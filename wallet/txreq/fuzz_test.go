@@ -90,3 +90,83 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseFill feeds arbitrary params to ParseFill. It must never panic; it returns exactly
+// one of a request and a -32602 error; what it reports missing is unset and what it does not
+// is set; a creation carries init code; completed with stand-in values, the request builds a
+// transaction and survives MarshalJSON and ParseFill unchanged (its nonce included).
+func FuzzParseFill(f *testing.F) {
+	from := `"from":"` + toHex + `"`
+	for _, s := range []string{
+		legacy(), dynamic(), legacy("nonce", `"0x1"`), `[{` + from + `}]`, `[{` + from + `,"to":null,"data":"0x6000"}]`,
+		`[{` + from + `,"data":"0x"}]`, `[{` + from + `,"maxFeePerGas":"0x10","type":"0x2","hardfork":"london"}]`,
+		`[{` + from + `,"type":"0x0","gasLimit":"0x5208","input":"0x00"}]`, `[{` + from + `,"gasprice":"0x1"}]`,
+		`[{` + from + `,"blobVersionedHashes":[]}]`, `[{` + from + `,"gas":"0x1","gasLimit":"0x2"}]`, `[]`, `{}`, ``,
+	} {
+		f.Add([]byte(s), uint64(polygon))
+	}
+	f.Fuzz(func(t *testing.T, params []byte, chainID uint64) {
+		r, err := ParseFill(params, chainID)
+		if (r == nil) == (err == nil) {
+			t.Fatalf("ParseFill = %v, %v: want exactly one of a request and an error", r, err)
+		}
+		if err != nil {
+			var je *jsonrpc.Error
+			if !errors.As(err, &je) || je.Code != -32602 || je.Message == "" {
+				t.Fatalf("ParseFill error %v (%T) is not a -32602 with a message", err, err)
+			}
+			return
+		}
+		for _, c := range []struct {
+			f     Field
+			unset bool
+		}{
+			{FieldGasPrice, r.GasPrice == nil}, {FieldMaxFeePerGas, r.MaxFeePerGas == nil},
+			{FieldMaxPriorityFeePerGas, r.MaxPriorityFeePerGas == nil}, {FieldValue, r.Value == nil},
+		} {
+			if r.Missing.Has(c.f) && !c.unset {
+				t.Fatalf("%v reported missing and set: %+v", c.f.Names(), r)
+			}
+		}
+		if (r.To == nil && len(r.Data) == 0) || (r.GasPrice != nil && (r.MaxFeePerGas != nil || r.MaxPriorityFeePerGas != nil)) ||
+			(r.ChainID != nil && (!r.ChainID.IsUint64() || r.ChainID.Uint64() != chainID)) {
+			t.Fatalf("accepted a malformed request %+v", r)
+		}
+		// Complete it as the wallet would, never touching what was given.
+		if r.Missing.Has(FieldGas) {
+			r.Gas = 100000
+		}
+		if r.Value == nil {
+			r.Value = new(big.Int)
+		}
+		if r.Data == nil {
+			r.Data = []byte{}
+		}
+		if r.GasPrice == nil {
+			if r.MaxFeePerGas == nil {
+				r.MaxFeePerGas = big.NewInt(1e9)
+			}
+			if r.MaxPriorityFeePerGas == nil {
+				r.MaxPriorityFeePerGas = new(big.Int)
+			}
+		}
+		r.Missing = 0
+		cid := new(big.Int).SetUint64(chainID)
+		tx := r.Tx(3, cid)
+		if _, err := tx.MarshalBinary(); err != nil {
+			t.Fatalf("encode: %v", err)
+		}
+		j, err := json.Marshal(r)
+		if err != nil {
+			t.Fatalf("MarshalJSON: %v", err)
+		}
+		again, err := ParseFill([]byte("["+string(j)+"]"), chainID)
+		if err != nil {
+			t.Fatalf("ParseFill(MarshalJSON() = %s) = %v", j, err)
+		}
+		if d := diff(again, r); d != "" || again.Missing != 0 || (again.Nonce == nil) != (r.Nonce == nil) ||
+			r.Nonce != nil && *again.Nonce != *r.Nonce {
+			t.Fatalf("ParseFill(MarshalJSON()): %s (missing %v, nonce %v)", d, again.Missing.Names(), again.Nonce)
+		}
+	})
+}
