@@ -182,26 +182,12 @@ func estimateGas(ctx context.Context, ch Chain, r *txreq.Request) (uint64, error
 	if err != nil {
 		return 0, err
 	}
-	res, err := ch.Forward(ctx, "eth_estimateGas", args)
-	if err != nil {
-		return 0, err
-	}
-	var gas hexutil.Uint64
-	if err := json.Unmarshal(res, &gas); err != nil {
-		return 0, jsonrpc.ErrUpstreamUnavailable.With("the node answered eth_estimateGas with something else")
-	}
-	return uint64(gas), nil
+	gas, err := forwardAs[hexutil.Uint64](ctx, ch, "eth_estimateGas", args)
+	return uint64(gas), err
 }
 
 // callQuantity calls a method without params that answers a quantity.
 func callQuantity(ctx context.Context, ch Chain, method string) (*big.Int, error) {
-	res, err := ch.Forward(ctx, method, []byte(`[]`))
-	if err != nil {
-		return nil, err
-	}
-	var q hexutil.Big
-	if err := json.Unmarshal(res, &q); err != nil {
-		return nil, jsonrpc.ErrUpstreamUnavailable.Withf("the node answered %s with something else", method)
-	}
-	return q.ToInt(), nil
+	q, err := forwardAs[hexutil.Big](ctx, ch, method, []byte(`[]`))
+	return q.ToInt(), err
 }

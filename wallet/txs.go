@@ -378,15 +378,22 @@ func (t *Transactions) check(ctx context.Context, ch Chain, chainID uint64, b *b
 }
 
 func (t *Transactions) balance(ctx context.Context, ch Chain, addr common.Address) (*big.Int, error) {
-	res, err := ch.Forward(ctx, "eth_getBalance", []byte(`["`+addr.Hex()+`","latest"]`))
+	b, err := forwardAs[hexutil.Big](ctx, ch, "eth_getBalance", []byte(`["`+addr.Hex()+`","latest"]`))
+	return b.ToInt(), err
+}
+
+// forwardAs sends method(params) to ch and decodes the result as a T; a result of another
+// shape is the node's failure (-32011).
+func forwardAs[T any](ctx context.Context, ch Chain, method string, params []byte) (T, error) {
+	var v T
+	res, err := ch.Forward(ctx, method, params)
 	if err != nil {
-		return nil, err
+		return v, err
 	}
-	var b hexutil.Big
-	if err := json.Unmarshal(res, &b); err != nil {
-		return nil, jsonrpc.ErrUpstreamUnavailable.With("the node answered eth_getBalance with something else")
+	if err := json.Unmarshal(res, &v); err != nil {
+		return v, jsonrpc.ErrUpstreamUnavailable.Withf("the node answered %s with something else", method)
 	}
-	return b.ToInt(), nil
+	return v, nil
 }
 
 // funded: balance (of the latest block) must cover cost plus every in-flight transaction's
@@ -556,15 +563,8 @@ type headKey struct {
 }
 
 func (t *Transactions) nonceAt(ctx context.Context, ch Chain, addr common.Address, block string) (uint64, error) {
-	res, err := ch.Forward(ctx, "eth_getTransactionCount", []byte(`["`+addr.Hex()+`","`+block+`"]`))
-	if err != nil {
-		return 0, err
-	}
-	var n hexutil.Uint64
-	if err := json.Unmarshal(res, &n); err != nil {
-		return 0, jsonrpc.ErrUpstreamUnavailable.With("the node answered eth_getTransactionCount with something else")
-	}
-	return uint64(n), nil
+	n, err := forwardAs[hexutil.Uint64](ctx, ch, "eth_getTransactionCount", []byte(`["`+addr.Hex()+`","`+block+`"]`))
+	return uint64(n), err
 }
 
 // complete signs a reserved send, persists the bytes and broadcasts them. retry is true when
