@@ -62,8 +62,9 @@ type confirmer struct {
 	recent map[uint64]common.Hash // canonical hashes of the blocks read lately
 }
 
-// minKickInterval spaces the passes that sends waiting for a slot ask for.
-const minKickInterval = 20 * time.Millisecond
+// minKickInterval spaces the passes that sends waiting for a slot ask for (each reads the
+// latest block from the chain).
+const minKickInterval = 50 * time.Millisecond
 
 func (c *confirmer) run(ctx context.Context) {
 	started := time.Now()

@@ -262,10 +262,29 @@ func (t *Transactions) prepareAndReserve(ctx context.Context, ch Chain, principa
 			}
 			deadline = time.Now().Add(t.cfg.InFlightWait)
 		}
-		if err := t.awaitSlot(ctx, chainID, deadline); err != nil {
-			return nil, inFlightError(r.From, chainID, t.cfg.MaxInFlight, fmt.Sprintf("and none left flight within inFlightWait (%s)", t.cfg.InFlightWait))
+		// Wait until a slot is free by the store's count (a local read), before the checks
+		// that read the chain again: a queue of waiting sends must not ask the node for a
+		// balance each time the confirmer makes a pass.
+		for {
+			if err := t.awaitSlot(ctx, chainID, deadline); err != nil {
+				return nil, inFlightError(r.From, chainID, t.cfg.MaxInFlight, fmt.Sprintf("and none left flight within inFlightWait (%s)", t.cfg.InFlightWait))
+			}
+			if n, err := t.inFlight(ctx, chainID, r.From); err != nil || n < t.cfg.MaxInFlight {
+				break
+			}
 		}
 	}
+}
+
+// inFlight is the number of transactions of addr in flight on chainID.
+func (t *Transactions) inFlight(ctx context.Context, chainID uint64, addr common.Address) (int, error) {
+	var n int
+	err := t.db.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		n, _, err = tx.InFlight(ctx, chainID, addr)
+		return err
+	})
+	return n, err
 }
 
 // inFlightError is the -32005 answer of a send that could not get a slot.
