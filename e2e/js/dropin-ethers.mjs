@@ -49,7 +49,7 @@ import { fail, script, within } from "./harness.mjs";
 const TIMEOUT_MS = 15_000; // per send, from the call to the transaction response
 const RECEIPT_MS = 30_000; // per transaction, from the response to the receipt
 
-const { usage, env, chainID: readChainID, check, finish } = script("dropin-ethers", {
+const { usage, env, chainID: readChainID, gateway, check, finish } = script("dropin-ethers", {
   watchdogMs: 100_000,
   describe(err) {
     const rpcErr = err?.info?.error ?? err?.error;
@@ -59,16 +59,8 @@ const { usage, env, chainID: readChainID, check, finish } = script("dropin-ether
   },
 });
 
-const url = env("WEB3GATE_URL");
-const clientID = env("WEB3GATE_CLIENT_ID");
-const token = env("WEB3GATE_TOKEN");
+const { url, clientID, token, account } = gateway(getAddress);
 const chainID = readChainID();
-let account;
-try {
-  account = getAddress(env("WEB3GATE_ACCOUNT"));
-} catch {
-  usage(`WEB3GATE_ACCOUNT must be an address, got ${JSON.stringify(process.env.WEB3GATE_ACCOUNT)}`);
-}
 let artifact;
 try {
   artifact = JSON.parse(readFileSync(env("WEB3GATE_ERC20_ARTIFACT"), "utf8"));

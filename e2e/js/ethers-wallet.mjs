@@ -38,7 +38,7 @@ import { fail, script, within } from "./harness.mjs";
 const TIMEOUT_MS = 10_000; // per HTTP request
 const RECEIPT_MS = 20_000; // per transaction, from send to receipt
 
-const { usage, env, chainID: readChainID, check, finish } = script("ethers-wallet", {
+const { usage, env, chainID: readChainID, gateway, check, finish } = script("ethers-wallet", {
   describe(err) {
     const cause = err?.cause ? ` (cause: ${err.cause.message ?? err.cause})` : "";
     const info = err?.info?.error ? ` (rpc error: ${JSON.stringify(err.info.error)})` : "";
@@ -47,17 +47,8 @@ const { usage, env, chainID: readChainID, check, finish } = script("ethers-walle
   },
 });
 
-const url = env("WEB3GATE_URL");
-const clientID = env("WEB3GATE_CLIENT_ID");
-const token = env("WEB3GATE_TOKEN");
+const { url, clientID, token, account } = gateway(getAddress);
 const chainID = readChainID();
-const accountText = env("WEB3GATE_ACCOUNT");
-let account;
-try {
-  account = getAddress(accountText);
-} catch {
-  usage(`WEB3GATE_ACCOUNT must be an address, got ${JSON.stringify(accountText)}`);
-}
 
 // request builds an ethers FetchRequest carrying the client's headers.
 function request({ withToken = true } = {}) {

@@ -30,6 +30,32 @@ export function script(name, { watchdogMs = 60_000, describe = (err) => err?.mes
     return BigInt(text);
   }
 
+  // chainIDNumber is chainID as a Number, for libraries that take one (viem).
+  function chainIDNumber() {
+    const id = chainID();
+    if (id > BigInt(Number.MAX_SAFE_INTEGER)) {
+      usage(`WEB3GATE_CHAIN_ID ${id} is too large`);
+    }
+    return Number(id);
+  }
+
+  // gateway reads the gateway's JSON-RPC URL and credentials (WEB3GATE_URL, _CLIENT_ID,
+  // _TOKEN) and the account the script uses (WEB3GATE_ACCOUNT), normalized by address: the
+  // library's checksum function, which throws for anything but an address.
+  function gateway(address) {
+    const url = env("WEB3GATE_URL");
+    const clientID = env("WEB3GATE_CLIENT_ID");
+    const token = env("WEB3GATE_TOKEN");
+    const text = env("WEB3GATE_ACCOUNT");
+    let account;
+    try {
+      account = address(text);
+    } catch {
+      usage(`WEB3GATE_ACCOUNT must be an address, got ${JSON.stringify(text)}`);
+    }
+    return { url, clientID, token, account };
+  }
+
   const watchdog = setTimeout(() => {
     console.error(`FAIL watchdog: checks did not finish within ${watchdogMs} ms`);
     process.exit(1);
@@ -57,7 +83,13 @@ export function script(name, { watchdogMs = 60_000, describe = (err) => err?.mes
     process.exit(0);
   }
 
-  return { usage, env, chainID, check, finish };
+  return { usage, env, chainID, chainIDNumber, gateway, check, finish };
+}
+
+// viemDescribe is the describe of the scripts that use viem: its short message and details.
+export function viemDescribe(err) {
+  const details = err?.details ? ` (details: ${err.details})` : "";
+  return `${err?.shortMessage ?? err?.message ?? err}${details}`;
 }
 
 export function fail(msg) {

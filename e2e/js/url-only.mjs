@@ -31,27 +31,21 @@ import { JsonRpcProvider, Network, Wallet, getAddress as ethersGetAddress, hexli
 import { createPublicClient, createWalletClient, defineChain, getAddress, http } from "viem";
 import { privateKeyToAccount } from "viem/accounts";
 
-import { fail, script, within } from "./harness.mjs";
+import { fail, script, viemDescribe, within } from "./harness.mjs";
 
 const TIMEOUT_MS = 10_000; // per HTTP request
 const RECEIPT_MS = 20_000; // per transaction, from send to receipt
 
-const { usage, env, chainID: readChainID, check, finish } = script("url-only", {
-  describe(err) {
-    const details = err?.details ? ` (details: ${err.details})` : "";
-    return `${err?.shortMessage ?? err?.message ?? err}${details}`;
-  },
+const { usage, env, chainIDNumber, check, finish } = script("url-only", {
+  describe: viemDescribe,
 });
 
 const urlPath = env("WEB3GATE_URL_PATH");
 const urlQuery = env("WEB3GATE_URL_QUERY");
 const urlNoKey = env("WEB3GATE_URL_NO_KEY");
 const urlWrongKey = env("WEB3GATE_URL_WRONG_KEY");
-const chainIDBig = readChainID();
-if (chainIDBig > BigInt(Number.MAX_SAFE_INTEGER)) {
-  usage(`WEB3GATE_CHAIN_ID ${chainIDBig} is too large`);
-}
-const chainID = Number(chainIDBig);
+const chainID = chainIDNumber();
+const chainIDBig = BigInt(chainID);
 const viemAccount = privateKeyToAccount(env("WEB3GATE_VIEM_KEY"));
 const ethersWallet = new Wallet(env("WEB3GATE_ETHERS_KEY"));
 const held = getAddress(env("WEB3GATE_HELD_ACCOUNT"));

@@ -36,31 +36,17 @@ import {
   verifyTypedData,
 } from "viem";
 
-import { fail, script, within } from "./harness.mjs";
+import { fail, script, viemDescribe, within } from "./harness.mjs";
 
 const TIMEOUT_MS = 10_000; // per HTTP request
 const RECEIPT_MS = 20_000; // per transaction, from send to receipt
 
-const { usage, env, chainID: readChainID, check, finish } = script("viem-wallet", {
-  describe(err) {
-    const details = err?.details ? ` (details: ${err.details})` : "";
-    return `${err?.shortMessage ?? err?.message ?? err}${details}`;
-  },
+const { usage, env, chainIDNumber, gateway, check, finish } = script("viem-wallet", {
+  describe: viemDescribe,
 });
 
-const url = env("WEB3GATE_URL");
-const clientID = env("WEB3GATE_CLIENT_ID");
-const token = env("WEB3GATE_TOKEN");
-const chainIDBig = readChainID();
-if (chainIDBig > BigInt(Number.MAX_SAFE_INTEGER)) {
-  usage(`WEB3GATE_CHAIN_ID ${chainIDBig} is too large`);
-}
-const chainID = Number(chainIDBig);
-const accountText = env("WEB3GATE_ACCOUNT");
-if (!isAddress(accountText, { strict: false })) {
-  usage(`WEB3GATE_ACCOUNT must be an address, got ${JSON.stringify(accountText)}`);
-}
-const account = getAddress(accountText);
+const { url, clientID, token, account } = gateway(getAddress);
+const chainID = chainIDNumber();
 
 const chain = defineChain({
   id: chainID,
