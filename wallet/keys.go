@@ -299,7 +299,7 @@ func (k *Keys) New() (common.Address, error) {
 	if err != nil {
 		return common.Address{}, fmt.Errorf("new key: %w", err)
 	}
-	k.log.Info("key created", zap.Stringer("address", key.Address), zap.String("file", where))
+	k.log.Info("key created", zap.Stringer("address", key.Address), zap.String("stored", where))
 	return key.Address, nil
 }
 
@@ -346,7 +346,7 @@ func (k *Keys) ImportKey(priv *ecdsa.PrivateKey) (common.Address, error) {
 	if err != nil {
 		return common.Address{}, fmt.Errorf("import key: %w", err)
 	}
-	k.log.Info("key imported", zap.Stringer("address", key.Address), zap.String("file", where))
+	k.log.Info("key imported", zap.Stringer("address", key.Address), zap.String("stored", where))
 	return key.Address, nil
 }
 
