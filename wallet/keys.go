@@ -401,10 +401,27 @@ func (k *Keys) key(addr common.Address) (*ecdsa.PrivateKey, error) {
 }
 
 // load looks addr up in the backend and unlocks the key found, once for all who ask at the
-// same time. A key found but not decrypted is remembered as broken (its error is answered
-// again without spending scrypt time on it); an address not found, or a backend error, is
-// asked of the backend again next time.
+// same time. The lookup takes no lock, so that asking about addresses the backend does not
+// hold (eth_getTransactionCount of any address asks) costs one read and blocks no one. A key
+// found but not decrypted is remembered as broken (its error is answered again without
+// spending scrypt time on it); an address not found, or a backend error, is asked of the
+// backend again next time.
 func (k *Keys) load(addr common.Address) (*ecdsa.PrivateKey, error) {
+	k.mu.RLock()
+	err, broken := k.broken[addr]
+	k.mu.RUnlock()
+	if broken {
+		return nil, err
+	}
+	f, err := k.backend.find(context.Background(), addr)
+	if errors.Is(err, errNoKeyFile) {
+		return nil, fmt.Errorf("%w %s", ErrUnknownAccount, addr.Hex())
+	}
+	if err != nil {
+		k.log.Warn("key lookup failed", zap.Stringer("address", addr), zap.Error(err))
+		return nil, fmt.Errorf("look up the key of %s: %w", addr.Hex(), err)
+	}
+
 	k.mu.Lock()
 	if key, ok := k.keys[addr]; ok {
 		k.mu.Unlock()
@@ -423,50 +440,37 @@ func (k *Keys) load(addr common.Address) (*ecdsa.PrivateKey, error) {
 	k.loading[addr] = l
 	k.mu.Unlock()
 
-	l.key, l.err = k.fetch(addr)
+	l.key, l.err = k.unlockFound(addr, f)
 
 	k.mu.Lock()
 	delete(k.loading, addr)
-	switch {
-	case l.err == nil:
+	if l.err == nil {
 		k.keys[addr] = l.key
-	case errors.Is(l.err, errUnlock):
+	} else {
 		k.broken[addr] = l.err
 	}
 	k.mu.Unlock()
 	close(l.done)
-	switch {
-	case l.err == nil:
+	if l.err == nil {
 		k.log.Info("key found in the backend and unlocked", zap.Stringer("address", addr), zap.Stringer("backend", k.backend))
-	case errors.Is(l.err, errUnlock):
-		k.log.Error("key found in the backend does not unlock; restart with the right passphrase", zap.Stringer("address", addr), zap.Error(l.err))
-	case !errors.Is(l.err, ErrUnknownAccount):
-		k.log.Warn("key lookup failed", zap.Stringer("address", addr), zap.Error(l.err))
+	} else {
+		k.log.Error("key found in the backend does not unlock; restart with the right passphrase",
+			zap.Stringer("address", addr), zap.Error(l.err))
 	}
 	return l.key, l.err
 }
 
-// errUnlock marks an error of fetch that came from decrypting a key found.
-var errUnlock = errors.New("key does not unlock")
-
-// fetch reads the key of addr from the backend and decrypts it, with at most
-// maxUnlockWorkers decryptions at once.
-func (k *Keys) fetch(addr common.Address) (*ecdsa.PrivateKey, error) {
-	f, err := k.backend.find(context.Background(), addr)
-	if errors.Is(err, errNoKeyFile) {
-		return nil, fmt.Errorf("%w %s", ErrUnknownAccount, addr.Hex())
-	}
-	if err != nil {
-		return nil, fmt.Errorf("look up the key of %s: %w", addr.Hex(), err)
-	}
+// unlockFound decrypts f, the key file found for addr, with at most maxUnlockWorkers
+// decryptions at once.
+func (k *Keys) unlockFound(addr common.Address, f keyFile) (*ecdsa.PrivateKey, error) {
 	k.unlocks <- struct{}{}
 	defer func() { <-k.unlocks }()
 	key, err := k.unlock(f)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errUnlock, err)
+		return nil, err
 	}
 	if got := crypto.PubkeyToAddress(key.PublicKey); got != addr {
-		return nil, fmt.Errorf("%w: keystore: %s holds the key of %s", errUnlock, f.where, got.Hex())
+		return nil, fmt.Errorf("keystore: %s holds the key of %s", f.where, got.Hex())
 	}
 	return key, nil
 }
