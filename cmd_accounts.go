@@ -119,7 +119,7 @@ func accountsCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 		return err
 	}
 
-	keys, err := wallet.OpenKeys(cfg.Wallet.Keys, wallet.Deps{Logger: log})
+	keys, err := wallet.OpenKeys(cfg.Wallet.Keys, wallet.Deps{Logger: log, Store: db})
 	if err != nil {
 		return err
 	}

@@ -66,7 +66,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return fmt.Errorf("store: %w", err)
 	}
 	defer func() { _ = db.Close() }()
-	keys, err := openKeys(cfg, log.Named("wallet"))
+	keys, err := openKeys(cfg, db, log.Named("wallet"))
 	if err != nil {
 		return err
 	}
@@ -322,17 +322,21 @@ func adminMux(reg *prometheus.Registry, ups *upstreams.Set, productsAdmin, clien
 	return mux
 }
 
-// openKeys opens the keystore. Without a passphrase configured and with no key files, the
-// server runs with in-memory keys only (the dev chain's accounts); key files without a
-// passphrase are an error.
-func openKeys(cfg *config.Config, log *zap.Logger) (*wallet.Keys, error) {
-	keys, err := wallet.OpenKeys(cfg.Wallet.Keys, wallet.Deps{Logger: log})
+// openKeys opens the keystore (the directory, or db with wallet.keys.backend store).
+// Without a passphrase configured and with no key files, the server runs with in-memory keys
+// only (the dev chain's accounts); key files without a passphrase are an error.
+func openKeys(cfg *config.Config, db *store.DB, log *zap.Logger) (*wallet.Keys, error) {
+	deps := wallet.Deps{Logger: log, Store: db}
+	keys, err := wallet.OpenKeys(cfg.Wallet.Keys, deps)
 	if !errors.Is(err, wallet.ErrNoPassphrase) {
 		return keys, err
 	}
-	has, herr := wallet.HasKeyFiles(cfg.Wallet.Keys)
+	has, herr := wallet.HasKeyFiles(cfg.Wallet.Keys, deps)
 	if herr != nil {
 		return nil, herr
+	}
+	if has && cfg.Wallet.Keys.Backend == wallet.KeysBackendStore {
+		return nil, fmt.Errorf("the store holds keys (wallet.keys.backend: store): %w", err)
 	}
 	if has {
 		return nil, fmt.Errorf("keystore %s holds keys: %w", cfg.Wallet.Keys.Dir, err)

@@ -8,11 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/ethereum/go-ethereum/accounts"
 	"github.com/ethereum/go-ethereum/accounts/keystore"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/web3gate/web3gate/e2e/anvil"
@@ -395,4 +398,97 @@ func addressOf(t *testing.T, keyHex string) common.Address {
 		t.Fatal(err)
 	}
 	return crypto.PubkeyToAddress(k.PublicKey)
+}
+
+// TestAccountsCLIStoreBackend: with wallet.keys.backend: store, `accounts new|import|list`
+// keep the keys in the store (nothing in the keystore directory), and a server that was
+// already running on that store signs for them at once, as another replica would.
+func TestAccountsCLIStoreBackend(t *testing.T) {
+	dir := t.TempDir()
+	const servicePass = "service-passphrase-e2e-store"
+	cfgText := shippedConfig(t, dir, "lightScrypt: false", "lightScrypt: true", "backend: dir", "backend: store")
+	t.Setenv("WEB3GATE_KEYSTORE_PASSPHRASE", servicePass)
+	g := startGatewayIn(t, dir, cfgText)
+	cfgPath := filepath.Join(dir, "config.yaml")
+	run := func(env []string, stdin string, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(binary, append(args, "--config", cfgPath)...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		if strings.Contains(string(out), servicePass) {
+			t.Fatalf("the keystore passphrase appeared in the output:\n%s", out)
+		}
+		if ee, ok := err.(*exec.ExitError); ok {
+			return string(out), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	addrRE := regexp.MustCompile(`0x[0-9a-fA-F]{40}`)
+
+	out, code := run(nil, "", "accounts", "new", "--owner", "dev")
+	created := addrRE.FindString(out)
+	if code != 0 || created == "" {
+		t.Fatalf("accounts new: %d %s", code, out)
+	}
+	priv, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	imported := crypto.PubkeyToAddress(priv.PublicKey).Hex()
+	out, code = run(nil, hexKey(priv)+"\n", "accounts", "import", "--owner", "dev", "--private-key-stdin")
+	if code != 0 || !strings.Contains(out, imported) {
+		t.Fatalf("accounts import: %d %s", code, out)
+	}
+	out, code = run(nil, hexKey(priv)+"\n", "accounts", "import", "--owner", "dev", "--private-key-stdin")
+	if code != 1 || !strings.Contains(out, "key already exists") {
+		t.Fatalf("second accounts import: %d %s", code, out)
+	}
+	out, code = run(nil, "", "accounts", "list", "--owner", "dev")
+	if code != 0 || !strings.Contains(out, created) || !strings.Contains(out, imported) {
+		t.Fatalf("accounts list: %d %s", code, out)
+	}
+	if entries, err := os.ReadDir(filepath.Join(dir, "keystore")); len(entries) != 0 {
+		t.Fatalf("the keystore directory holds %d entries with backend store (%v)", len(entries), err)
+	}
+
+	// The running server finds both keys, added after it started, when first asked.
+	c := dialGateway(t, g.API+"/v1/web3/mainnet", devCreds)
+	var accts []string
+	if err := rpcCall(c, &accts, "eth_accounts"); err != nil {
+		t.Fatalf("eth_accounts: %v", err)
+	}
+	for _, want := range []string{created, imported} {
+		if !slices.Contains(accts, want) {
+			t.Errorf("eth_accounts %v lacks %s", accts, want)
+		}
+	}
+	for _, addr := range []string{created, imported} {
+		var sig hexutil.Bytes
+		if err := rpcCall(c, &sig, "personal_sign", "0x68656c6c6f", addr); err != nil {
+			t.Fatalf("personal_sign as %s: %v", addr, err)
+		}
+		if len(sig) != 65 {
+			t.Fatalf("signature of %d bytes", len(sig))
+		}
+		sig[64] -= 27
+		pub, err := crypto.SigToPub(accounts.TextHash([]byte("hello")), sig)
+		if err != nil || crypto.PubkeyToAddress(*pub).Hex() != addr {
+			t.Fatalf("personal_sign as %s: signed by another key (%v)", addr, err)
+		}
+	}
+
+	// A process with another keystore passphrase is refused, naming the key in the store.
+	out, code = run([]string{"WEB3GATE_KEYSTORE_PASSPHRASE=wrong"}, "", "accounts", "new", "--owner", "dev")
+	for _, want := range []string{"in the store", "wrong keystore passphrase (from env WEB3GATE_KEYSTORE_PASSPHRASE)"} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("accounts new with a wrong passphrase: exit %d, output lacks %q:\n%s", code, want, out)
+		}
+	}
+	if strings.Contains(g.logs.String(), servicePass) || strings.Contains(g.logs.String(), hexKey(priv)) {
+		t.Fatal("the server logged the passphrase or a key")
+	}
 }

@@ -177,11 +177,11 @@ func TestMemoryKeys(t *testing.T) {
 		t.Fatal("in-memory key not held")
 	}
 	dir := t.TempDir()
-	if has, err := HasKeyFiles(KeysConfig{Dir: filepath.Join(dir, "missing")}); has || err != nil {
+	if has, err := HasKeyFiles(KeysConfig{Dir: filepath.Join(dir, "missing")}, Deps{}); has || err != nil {
 		t.Fatalf("missing dir: %v %v", has, err)
 	}
 	storeTinyKey(t, dir, "p")
-	if has, err := HasKeyFiles(KeysConfig{Dir: dir}); !has || err != nil {
+	if has, err := HasKeyFiles(KeysConfig{Dir: dir}, Deps{}); !has || err != nil {
 		t.Fatalf("dir with a key: %v %v", has, err)
 	}
 	t.Setenv("W3G_NO_SUCH_PASS_VAR", "")

@@ -6,16 +6,11 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,6 +19,8 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/web3gate/web3gate/store"
 )
 
 var (
@@ -48,35 +45,96 @@ const (
 // Deps are the collaborators of Keys.
 type Deps struct {
 	Logger *zap.Logger // named by the caller; nil: no logs
+	// Store keeps the keys with wallet.keys.backend "store"; unused with "dir".
+	Store *store.DB
+}
+
+// errNoKeyFile is returned by a keyBackend's find for an address it holds no key of.
+var errNoKeyFile = errors.New("no key file")
+
+// keyBackend is where Keys keeps the encrypted key files (go-ethereum V3 JSON, encrypted
+// with the service passphrase): the keystore directory (dirBackend) or the store
+// (storeBackend). Keys does the encryption, the decryption and the caching; a backend only
+// reads and writes the encrypted files.
+type keyBackend interface {
+	// String says where the keys are, for logs: "dir PATH" or "store".
+	String() string
+	// wrongPassphraseHint completes the error of a key file the passphrase does not decrypt.
+	wrongPassphraseHint() string
+	// all returns every key file.
+	all(ctx context.Context) ([]keyFile, error)
+	// find returns the key file of addr, added since all by this or another process, or
+	// errNoKeyFile.
+	find(ctx context.Context, addr common.Address) (keyFile, error)
+	// any reports whether there is any key file, without decrypting anything.
+	any(ctx context.Context) (bool, error)
+	// put stores keyJSON, the key of addr, durably, after verify has accepted it (as it will
+	// be read back); a key of addr stored already is ErrKeyExists. It returns where the key
+	// went, for logs.
+	put(ctx context.Context, addr common.Address, keyJSON []byte, verify func([]byte) error) (string, error)
+}
+
+// keyFile is an encrypted key as a backend holds it.
+type keyFile struct {
+	where string          // for logs and errors: the file's path, or the store row
+	json  []byte          // the V3 key file
+	addr  *common.Address // the address the backend files it under, if any
 }
 
 // Keys holds the service's private keys, decrypted once and kept in memory for fast,
-// concurrent signing. Every key but those added with AddInMemory is also stored in the
-// keystore directory, encrypted with the service passphrase.
+// concurrent signing. Every key but those added with AddInMemory is also kept in the key
+// backend (the keystore directory, or the store), encrypted with the service passphrase.
 //
 // Secrets (the passphrase, private keys) are only ever held behind pointers, so printing a
 // Keys with fmt shows addresses of memory, and encoding it as JSON shows nothing; neither
 // appears in a log line or an error.
 type Keys struct {
-	dir      string
+	backend  keyBackend // nil: memory only
 	pass     *passphrase
 	passFrom string // where pass came from, for errors: "env NAME" or "file PATH"
 	scryptN  int
 	scryptP  int
 	log      *zap.Logger
+	unlocks  chan struct{} // bounds the decryptions of keys found after start-up
 
 	mu      sync.RWMutex
 	keys    map[common.Address]*ecdsa.PrivateKey
 	pending map[common.Address]struct{} // being written by New or Import
+	loading map[common.Address]*keyLoad // being looked up in the backend
+	broken  map[common.Address]error    // found in the backend, but failed to decrypt
 }
 
-// OpenKeys resolves the passphrase (environment variable, else file), opens the keystore
-// directory (created with mode 0700 if missing) and decrypts every key file in it, several at
-// once. A file that does not decrypt with the passphrase fails the whole call; the error
-// names the file.
+// keyLoad is a lookup of one address in the backend, which concurrent askers wait for.
+type keyLoad struct {
+	done chan struct{}
+	key  *ecdsa.PrivateKey
+	err  error
+}
+
+// newKeys is an empty Keys over backend (nil: memory only).
+func newKeys(backend keyBackend, log *zap.Logger) *Keys {
+	return &Keys{
+		backend: backend,
+		scryptN: keystore.StandardScryptN,
+		scryptP: keystore.StandardScryptP,
+		log:     log,
+		unlocks: make(chan struct{}, maxUnlockWorkers),
+		keys:    make(map[common.Address]*ecdsa.PrivateKey),
+		pending: make(map[common.Address]struct{}),
+		loading: make(map[common.Address]*keyLoad),
+		broken:  make(map[common.Address]error),
+	}
+}
+
+// OpenKeys resolves the passphrase (environment variable, else file), opens the key backend
+// of cfg (the keystore directory, created with mode 0700 if missing, or the store of
+// deps.Store) and decrypts every key in it, several at once. A key that does not decrypt with
+// the passphrase fails the whole call; the error names the file (or the address, in the
+// store).
 //
-// Files whose name starts with "." (temporary files of an interrupted write) or ends with
-// "~", README files and subdirectories are skipped; any other file must be a key file.
+// In the directory, files whose name starts with "." (temporary files of an interrupted
+// write) or ends with "~", README files and subdirectories are skipped; any other file must
+// be a key file.
 func OpenKeys(cfg KeysConfig, deps Deps) (*Keys, error) {
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -90,33 +148,15 @@ func OpenKeys(cfg KeysConfig, deps Deps) (*Keys, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Keys{
-		dir:      cfg.Dir,
-		pass:     pass,
-		passFrom: source,
-		scryptN:  keystore.StandardScryptN,
-		scryptP:  keystore.StandardScryptP,
-		log:      log,
-		keys:     make(map[common.Address]*ecdsa.PrivateKey),
-		pending:  make(map[common.Address]struct{}),
+	backend, err := openBackend(cfg, deps, log)
+	if err != nil {
+		return nil, err
 	}
+	k := newKeys(backend, log)
+	k.pass, k.passFrom = pass, source
 	if cfg.LightScrypt {
 		k.scryptN, k.scryptP = keystore.LightScryptN, keystore.LightScryptP
 		log.Warn("keystore: lightScrypt is on; new keys are weakly encrypted (tests and development only)")
-	}
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("keystore dir: %w", err)
-	}
-	st, err := os.Stat(cfg.Dir)
-	if err != nil {
-		return nil, fmt.Errorf("keystore dir: %w", err)
-	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("keystore dir %s: not a directory", cfg.Dir)
-	}
-	if perm := st.Mode().Perm(); runtime.GOOS != "windows" && perm&0o077 != 0 {
-		log.Warn("keystore: directory is accessible to group or others; 0700 is recommended",
-			zap.String("dir", cfg.Dir), zap.String("mode", fmt.Sprintf("%04o", perm)))
 	}
 	start := time.Now()
 	n, workers, err := k.unlockAll()
@@ -124,9 +164,20 @@ func OpenKeys(cfg KeysConfig, deps Deps) (*Keys, error) {
 		return nil, err
 	}
 	log.Info("keystore unlocked",
-		zap.String("dir", cfg.Dir), zap.String("passphrase_from", source),
+		zap.Stringer("backend", backend), zap.String("passphrase_from", source),
 		zap.Int("keys", n), zap.Int("workers", workers), zap.Duration("took", time.Since(start)))
 	return k, nil
+}
+
+// openBackend opens the key backend cfg names.
+func openBackend(cfg KeysConfig, deps Deps, log *zap.Logger) (keyBackend, error) {
+	if cfg.Backend == KeysBackendStore {
+		if deps.Store == nil {
+			return nil, errors.New("keystore: wallet.keys.backend is store, but no store was given")
+		}
+		return &storeBackend{db: deps.Store}, nil
+	}
+	return openDirBackend(cfg.Dir, log)
 }
 
 // MemoryKeys holds keys in memory only, with no keystore: for a server without a keystore
@@ -137,56 +188,42 @@ func MemoryKeys(deps Deps) *Keys {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Keys{log: log, keys: make(map[common.Address]*ecdsa.PrivateKey), pending: make(map[common.Address]struct{})}
+	return newKeys(nil, log)
 }
 
-// HasKeyFiles reports whether the keystore directory of cfg holds any key file, without
-// decrypting anything.
-func HasKeyFiles(cfg KeysConfig) (bool, error) {
+// HasKeyFiles reports whether the key backend of cfg (the keystore directory, or the store
+// of deps.Store) holds any key, without decrypting anything.
+func HasKeyFiles(cfg KeysConfig, deps Deps) (bool, error) {
 	cfg.SetDefaults()
-	entries, err := os.ReadDir(cfg.Dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("keystore dir: %w", err)
-	}
-	for _, e := range entries {
-		if !e.IsDir() && !skippedFile(e.Name()) {
-			return true, nil
+	if cfg.Backend == KeysBackendStore {
+		if deps.Store == nil {
+			return false, errors.New("keystore: wallet.keys.backend is store, but no store was given")
 		}
+		return (&storeBackend{db: deps.Store}).any(context.Background())
 	}
-	return false, nil
+	return (&dirBackend{dir: cfg.Dir}).any(context.Background())
 }
 
-// unlockAll decrypts every key file of the keystore directory into k.keys, up to
-// maxUnlockWorkers at once, and stops at the first failure.
+// unlockAll decrypts every key of the backend into k.keys, up to maxUnlockWorkers at once,
+// and stops at the first failure.
 func (k *Keys) unlockAll() (keys, workers int, err error) {
-	entries, err := os.ReadDir(k.dir)
+	files, err := k.backend.all(context.Background())
 	if err != nil {
-		return 0, 0, fmt.Errorf("keystore dir: %w", err)
+		return 0, 0, err
 	}
-	var paths []string
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || skippedFile(name) {
-			continue
-		}
-		paths = append(paths, filepath.Join(k.dir, name))
-	}
-	if len(paths) == 0 {
+	if len(files) == 0 {
 		return 0, 0, nil
 	}
-	workers = min(len(paths), runtime.GOMAXPROCS(0), maxUnlockWorkers)
-	unlocked := make([]*ecdsa.PrivateKey, len(paths))
+	workers = min(len(files), runtime.GOMAXPROCS(0), maxUnlockWorkers)
+	unlocked := make([]*ecdsa.PrivateKey, len(files))
 	g, ctx := errgroup.WithContext(context.Background())
 	g.SetLimit(workers)
-	for i, path := range paths {
+	for i, f := range files {
 		g.Go(func() error {
 			if ctx.Err() != nil {
 				return nil // another file failed: do not spend scrypt time on the rest
 			}
-			key, err := k.unlockFile(path)
+			key, err := k.unlock(f)
 			unlocked[i] = key
 			return err
 		})
@@ -194,45 +231,35 @@ func (k *Keys) unlockAll() (keys, workers int, err error) {
 	if err := g.Wait(); err != nil {
 		return 0, 0, err
 	}
-	files := make(map[common.Address]string, len(paths))
+	seen := make(map[common.Address]string, len(files))
 	for i, key := range unlocked {
 		addr := crypto.PubkeyToAddress(key.PublicKey)
-		if other, dup := files[addr]; dup {
+		if other, dup := seen[addr]; dup {
 			k.log.Warn("keystore: two files hold the same key",
-				zap.Stringer("address", addr), zap.String("file", paths[i]), zap.String("other", other))
+				zap.Stringer("address", addr), zap.String("file", files[i].where), zap.String("other", other))
 			continue
 		}
-		files[addr] = paths[i]
+		seen[addr] = files[i].where
 		k.keys[addr] = key
 		if ce := k.log.Check(zap.DebugLevel, "key unlocked"); ce != nil {
-			ce.Write(zap.Stringer("address", addr), zap.String("file", paths[i]))
+			ce.Write(zap.Stringer("address", addr), zap.String("file", files[i].where))
 		}
 	}
 	return len(k.keys), workers, nil
 }
 
-// unlockFile reads and decrypts one key file with the service passphrase.
-func (k *Keys) unlockFile(path string) (*ecdsa.PrivateKey, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("keystore: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("keystore: read %s: %w", path, err)
-	}
-	if len(b) > maxKeyFile {
-		return nil, fmt.Errorf("keystore: %s is larger than %d bytes: not a key file", path, maxKeyFile)
-	}
-	key, err := decryptKey(b, k.pass.v, defaultKDFLimits())
+// unlock decrypts one key file with the service passphrase.
+func (k *Keys) unlock(f keyFile) (*ecdsa.PrivateKey, error) {
+	key, err := decryptKey(f.json, k.pass.v, defaultKDFLimits())
 	if errors.Is(err, keystore.ErrDecrypt) {
-		return nil, fmt.Errorf("keystore: unlock %s: %w (from %s), or the file was encrypted with another passphrase "+
-			"(a key file from elsewhere is taken in with `web3gate accounts import`, not copied into the keystore): %w",
-			path, ErrKeystorePassphrase, k.passFrom, err)
+		return nil, fmt.Errorf("keystore: unlock %s: %w (from %s), %s: %w",
+			f.where, ErrKeystorePassphrase, k.passFrom, k.backend.wrongPassphraseHint(), err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("keystore: unlock %s: %w", path, err)
+		return nil, fmt.Errorf("keystore: unlock %s: %w", f.where, err)
+	}
+	if f.addr != nil && *f.addr != key.Address {
+		return nil, fmt.Errorf("keystore: unlock %s: it holds the key of %s", f.where, key.Address.Hex())
 	}
 	return key.PrivateKey, nil
 }
@@ -255,8 +282,7 @@ func decryptKey(keyJSON []byte, pass string, lim kdfLimits) (*keystore.Key, erro
 	return key, nil
 }
 
-// New creates a random key, stores it encrypted in the keystore directory and keeps it
-// unlocked.
+// New creates a random key, stores it encrypted in the key backend and keeps it unlocked.
 func (k *Keys) New() (common.Address, error) {
 	if k.pass == nil {
 		return common.Address{}, ErrNoKeystore
@@ -269,11 +295,11 @@ func (k *Keys) New() (common.Address, error) {
 	if err != nil {
 		return common.Address{}, fmt.Errorf("new key: %w", err)
 	}
-	path, err := k.store(key)
+	where, err := k.keep(key)
 	if err != nil {
 		return common.Address{}, fmt.Errorf("new key: %w", err)
 	}
-	k.log.Info("key created", zap.Stringer("address", key.Address), zap.String("file", path))
+	k.log.Info("key created", zap.Stringer("address", key.Address), zap.String("stored", where))
 	return key.Address, nil
 }
 
@@ -313,14 +339,14 @@ func (k *Keys) ImportKey(priv *ecdsa.PrivateKey) (common.Address, error) {
 	if err != nil {
 		return common.Address{}, fmt.Errorf("import key: %w", err)
 	}
-	path, err := k.store(key)
+	where, err := k.keep(key)
 	if errors.Is(err, ErrKeyExists) {
 		return key.Address, fmt.Errorf("import key: %w", err)
 	}
 	if err != nil {
 		return common.Address{}, fmt.Errorf("import key: %w", err)
 	}
-	k.log.Info("key imported", zap.Stringer("address", key.Address), zap.String("file", path))
+	k.log.Info("key imported", zap.Stringer("address", key.Address), zap.String("stored", where))
 	return key.Address, nil
 }
 
@@ -340,15 +366,14 @@ func (k *Keys) AddInMemory(key *ecdsa.PrivateKey) common.Address {
 	return addr
 }
 
-// Has reports whether the key of addr is held.
+// Has reports whether the key of addr is held: unlocked already, or found in the backend
+// (added by another process since start-up) and unlocked now.
 func (k *Keys) Has(addr common.Address) bool {
-	k.mu.RLock()
-	_, ok := k.keys[addr]
-	k.mu.RUnlock()
-	return ok
+	_, err := k.key(addr)
+	return err == nil
 }
 
-// Addresses returns the addresses of every key held, sorted.
+// Addresses returns the addresses of every key unlocked, sorted.
 func (k *Keys) Addresses() []common.Address {
 	k.mu.RLock()
 	addrs := make([]common.Address, 0, len(k.keys))
@@ -360,21 +385,101 @@ func (k *Keys) Addresses() []common.Address {
 	return addrs
 }
 
-// key returns the private key of addr.
+// key returns the private key of addr, looking it up in the backend when it is not unlocked
+// yet. A key not there is ErrUnknownAccount.
 func (k *Keys) key(addr common.Address) (*ecdsa.PrivateKey, error) {
 	k.mu.RLock()
 	key, ok := k.keys[addr]
 	k.mu.RUnlock()
-	if !ok {
+	if ok {
+		return key, nil
+	}
+	if k.backend == nil {
 		return nil, fmt.Errorf("%w %s", ErrUnknownAccount, addr.Hex())
+	}
+	return k.load(addr)
+}
+
+// load looks addr up in the backend and unlocks the key found, once for all who ask at the
+// same time. The lookup takes no lock, so that asking about addresses the backend does not
+// hold (eth_getTransactionCount of any address asks) costs one read and blocks no one. A key
+// found but not decrypted is remembered as broken (its error is answered again without
+// spending scrypt time on it); an address not found, or a backend error, is asked of the
+// backend again next time.
+func (k *Keys) load(addr common.Address) (*ecdsa.PrivateKey, error) {
+	k.mu.RLock()
+	err, broken := k.broken[addr]
+	k.mu.RUnlock()
+	if broken {
+		return nil, err
+	}
+	f, err := k.backend.find(context.Background(), addr)
+	if errors.Is(err, errNoKeyFile) {
+		return nil, fmt.Errorf("%w %s", ErrUnknownAccount, addr.Hex())
+	}
+	if err != nil {
+		k.log.Warn("key lookup failed", zap.Stringer("address", addr), zap.Error(err))
+		return nil, fmt.Errorf("look up the key of %s: %w", addr.Hex(), err)
+	}
+
+	k.mu.Lock()
+	if key, ok := k.keys[addr]; ok {
+		k.mu.Unlock()
+		return key, nil
+	}
+	if err, ok := k.broken[addr]; ok {
+		k.mu.Unlock()
+		return nil, err
+	}
+	if l, ok := k.loading[addr]; ok {
+		k.mu.Unlock()
+		<-l.done
+		return l.key, l.err
+	}
+	l := &keyLoad{done: make(chan struct{})}
+	k.loading[addr] = l
+	k.mu.Unlock()
+
+	l.key, l.err = k.unlockFound(addr, f)
+
+	k.mu.Lock()
+	delete(k.loading, addr)
+	if l.err == nil {
+		k.keys[addr] = l.key
+	} else {
+		k.broken[addr] = l.err
+	}
+	k.mu.Unlock()
+	close(l.done)
+	if l.err == nil {
+		k.log.Info("key found in the backend and unlocked", zap.Stringer("address", addr), zap.Stringer("backend", k.backend))
+	} else {
+		k.log.Error("key found in the backend does not unlock; restart with the right passphrase",
+			zap.Stringer("address", addr), zap.Error(l.err))
+	}
+	return l.key, l.err
+}
+
+// unlockFound decrypts f, the key file found for addr, with at most maxUnlockWorkers
+// decryptions at once.
+func (k *Keys) unlockFound(addr common.Address, f keyFile) (*ecdsa.PrivateKey, error) {
+	k.unlocks <- struct{}{}
+	defer func() { <-k.unlocks }()
+	key, err := k.unlock(f)
+	if err != nil {
+		return nil, err
+	}
+	if got := crypto.PubkeyToAddress(key.PublicKey); got != addr {
+		return nil, fmt.Errorf("keystore: %s holds the key of %s", f.where, got.Hex())
 	}
 	return key, nil
 }
 
-// store encrypts key with the service passphrase, writes it to a new file of the keystore
-// directory and adds it to the keys held. The scrypt work runs outside the lock; the address
-// is reserved meanwhile, so two stores of one key cannot both succeed.
-func (k *Keys) store(key *keystore.Key) (path string, err error) {
+// keep encrypts key with the service passphrase, stores it in the backend and adds it to the
+// keys held. The scrypt work runs outside the lock; the address is reserved meanwhile, so two
+// stores of one key in this process cannot both succeed (across processes, the backend
+// refuses the second: the store by its primary key).
+func (k *Keys) keep(key *keystore.Key) (where string, err error) {
 	addr := key.Address
 	k.mu.Lock()
 	_, held := k.keys[addr]
@@ -391,6 +496,7 @@ func (k *Keys) store(key *keystore.Key) (path string, err error) {
 		delete(k.pending, addr)
 		if err == nil {
 			k.keys[addr] = key.PrivateKey
+			delete(k.broken, addr)
 		}
 		k.mu.Unlock()
 	}()
@@ -398,83 +504,15 @@ func (k *Keys) store(key *keystore.Key) (path string, err error) {
 	if err != nil {
 		return "", fmt.Errorf("encrypt: %w", err)
 	}
-	return k.writeKeyFile(addr, keyJSON)
-}
-
-// writeKeyFile writes keyJSON under go-ethereum's file name convention
-// (UTC--<time>--<address>), atomically and durably: a temporary file (mode 0600) is written,
-// synced, read back and decrypted with the service passphrase, then renamed into place, and
-// the directory is synced. A key must not be reported created and then lost.
-func (k *Keys) writeKeyFile(addr common.Address, keyJSON []byte) (path string, err error) {
-	name := keyFileName(addr, time.Now())
-	path = filepath.Join(k.dir, name)
-	f, err := os.CreateTemp(k.dir, "."+name+".tmp*")
-	if err != nil {
-		return "", fmt.Errorf("write key file: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
+	verify := func(written []byte) error {
+		back, err := decryptKey(written, k.pass.v, defaultKDFLimits())
 		if err != nil {
-			os.Remove(tmp)
+			return err
 		}
-	}()
-	_, err = f.Write(keyJSON)
-	if err == nil {
-		err = f.Sync()
+		if back.Address != addr {
+			return fmt.Errorf("holds %s, want %s", back.Address.Hex(), addr.Hex())
+		}
+		return nil
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", fmt.Errorf("write key file: %w", err)
-	}
-	written, err := os.ReadFile(tmp)
-	if err != nil {
-		return "", fmt.Errorf("verify key file: %w", err)
-	}
-	back, err := decryptKey(written, k.pass.v, defaultKDFLimits())
-	if err != nil {
-		return "", fmt.Errorf("verify key file %s: %w", tmp, err)
-	}
-	if back.Address != addr {
-		return "", fmt.Errorf("verify key file %s: holds %s, want %s", tmp, back.Address.Hex(), addr.Hex())
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("write key file: %w", err)
-	}
-	if err := syncDir(k.dir); err != nil {
-		return "", fmt.Errorf("write key file: %w", err)
-	}
-	return path, nil
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil // directories cannot be opened for syncing there
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// keyFileName is go-ethereum's key file name: UTC--<created at, ISO 8601>--<address hex>.
-func keyFileName(addr common.Address, t time.Time) string {
-	t = t.UTC()
-	return fmt.Sprintf("UTC--%04d-%02d-%02dT%02d-%02d-%02d.%09dZ--%s",
-		t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(),
-		hex.EncodeToString(addr[:]))
-}
-
-// skippedFile reports whether a keystore directory entry is not a key file: temporary files
-// of an interrupted write (".name"), editor backups ("name~") and README files.
-func skippedFile(name string) bool {
-	return strings.HasPrefix(name, ".") || strings.HasSuffix(name, "~") ||
-		strings.HasPrefix(strings.ToUpper(name), "README")
+	return k.backend.put(context.Background(), addr, keyJSON, verify)
 }

@@ -2,6 +2,7 @@ package wallet
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/web3gate/web3gate/internal/defaults"
 )
@@ -10,11 +11,23 @@ import (
 // wallet.keys.passphraseEnv is not set.
 const DefaultPassphraseEnv = "WEB3GATE_KEYSTORE_PASSPHRASE"
 
+// Key backends (wallet.keys.backend).
+const (
+	// KeysBackendDir keeps the keys as files of the keystore directory (the default).
+	KeysBackendDir = "dir"
+	// KeysBackendStore keeps the keys in the store, shared by every process using it.
+	KeysBackendStore = "store"
+)
+
 // KeysConfig is the `wallet.keys:` part of config.yaml. The passphrase itself is never part
 // of the configuration: it comes from an environment variable or a file.
 type KeysConfig struct {
+	// Backend is where the encrypted keys are kept: "dir" (default), the keystore directory,
+	// or "store", the store's database, so that every replica sharing it can sign for every
+	// account. Both hold the same V3 key files, with the same encryption and passphrase.
+	Backend string `yaml:"backend"`
 	// Dir is the keystore directory (go-ethereum V3 key files), created with mode 0700 if
-	// missing. Default "keystore".
+	// missing, with backend "dir". Default "keystore".
 	Dir string `yaml:"dir"`
 	// PassphraseEnv names the environment variable holding the passphrase. Default
 	// WEB3GATE_KEYSTORE_PASSPHRASE.
@@ -30,6 +43,7 @@ type KeysConfig struct {
 
 // SetDefaults fills unset fields with their defaults.
 func (c *KeysConfig) SetDefaults() {
+	defaults.Set(&c.Backend, KeysBackendDir)
 	defaults.Set(&c.Dir, "keystore")
 	defaults.Set(&c.PassphraseEnv, DefaultPassphraseEnv)
 }
@@ -38,6 +52,11 @@ func (c *KeysConfig) SetDefaults() {
 // the value of passphraseEnv: a passphrase pasted there by mistake must not reach the logs.
 func (c *KeysConfig) Validate() error {
 	var errs []error
+	switch c.Backend {
+	case KeysBackendDir, KeysBackendStore:
+	default:
+		errs = append(errs, fmt.Errorf("backend: must be %q or %q, got %q", KeysBackendDir, KeysBackendStore, c.Backend))
+	}
 	if c.Dir == "" {
 		errs = append(errs, errors.New("dir: must not be empty"))
 	}

@@ -1,6 +1,7 @@
 package wallet
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -153,10 +154,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 			t.Fatalf("%s is not held", addr)
 		}
 	}
-	for addr, key := range k.keys {
-		secrets["private key of "+addr.Hex()] = hex.EncodeToString(crypto.FromECDSA(key))
-		secrets["private key (decimal) of "+addr.Hex()] = key.D.String()
-	}
+	addKeySecrets(secrets, k)
 	files, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -170,26 +168,46 @@ func TestSecretsNeverLogged(t *testing.T) {
 		keyFiles = append(keyFiles, b)
 	}
 	for i, b := range keyFiles {
-		secrets[fmt.Sprintf("key file %d", i)] = string(b)
-		var v struct {
-			Crypto struct {
-				CipherText string `json:"ciphertext"`
-				MAC        string `json:"mac"`
-			} `json:"crypto"`
-		}
-		if err := json.Unmarshal(b, &v); err != nil || v.Crypto.CipherText == "" {
-			t.Fatalf("key file %d: no ciphertext (%v)", i, err)
-		}
-		secrets[fmt.Sprintf("ciphertext of key file %d", i)] = v.Crypto.CipherText
-		secrets[fmt.Sprintf("MAC of key file %d", i)] = v.Crypto.MAC
+		addKeyFileSecrets(t, secrets, fmt.Sprintf("key file %d", i), b)
 	}
 	if n := len(k.keys); n != 4 {
 		t.Fatalf("%d keys held, want 4 (created, imported, raw, dev)", n)
 	}
 
+	checkSecrets(t, said, logs, secrets)
+}
+
+// addKeyFileSecrets adds to secrets a key file's content, whole, and its ciphertext and MAC
+// (which with the passphrase give the key).
+func addKeyFileSecrets(t *testing.T, secrets map[string]string, name string, b []byte) {
+	t.Helper()
+	secrets[name] = string(b)
+	var v struct {
+		Crypto struct {
+			CipherText string `json:"ciphertext"`
+			MAC        string `json:"mac"`
+		} `json:"crypto"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil || v.Crypto.CipherText == "" {
+		t.Fatalf("%s: no ciphertext (%v)", name, err)
+	}
+	secrets["ciphertext of "+name] = v.Crypto.CipherText
+	secrets["MAC of "+name] = v.Crypto.MAC
+}
+
+// addKeySecrets adds to secrets every private key k holds, in hex and decimal.
+func addKeySecrets(secrets map[string]string, k *Keys) {
+	for addr, key := range k.keys {
+		secrets["private key of "+addr.Hex()] = hex.EncodeToString(crypto.FromECDSA(key))
+		secrets["private key (decimal) of "+addr.Hex()] = key.D.String()
+	}
+}
+
+// checkSecrets checks that no log entry and nothing said contains a secret.
+func checkSecrets(t *testing.T, said []string, logs *observer.ObservedLogs, secrets map[string]string) {
+	t.Helper()
 	for _, e := range logs.All() {
-		line := e.Message + " " + fmt.Sprint(e.ContextMap())
-		said = append(said, line)
+		said = append(said, e.Message+" "+fmt.Sprint(e.ContextMap()))
 	}
 	if logs.Len() < 5 {
 		t.Fatalf("only %d log entries captured; the test does not exercise the logging", logs.Len())
@@ -201,5 +219,88 @@ func TestSecretsNeverLogged(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d log entries and %d errors or renderings checked against %d secrets", logs.Len(), len(said)-logs.Len(), len(secrets))
+	t.Logf("%d log entries and %d errors or renderings checked against %d secrets", logs.Len(), len(said), len(secrets))
+}
+
+// TestStoreSecretsNeverLogged is TestSecretsNeverLogged for keys kept in the store: creating
+// and importing keys, a replica finding them, a replica and a start with the wrong
+// passphrase. No log line, error or rendering holds a passphrase, a private key or a stored
+// key file.
+func TestStoreSecretsNeverLogged(t *testing.T) {
+	const (
+		servicePass = "store-service-secret-H3j!passphrase"
+		wrongPass   = "wrong-store-secret-T8v?"
+		filePass    = "export-file-secret-W1c#"
+		wrongFile   = "wrong-export-secret-E6y&"
+	)
+	ctx := context.Background()
+	core, logs := observer.New(zapcore.DebugLevel)
+	log := zap.New(core)
+	var said []string
+	note := func(err error) {
+		if err != nil {
+			said = append(said, err.Error())
+		}
+	}
+	cfg := storeConfig(t)
+	path := filepath.Join(t.TempDir(), "web3gate.db")
+	db1, db2, db3 := openDB(t, path), openDB(t, path), openDB(t, path)
+
+	k1 := openStoreKeys(t, cfg, db1, servicePass, log)
+	replica := openStoreKeys(t, cfg, db2, servicePass, log)
+	wrong := openStoreKeys(t, cfg, db3, wrongPass, log)
+	a1 := NewAccounts(k1, db1)
+
+	created, err := a1.Create(ctx, "alice")
+	note(err)
+	_, exported := storeTinyKey(t, t.TempDir(), filePass)
+	_, err = a1.Import(ctx, "alice", exported, wrongFile)
+	note(err)
+	imported, err := a1.Import(ctx, "alice", exported, filePass)
+	note(err)
+	_, err = NewAccounts(replica, db2).Import(ctx, "alice", exported, filePass)
+	note(err)
+	rawKey := mustKey(t)
+	raw, err := a1.ImportKey(ctx, "bob", rawKey)
+	note(err)
+
+	for _, addr := range []common.Address{created, imported, raw} {
+		_, err = replica.SignText(addr, []byte("hello"))
+		note(err)
+		_, err = wrong.SignText(addr, []byte("hello"))
+		note(err)
+		if err == nil {
+			t.Fatalf("a replica with the wrong passphrase signed for %s", addr)
+		}
+	}
+	t.Setenv(testEnv, wrongPass)
+	_, err = OpenKeys(cfg, Deps{Logger: log, Store: db3})
+	note(err)
+	if err == nil {
+		t.Fatal("OpenKeys with a wrong passphrase succeeded")
+	}
+	said = append(said, fmt.Sprintf("%v %+v %#v", replica, replica, replica), fmt.Sprintf("%#v", *replica.pass))
+	js, err := json.Marshal(replica)
+	note(err)
+	said = append(said, string(js))
+	log.Info("keys as a field", zap.Any("keys", replica), zap.Reflect("reflect", replica))
+
+	secrets := map[string]string{
+		"service passphrase": servicePass, "wrong passphrase": wrongPass,
+		"file passphrase": filePass, "wrong file passphrase": wrongFile,
+	}
+	if n := len(replica.keys); n != 3 {
+		t.Fatalf("the replica holds %d keys, want 3", n)
+	}
+	addKeySecrets(secrets, k1)
+	addKeySecrets(secrets, replica)
+	addKeyFileSecrets(t, secrets, "exported key file", exported)
+	stored, err := db1.AllKeys(ctx)
+	if err != nil || len(stored) != 3 {
+		t.Fatalf("%d stored keys, %v; want 3", len(stored), err)
+	}
+	for _, s := range stored {
+		addKeyFileSecrets(t, secrets, "stored key of "+s.Address.Hex(), s.JSON)
+	}
+	checkSecrets(t, said, logs, secrets)
 }
