@@ -31,11 +31,11 @@ import (
 //   - gas: eth_estimateGas with the other fields. An estimate the node refuses (a revert: code
 //     3 with the reason and data, as geth answers) is the answer.
 //
-// It returns the names of the fields it filled.
-func (t *Transactions) fillIn(ctx context.Context, ch Chain, b *blockInfo, r *txreq.Request) ([]string, error) {
+// It records what it filled in r.Filled, and does nothing to a complete request.
+func (t *Transactions) fillIn(ctx context.Context, ch Chain, b *blockInfo, r *txreq.Request) error {
 	missing := r.Missing
 	if missing == 0 {
-		return nil, nil
+		return nil
 	}
 	if missing.Has(txreq.FieldValue) {
 		r.Value = new(big.Int)
@@ -45,17 +45,18 @@ func (t *Transactions) fillIn(ctx context.Context, ch Chain, b *blockInfo, r *tx
 	}
 	fees, err := fillFees(ctx, ch, b, r)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if missing.Has(txreq.FieldGas) {
 		gas, err := estimateGas(ctx, ch, r)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.Gas = gas
 	}
 	r.Missing = 0
-	return (missing&^txreq.Fees | fees).Names(), nil
+	r.Filled = missing&^txreq.Fees | fees
+	return nil
 }
 
 // fillFees fills the fee fields left out of r (see fillIn) and returns which it filled.

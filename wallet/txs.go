@@ -138,9 +138,8 @@ func (t *Transactions) Send(ctx context.Context, principal string, chainID uint6
 			return common.Hash{}, err
 		}
 	}
-	var filled []string
 	for attempt := 0; ; attempt++ {
-		rec, err := t.prepareAndReserve(ctx, ch, principal, chainID, r, request, &filled, store.KindSend, idemKey)
+		rec, err := t.prepareAndReserve(ctx, ch, principal, chainID, r, request, store.KindSend, idemKey)
 		if errors.Is(err, store.ErrExists) && idemKey != "" {
 			// The same key, reserved concurrently: answer with that transaction.
 			rec, lerr := t.byIdempotencyKey(ctx, principal, idemKey)
@@ -184,8 +183,7 @@ func (t *Transactions) SignTransaction(ctx context.Context, principal string, ch
 	if err != nil {
 		return nil, err
 	}
-	var filled []string
-	rec, err := t.prepareAndReserve(ctx, ch, principal, chainID, r, request, &filled, store.KindSign, "")
+	rec, err := t.prepareAndReserve(ctx, ch, principal, chainID, r, request, store.KindSign, "")
 	if err != nil {
 		return nil, err
 	}
@@ -209,12 +207,12 @@ func (t *Transactions) SignTransaction(ctx context.Context, principal string, ch
 	return raw, nil
 }
 
-// prepareAndReserve completes r (once: *filled keeps what was filled across attempts),
-// checks it against the chain and reserves its nonce. A send that finds its account's
+// prepareAndReserve completes r (once: a retry finds it complete, r.Filled saying what was
+// filled), checks it against the chain and reserves its nonce. A send that finds its account's
 // in-flight cap reached waits for a slot (awaitSlot) and is checked again, since the
 // balance it was checked against may have been spent meanwhile.
 func (t *Transactions) prepareAndReserve(ctx context.Context, ch Chain, principal string, chainID uint64, r *txreq.Request,
-	request []byte, filled *[]string, kind, idemKey string) (*store.TxRecord, error) {
+	request []byte, kind, idemKey string) (*store.TxRecord, error) {
 	var deadline time.Time
 	var waiting *atomic.Int32
 	defer func() {
@@ -223,17 +221,15 @@ func (t *Transactions) prepareAndReserve(ctx context.Context, ch Chain, principa
 		}
 	}()
 	for {
-		b, err := t.latestBlock(ctx, ch, chainID)
+		b, reused, err := t.latestBlock(ctx, ch, chainID)
 		if err != nil {
 			return nil, err
 		}
-		if r.Missing != 0 {
-			if *filled, err = t.fillIn(ctx, ch, b, r); err != nil {
-				return nil, err
-			}
+		if err := t.fillIn(ctx, ch, b, r); err != nil {
+			return nil, err
 		}
 		balance, err := t.check(ctx, ch, chainID, b, r)
-		if errors.Is(err, ErrUnderpriced) && b.reused {
+		if errors.Is(err, ErrUnderpriced) && reused {
 			// The head may have moved since b was read (the pool learns of new heads at its
 			// polls, and a dev chain seals a block per send): read it again before refusing.
 			if b, err = t.readLatestBlock(ctx, ch, chainID); err == nil {
@@ -247,7 +243,7 @@ func (t *Transactions) prepareAndReserve(ctx context.Context, ch Chain, principa
 		if err != nil {
 			return nil, err
 		}
-		res := reservation{principal: principal, kind: kind, idemKey: idemKey, fields: fields, filled: *filled, balance: balance}
+		res := reservation{principal: principal, kind: kind, idemKey: idemKey, fields: fields, filled: r.Filled.Names(), balance: balance}
 		if string(fields) != string(request) {
 			res.request = request
 		}
@@ -301,7 +297,6 @@ type blockInfo struct {
 	baseFee  *big.Int // nil before London
 	at       time.Time
 	head     uint64 // the pool's head when it was read (headTracker)
-	reused   bool   // latestBlock answered from what an earlier call read
 }
 
 // blockInfoMaxAge bounds how long a read latest block is reused; a new head seen by the
@@ -312,17 +307,18 @@ const blockInfoMaxAge = 500 * time.Millisecond
 // headTracker is a chain that follows its head (upstreams.Pool).
 type headTracker interface{ Head() uint64 }
 
-func (t *Transactions) latestBlock(ctx context.Context, ch Chain, chainID uint64) (*blockInfo, error) {
+// latestBlock is the chain's latest block: the one an earlier call read while it is fresh
+// (reused), else read now.
+func (t *Transactions) latestBlock(ctx context.Context, ch Chain, chainID uint64) (b *blockInfo, reused bool, err error) {
 	if v, ok := t.blocks.Load(chainID); ok {
 		b := v.(*blockInfo)
 		ht, tracked := ch.(headTracker)
 		if time.Since(b.at) < blockInfoMaxAge && (!tracked || ht.Head() == b.head) {
-			r := *b
-			r.reused = true
-			return &r, nil
+			return b, true, nil
 		}
 	}
-	return t.readLatestBlock(ctx, ch, chainID)
+	b, err = t.readLatestBlock(ctx, ch, chainID)
+	return b, false, err
 }
 
 // readLatestBlock reads the latest block from the chain, for latestBlock to reuse.
@@ -502,11 +498,9 @@ func (t *Transactions) reserve(ctx context.Context, ch Chain, chainID uint64, r 
 				next = maxStored + 1
 			}
 		}
-		nonce := next
-		if slot, ok, err := tx.ReusableSlot(ctx, chainID, r.From, 0); err != nil {
+		nonce, err := lowestFree(ctx, tx, chainID, r.From, next)
+		if err != nil {
 			return err
-		} else if ok && slot < next {
-			nonce = slot
 		}
 		if r.Nonce != nil && *r.Nonce != nonce {
 			return nonceError(*r.Nonce, nonce)
@@ -563,16 +557,23 @@ func (t *Transactions) PendingNonce(ctx context.Context, chainID uint64, addr co
 		if next, ok, err = tx.NextNonce(ctx, chainID, addr); err != nil || !ok {
 			return err
 		}
-		slot, has, err := tx.ReusableSlot(ctx, chainID, addr, 0)
-		if has && slot < next {
-			next = slot
-		}
+		next, err = lowestFree(ctx, tx, chainID, addr, next)
 		return err
 	})
 	if err != nil || !ok {
 		return nil, err
 	}
 	return &next, nil
+}
+
+// lowestFree is the nonce the next reservation of addr takes, given its nonce head next: the
+// lowest released slot below it, else next.
+func lowestFree(ctx context.Context, tx *store.Tx, chainID uint64, addr common.Address, next uint64) (uint64, error) {
+	slot, ok, err := tx.ReusableSlot(ctx, chainID, addr, 0)
+	if err != nil || !ok || slot >= next {
+		return next, err
+	}
+	return slot, nil
 }
 
 // headKey names a nonce head.
@@ -818,16 +819,12 @@ const fillerGas = 21000
 // suggestion.
 func (t *Transactions) fillGap(ctx context.Context, ch Chain, chainID uint64, addr common.Address, principal string, nonce uint64) {
 	logger := t.log.With(zap.Uint64("chain", chainID), zap.String("from", addr.Hex()), zap.Uint64("nonce", nonce))
-	res, err := ch.Forward(ctx, "eth_gasPrice", nil)
-	var price hexutil.Big
-	if err == nil {
-		err = json.Unmarshal(res, &price)
-	}
+	price, err := callQuantity(ctx, ch, "eth_gasPrice")
 	if err != nil {
 		logger.Error("filling a nonce: no gas price", zap.Error(err))
 		return
 	}
-	p := new(big.Int).Mul(price.ToInt(), big.NewInt(2))
+	p := price.Mul(price, big.NewInt(2))
 	r := &txreq.Request{From: addr, To: &addr, Gas: fillerGas, Value: new(big.Int), Data: []byte{}, GasPrice: p}
 	fields, _ := json.Marshal(r)
 	rec := &store.TxRecord{ChainID: chainID, Address: addr, Nonce: nonce, Principal: principal, Kind: store.KindFiller,

@@ -64,8 +64,9 @@ type Request struct {
 
 	// Nonce is the client's explicit nonce (ParseFill only), or nil.
 	Nonce *uint64
-	// Missing are the fields the client left out (ParseFill only), for the caller to fill.
-	Missing Field
+	// Missing are the fields the client left out (ParseFill only), for the caller to fill;
+	// Filled those the caller filled in (it clears them from Missing).
+	Missing, Filled Field
 	// WantType is the type the client asked for with "type" when it gave no fee field to say
 	// so: types.LegacyTxType or types.DynamicFeeTxType; -1 when it did not ask.
 	WantType int
