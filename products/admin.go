@@ -2,9 +2,6 @@ package products
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"io"
 	"mime"
@@ -59,10 +56,11 @@ type adminCall struct {
 }
 
 func (a *adminCall) serve() error {
-	if len(a.s.tokens) == 0 {
+	if a.s.tokens.Empty() {
 		return proxy.Errorf(http.StatusForbidden, "the admin product API is off: no products.admin.tokens are configured")
 	}
-	if err := a.authenticate(); err != nil {
+	var err error
+	if a.token, err = a.s.tokens.Authenticate(a.w, a.r); err != nil {
 		return err
 	}
 	id, item := strings.CutPrefix(a.r.URL.Path, AdminPath+"/")
@@ -90,37 +88,6 @@ func (a *adminCall) serve() error {
 		return serve(strings.ToLower(id))
 	}
 	return proxy.Errorf(http.StatusNotFound, "no such route")
-}
-
-// authenticate checks the bearer token against every configured hash, in constant time and
-// without stopping at a match, so that the time taken tells nothing about the tokens.
-func (a *adminCall) authenticate() error {
-	h := a.r.Header.Get("Authorization")
-	if h == "" {
-		return a.unauthorized("Not Authorized: an admin bearer token is required (Authorization: Bearer <token>)")
-	}
-	scheme, tok, ok := strings.Cut(h, " ")
-	tok = strings.TrimSpace(tok)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		return a.unauthorized("Not Authorized: the Authorization header must be Bearer <token>")
-	}
-	sum := sha256.Sum256([]byte(tok))
-	match := -1
-	for i := range a.s.tokens {
-		if subtle.ConstantTimeCompare(sum[:], a.s.tokens[i].hash[:]) == 1 {
-			match = i
-		}
-	}
-	if match < 0 {
-		return a.unauthorized("Not Authorized: invalid admin token")
-	}
-	a.token = a.s.tokens[match].name
-	return nil
-}
-
-func (a *adminCall) unauthorized(msg string) error {
-	a.w.Header().Set("WWW-Authenticate", `Bearer realm="web3gate-admin"`)
-	return proxy.Errorf(http.StatusUnauthorized, "%s", msg)
 }
 
 func (a *adminCall) notAllowed(methods ...string) error {
@@ -270,12 +237,7 @@ func (a *adminCall) fail(err error) {
 		}
 		he = proxy.Errorf(http.StatusInternalServerError, "internal error")
 	}
-	body, _ := json.Marshal(struct {
-		Error proxy.RESTError `json:"error"`
-	}{proxy.RESTError{Code: he.Status, Status: http.StatusText(he.Status), Request: a.reqID, Message: he.Message}})
-	a.w.Header().Set("Content-Type", "application/json")
-	a.w.WriteHeader(he.Status)
-	_, _ = a.w.Write(body)
+	proxy.WriteHTTPError(a.w, a.reqID, he)
 }
 
 // validRequestID: a client's X-Request-Id is echoed when it is 1 to 128 characters of

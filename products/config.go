@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/web3gate/web3gate/internal/defaults"
+	"github.com/web3gate/web3gate/proxy"
 )
 
 // Config is the `products:` section.
@@ -23,12 +24,9 @@ type AdminConfig struct {
 	MaxBodyBytes int64 `yaml:"maxBodyBytes"`
 }
 
-// AdminToken is one admin token, stored as the hex SHA-256 of the token.
-type AdminToken struct {
-	// Name identifies the token in the logs of the writes made with it.
-	Name   string `yaml:"name"`
-	SHA256 string `yaml:"sha256"`
-}
+// AdminToken is one admin token, stored as the hex SHA-256 of the token; its name identifies
+// it in the logs of the writes made with it.
+type AdminToken = proxy.AdminToken
 
 // DefaultMaxBodyBytes is products.admin.maxBodyBytes when unset (1 MiB).
 const DefaultMaxBodyBytes = 1 << 20

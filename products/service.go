@@ -3,16 +3,15 @@ package products
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/store"
 )
 
@@ -37,15 +36,10 @@ type Service struct {
 	log     *zap.Logger
 	now     func() time.Time
 	maxBody int64
-	tokens  []adminToken
+	tokens  proxy.AdminTokens
 
 	idPrefix string
 	idSeq    atomic.Uint64
-}
-
-type adminToken struct {
-	name string
-	hash [sha256.Size]byte
 }
 
 // New builds the catalog from a validated config, and writes the scope of the sold rule to
@@ -77,15 +71,8 @@ func New(ctx context.Context, cfg Config, deps Deps) (*Service, error) {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
-	for i, t := range cfg.Admin.Tokens {
-		var tok adminToken
-		b, err := hex.DecodeString(strings.ToLower(t.SHA256))
-		if err != nil || len(b) != sha256.Size {
-			return nil, fmt.Errorf("products.admin.tokens[%d].sha256: must be 64 hex digits", i)
-		}
-		copy(tok.hash[:], b)
-		tok.name = t.Name
-		s.tokens = append(s.tokens, tok)
+	if s.tokens, err = proxy.NewAdminTokens("products.admin.tokens", cfg.Admin.Tokens); err != nil {
+		return nil, err
 	}
 	var rnd [4]byte
 	if _, err := rand.Read(rnd[:]); err != nil {

@@ -3,8 +3,6 @@ package auth
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -55,14 +53,9 @@ type ClientsAdmin struct {
 	clients  ClientsAdminStore
 	log      *zap.Logger
 	now      func() time.Time
-	tokens   []adminTokenHash
+	tokens   proxy.AdminTokens
 	idPrefix string
 	idSeq    atomic.Uint64
-}
-
-type adminTokenHash struct {
-	name string
-	hash [sha256.Size]byte
 }
 
 var _ http.Handler = (*ClientsAdmin)(nil)
@@ -79,15 +72,9 @@ func NewClientsAdmin(cfg ClientsAdminConfig, deps ClientsAdminDeps) (*ClientsAdm
 	if a.now == nil {
 		a.now = time.Now
 	}
-	for i, t := range cfg.Tokens {
-		b, err := hex.DecodeString(t.SHA256)
-		if err != nil || len(b) != sha256.Size {
-			return nil, fmt.Errorf("auth.oauth.admin.tokens[%d].sha256: must be 64 hex digits", i)
-		}
-		var h adminTokenHash
-		h.name = t.Name
-		copy(h.hash[:], b)
-		a.tokens = append(a.tokens, h)
+	var err error
+	if a.tokens, err = proxy.NewAdminTokens("auth.oauth.admin.tokens", cfg.Tokens); err != nil {
+		return nil, err
 	}
 	var rnd [4]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
@@ -139,10 +126,10 @@ func utc(t *time.Time) *time.Time {
 }
 
 func (a *ClientsAdmin) serve(w http.ResponseWriter, r *http.Request, reqID string) (store.Client, error) {
-	if len(a.tokens) == 0 {
+	if a.tokens.Empty() {
 		return store.Client{}, proxy.Errorf(http.StatusForbidden, "the client admin API is off: no auth.oauth.admin.tokens are configured")
 	}
-	token, err := a.authenticate(w, r)
+	token, err := a.tokens.Authenticate(w, r)
 	if err != nil {
 		return store.Client{}, err
 	}
@@ -186,35 +173,6 @@ func (a *ClientsAdmin) found(c store.Client, err error) (store.Client, error) {
 	return c, err
 }
 
-// authenticate checks the bearer token against every configured hash, in constant time and
-// without stopping at a match, and returns the name of the token.
-func (a *ClientsAdmin) authenticate(w http.ResponseWriter, r *http.Request) (string, error) {
-	unauthorized := func(msg string) error {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="web3gate-admin"`)
-		return proxy.Errorf(http.StatusUnauthorized, "%s", msg)
-	}
-	h := r.Header.Get("Authorization")
-	if h == "" {
-		return "", unauthorized("Not Authorized: an admin bearer token is required (Authorization: Bearer <token>)")
-	}
-	scheme, tok, ok := strings.Cut(h, " ")
-	tok = strings.TrimSpace(tok)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
-		return "", unauthorized("Not Authorized: the Authorization header must be Bearer <token>")
-	}
-	sum := sha256.Sum256([]byte(tok))
-	match := -1
-	for i := range a.tokens {
-		if subtle.ConstantTimeCompare(sum[:], a.tokens[i].hash[:]) == 1 {
-			match = i
-		}
-	}
-	if match < 0 {
-		return "", unauthorized("Not Authorized: invalid admin token")
-	}
-	return a.tokens[match].name, nil
-}
-
 func notAllowed(w http.ResponseWriter, r *http.Request, method string) error {
 	w.Header().Set("Allow", method)
 	return proxy.Errorf(http.StatusMethodNotAllowed, "method %s is not allowed here (allowed: %s)", clipMethod(r.Method), method)
@@ -235,10 +193,5 @@ func (a *ClientsAdmin) fail(w http.ResponseWriter, r *http.Request, reqID string
 		a.log.Error("client admin API: internal error", zap.String("req_id", reqID), zap.String("method", clipMethod(r.Method)), zap.Error(err))
 		he = proxy.Errorf(http.StatusInternalServerError, "internal error")
 	}
-	body, _ := json.Marshal(struct {
-		Error proxy.RESTError `json:"error"`
-	}{proxy.RESTError{Code: he.Status, Status: http.StatusText(he.Status), Request: reqID, Message: he.Message}})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(he.Status)
-	_, _ = w.Write(body)
+	proxy.WriteHTTPError(w, reqID, he)
 }

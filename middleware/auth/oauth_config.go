@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/web3gate/web3gate/internal/defaults"
+	"github.com/web3gate/web3gate/proxy"
 )
 
 // OAuthConfig is the `auth.oauth:` section: the access tokens web3gate issues at
@@ -79,10 +80,7 @@ type ClientsAdminConfig struct {
 
 // AdminToken is one admin token, stored as the hex SHA-256 of the token, with a name the
 // logs of its writes carry.
-type AdminToken struct {
-	Name   string `yaml:"name"`
-	SHA256 string `yaml:"sha256"`
-}
+type AdminToken = proxy.AdminToken
 
 // OIDCConfig is one external OpenID Connect issuer.
 type OIDCConfig struct {
