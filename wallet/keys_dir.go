@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -141,20 +140,11 @@ func (b *dirBackend) put(_ context.Context, addr common.Address, keyJSON []byte,
 	return path, nil
 }
 
-// readKeystoreFile reads a file of the keystore directory, refusing one larger than a key
-// file can be.
+// readKeystoreFile reads a file of the keystore directory (ReadKeyFile).
 func readKeystoreFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	b, err := ReadKeyFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("keystore: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("keystore: read %s: %w", path, err)
-	}
-	if len(b) > maxKeyFile {
-		return nil, fmt.Errorf("keystore: %s is larger than %d bytes: not a key file", path, maxKeyFile)
 	}
 	return b, nil
 }
