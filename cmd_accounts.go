@@ -28,9 +28,15 @@ const accountsUsage = `usage:
   web3gate accounts import --owner PRINCIPAL --private-key-file F|- [--config FILE]
   web3gate accounts import --owner PRINCIPAL --private-key-stdin [--config FILE]
   web3gate accounts list [--owner PRINCIPAL] [--config FILE]
+  web3gate accounts export-keystore --dir DIR [--config FILE]
+  web3gate accounts import-keystore --dir DIR [--config FILE]
 KEYFILE is a V3 keystore file (geth, cast, ethers, ...), decrypted with its own passphrase
 (--passphrase-file or $` + ImportPassphraseEnv + `). A raw private key (64 hex digits) comes from a
-file only you can read, or from standard input; never from the command line.`
+file only you can read, or from standard input; never from the command line.
+export-keystore copies every key of the configured key backend (wallet.keys.backend) into DIR,
+an empty or new keystore directory; import-keystore copies the key files of DIR into the
+configured backend. Keys are copied as they are, encrypted with the keystore passphrase, each
+checked to decrypt with it first: the way between the keystore directory and the store.`
 
 // accountsCmd manages the accounts the service holds: keys in the keystore, owners in the
 // store. The keystore passphrase comes from wallet.keys (env var or file), never a flag.
@@ -49,6 +55,7 @@ func accountsCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	passFile := fs.String("passphrase-file", "", "file holding the passphrase of the KEYFILE to import (else $"+ImportPassphraseEnv+")")
 	keyFile := fs.String("private-key-file", "", "file holding a raw hex private key to import (mode 0600 or 0400; - for standard input)")
 	keyStdin := fs.Bool("private-key-stdin", false, "read a raw hex private key to import from standard input")
+	dir := fs.String("dir", "", "the keystore directory to export into or import from")
 	positional, err := parseInterspersed(fs, args[1:])
 	if err != nil {
 		return usageErrorOf(err)
@@ -60,6 +67,10 @@ func accountsCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			return usageError{fmt.Errorf("accounts %s: --owner is required\n%s", sub, accountsUsage)}
 		}
 	case "list":
+	case "export-keystore", "import-keystore":
+		if *dir == "" {
+			return usageError{fmt.Errorf("accounts %s: --dir is required\n%s", sub, accountsUsage)}
+		}
 	default:
 		return usageError{fmt.Errorf("unknown accounts command %q\n%s", sub, accountsUsage)}
 	}
@@ -73,7 +84,10 @@ func accountsCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	case rawKey && *passFile != "":
 		return usageError{fmt.Errorf("accounts import: --passphrase-file is the passphrase of a KEYFILE; a raw private key has none\n%s", accountsUsage)}
 	}
-	want := map[string]int{"new": 0, "import": 1, "list": 0}[sub]
+	if *dir != "" && sub != "export-keystore" && sub != "import-keystore" {
+		return usageError{fmt.Errorf("accounts %s: --dir is a flag of accounts export-keystore and import-keystore\n%s", sub, accountsUsage)}
+	}
+	want := map[string]int{"import": 1}[sub]
 	if rawKey {
 		want = 0
 	}
@@ -102,6 +116,10 @@ func accountsCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Address.Hex(), a.Owner, a.Source, a.CreatedAt.Format(time.RFC3339))
 		}
 		return tw.Flush()
+	}
+
+	if sub == "export-keystore" || sub == "import-keystore" {
+		return copyKeystoreCmd(ctx, sub, cfg.Wallet.Keys, *dir, wallet.Deps{Logger: log, Store: db}, stdout)
 	}
 
 	// The key to import is read (and a key file decrypted with its own passphrase) before the
@@ -138,6 +156,28 @@ func accountsCmd(ctx context.Context, args []string, stdin io.Reader, stdout, st
 	}
 	fmt.Fprintln(stdout, addr.Hex())
 	log.Debug("accounts command done", zap.String("command", sub))
+	return nil
+}
+
+// copyKeystoreCmd copies the keys of the configured backend into dir (export-keystore) or
+// those of dir into the configured backend (import-keystore).
+func copyKeystoreCmd(ctx context.Context, sub string, cfg wallet.KeysConfig, dir string, deps wallet.Deps, stdout io.Writer) error {
+	other := cfg
+	other.Backend, other.Dir = wallet.KeysBackendDir, dir
+	from, to := cfg, other
+	if sub == "import-keystore" {
+		from, to = other, cfg
+		if st, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("accounts import-keystore: %w", err)
+		} else if !st.IsDir() {
+			return fmt.Errorf("accounts import-keystore: %s is not a directory", dir)
+		}
+	}
+	res, err := wallet.CopyKeys(ctx, from, to, deps)
+	if err != nil {
+		return fmt.Errorf("accounts %s: %w", sub, err)
+	}
+	fmt.Fprintf(stdout, "%d keys copied, %d already present\n", res.Copied, res.Present)
 	return nil
 }
 

@@ -492,3 +492,124 @@ func TestAccountsCLIStoreBackend(t *testing.T) {
 		t.Fatal("the server logged the passphrase or a key")
 	}
 }
+
+// TestAccountsKeystoreMigration moves an installation's keys from the keystore directory into
+// the store with `accounts import-keystore`, and back out with `accounts export-keystore`:
+// the key files are copied as they are, each checked against the keystore passphrase first,
+// and a server on the store then signs for every account.
+func TestAccountsKeystoreMigration(t *testing.T) {
+	dir := t.TempDir()
+	const servicePass = "service-passphrase-e2e-migrate"
+	t.Setenv("WEB3GATE_KEYSTORE_PASSPHRASE", servicePass)
+	dirCfg := writeConfigAs(t, dir, "dir.yaml", shippedConfig(t, dir, "lightScrypt: false", "lightScrypt: true"))
+	storeText := shippedConfig(t, dir, "lightScrypt: false", "lightScrypt: true", "backend: dir", "backend: store")
+	storeCfg := writeConfigAs(t, dir, "store.yaml", storeText)
+	run := func(env []string, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(binary, args...)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		if strings.Contains(string(out), servicePass) {
+			t.Fatalf("the keystore passphrase appeared in the output:\n%s", out)
+		}
+		if ee, ok := err.(*exec.ExitError); ok {
+			return string(out), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	addrRE := regexp.MustCompile(`0x[0-9a-fA-F]{40}`)
+	var created []string
+	for range 2 {
+		out, code := run(nil, "accounts", "new", "--owner", "dev", "--config", dirCfg)
+		if code != 0 || addrRE.FindString(out) == "" {
+			t.Fatalf("accounts new: %d %s", code, out)
+		}
+		created = append(created, addrRE.FindString(out))
+	}
+	keystoreDir := filepath.Join(dir, "keystore")
+
+	// A wrong passphrase copies nothing.
+	out, code := run([]string{"WEB3GATE_KEYSTORE_PASSPHRASE=wrong"}, "accounts", "import-keystore", "--dir", keystoreDir, "--config", storeCfg)
+	if code != 1 || !strings.Contains(out, "wrong keystore passphrase") {
+		t.Fatalf("import-keystore with a wrong passphrase: exit %d:\n%s", code, out)
+	}
+	out, code = run(nil, "accounts", "export-keystore", "--dir", t.TempDir(), "--config", storeCfg)
+	if code != 0 || !strings.Contains(out, "0 keys copied") {
+		t.Fatalf("export-keystore of an empty store after a refused import: exit %d:\n%s", code, out)
+	}
+
+	out, code = run(nil, "accounts", "import-keystore", "--dir", keystoreDir, "--config", storeCfg)
+	if code != 0 || !strings.Contains(out, "2 keys copied, 0 already present") {
+		t.Fatalf("import-keystore: exit %d:\n%s", code, out)
+	}
+	out, code = run(nil, "accounts", "import-keystore", "--dir", keystoreDir, "--config", storeCfg)
+	if code != 0 || !strings.Contains(out, "0 keys copied, 2 already present") {
+		t.Fatalf("import-keystore again: exit %d:\n%s", code, out)
+	}
+	out, code = run(nil, "accounts", "export-keystore", "--dir", keystoreDir, "--config", storeCfg)
+	if code != 1 || !strings.Contains(out, "holds key files already") {
+		t.Fatalf("export-keystore into a directory holding keys: exit %d:\n%s", code, out)
+	}
+	out, code = run(nil, "accounts", "import-keystore", "--config", storeCfg)
+	if code != 2 || !strings.Contains(out, "--dir is required") {
+		t.Fatalf("import-keystore without --dir: exit %d:\n%s", code, out)
+	}
+
+	// Exported files are V3 key files only their owner reads, under the service passphrase.
+	exported := filepath.Join(dir, "exported")
+	out, code = run(nil, "accounts", "export-keystore", "--dir", exported, "--config", storeCfg)
+	if code != 0 || !strings.Contains(out, "2 keys copied") {
+		t.Fatalf("export-keystore: exit %d:\n%s", code, out)
+	}
+	entries, err := os.ReadDir(exported)
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("export-keystore wrote %d files (%v)", len(entries), err)
+	}
+	var got []string
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil || info.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: mode %v (%v), want 0600", e.Name(), info.Mode(), err)
+		}
+		js, err := os.ReadFile(filepath.Join(exported, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := keystore.DecryptKey(js, servicePass)
+		if err != nil {
+			t.Fatalf("%s does not decrypt with the keystore passphrase: %v", e.Name(), err)
+		}
+		got = append(got, k.Address.Hex())
+	}
+	slices.Sort(got)
+	slices.Sort(created)
+	if !slices.Equal(got, created) {
+		t.Fatalf("exported %v, want %v", got, created)
+	}
+
+	// A server on the store signs for both, with an empty keystore directory.
+	if err := os.RemoveAll(keystoreDir); err != nil {
+		t.Fatal(err)
+	}
+	g := startGatewayIn(t, dir, storeText)
+	c := dialGateway(t, g.API+"/v1/web3/mainnet", devCreds)
+	for _, addr := range created {
+		var sig hexutil.Bytes
+		if err := rpcCall(c, &sig, "personal_sign", "0x68656c6c6f", addr); err != nil {
+			t.Fatalf("personal_sign as %s after the migration: %v", addr, err)
+		}
+	}
+}
+
+// writeConfigAs writes text to dir/name and returns its path.
+func writeConfigAs(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

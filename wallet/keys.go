@@ -38,6 +38,9 @@ const (
 	// maxUnlockWorkers bounds the keys decrypted at once at start-up: scrypt with the
 	// standard parameters takes 256 MiB per decryption, so 4 workers peak near 1 GiB.
 	maxUnlockWorkers = 4
+	// keyLookupTimeout bounds the read of a key the backend was asked for after start-up (a
+	// store that does not answer fails the request rather than holding it).
+	keyLookupTimeout = 5 * time.Second
 	// maxKeyFile bounds the size of a key file read from the keystore (real ones are ~500 B).
 	maxKeyFile = 64 << 10
 )
@@ -413,7 +416,9 @@ func (k *Keys) load(addr common.Address) (*ecdsa.PrivateKey, error) {
 	if broken {
 		return nil, err
 	}
-	f, err := k.backend.find(context.Background(), addr)
+	ctx, cancel := context.WithTimeout(context.Background(), keyLookupTimeout)
+	f, err := k.backend.find(ctx, addr)
+	cancel()
 	if errors.Is(err, errNoKeyFile) {
 		return nil, fmt.Errorf("%w %s", ErrUnknownAccount, addr.Hex())
 	}
