@@ -61,10 +61,25 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 // transaction together with its row in schema_migrations, so a failing migration leaves the
 // database at the version before it. It returns the resulting version.
 //
-// Because each migration runs inside a transaction, it cannot switch PRAGMA foreign_keys; a
-// migration that rebuilds a referenced table uses PRAGMA defer_foreign_keys = ON instead.
+// SQLite: because each migration runs inside a transaction, it cannot switch PRAGMA
+// foreign_keys; a migration that rebuilds a referenced table uses PRAGMA defer_foreign_keys =
+// ON instead. Each transaction takes the write lock and looks at the version again, so
+// processes opening one file at once apply each migration once.
 func (db *DB) migrate(ctx context.Context, migs []migration) (int, error) {
-	if _, err := db.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	return db.migrateWith(ctx, db.write, migs, db.Write)
+}
+
+type execQuerier interface {
+	querier
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// migrateWith is migrate reading the version through q and running each migration with
+// write; on PostgreSQL q and write are one connection holding the migration lock
+// (migratePostgres).
+func (db *DB) migrateWith(ctx context.Context, q execQuerier, migs []migration,
+	write func(ctx context.Context, fn func(tx *Tx) error) error) (int, error) {
+	if _, err := q.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT NOT NULL,
 		applied_at TEXT NOT NULL
@@ -75,7 +90,7 @@ func (db *DB) migrate(ctx context.Context, migs []migration) (int, error) {
 	if len(migs) > 0 {
 		known = migs[len(migs)-1].version
 	}
-	current, err := schemaVersion(ctx, db.write)
+	current, err := schemaVersion(ctx, q)
 	if err != nil {
 		return 0, err
 	}
@@ -88,7 +103,7 @@ func (db *DB) migrate(ctx context.Context, migs []migration) (int, error) {
 			continue
 		}
 		applied := false
-		err := db.Write(ctx, func(tx *Tx) error {
+		err := write(ctx, func(tx *Tx) error {
 			// Another process may have migrated since we looked; the write lock is ours now.
 			v, err := schemaVersion(ctx, tx)
 			if err != nil {
@@ -97,7 +112,9 @@ func (db *DB) migrate(ctx context.Context, migs []migration) (int, error) {
 			if v >= m.version {
 				return nil
 			}
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			// The migration's text as it is: no placeholders, and PostgreSQL bodies in
+			// dollar quotes.
+			if _, err := tx.tx.ExecContext(ctx, m.sql); err != nil {
 				return err
 			}
 			_, err = tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,

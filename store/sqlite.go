@@ -13,9 +13,12 @@ import (
 )
 
 var sqliteDialect = &dialect{
-	name:   "sqlite",
-	driver: "sqlite", // registered by modernc.org/sqlite
-	rebind: func(q string) string { return q },
+	name:        "sqlite",
+	driver:      "sqlite", // registered by modernc.org/sqlite
+	rebind:      func(q string) string { return q },
+	prepare:     true,
+	noIndex:     "+",
+	groupCommit: true,
 	isUniqueViolation: func(err error) bool {
 		var e *sqlite.Error
 		if !errors.As(err, &e) {
