@@ -30,6 +30,8 @@ type dialect struct {
 	// lockQuery takes a lock until the end of the transaction on the int64 key given as its
 	// one argument; empty where one writer at a time holds the whole database (SQLite).
 	lockQuery string
+	// hasMigrationsTable is a query answering whether schema_migrations exists (a boolean).
+	hasMigrationsTable string
 	// groupCommit: WriteGrouped shares transactions between callers. Without it each call is
 	// a transaction of its own (see group.go for why PostgreSQL does not group).
 	groupCommit bool

@@ -79,6 +79,34 @@ type execQuerier interface {
 // (migratePostgres).
 func (db *DB) migrateWith(ctx context.Context, q execQuerier, migs []migration,
 	write func(ctx context.Context, fn func(tx *Tx) error) error) (int, error) {
+	known := 0
+	if len(migs) > 0 {
+		known = migs[len(migs)-1].version
+	}
+	if !db.autoMigrate {
+		// store.migrate: never: look, change nothing.
+		current := 0
+		var exists bool
+		if err := q.QueryRowContext(ctx, db.d.hasMigrationsTable).Scan(&exists); err != nil {
+			return 0, fmt.Errorf("read schema version: %w", err)
+		}
+		if exists {
+			var err error
+			if current, err = schemaVersion(ctx, q); err != nil {
+				return 0, err
+			}
+		}
+		db.opened = current
+		switch {
+		case current > known:
+			return current, fmt.Errorf("%w: the database is at version %d, this binary knows up to %d; run a newer web3gate or restore a backup made for this one",
+				ErrSchemaTooNew, current, known)
+		case current < known:
+			return current, fmt.Errorf("%w: the database is at version %d, this binary needs %d, and store.migrate is never: run `web3gate store migrate` first",
+				ErrMigrationsPending, current, known)
+		}
+		return current, nil
+	}
 	if _, err := q.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT NOT NULL,
@@ -86,14 +114,11 @@ func (db *DB) migrateWith(ctx context.Context, q execQuerier, migs []migration,
 	)`); err != nil {
 		return 0, fmt.Errorf("create schema_migrations: %w", err)
 	}
-	known := 0
-	if len(migs) > 0 {
-		known = migs[len(migs)-1].version
-	}
 	current, err := schemaVersion(ctx, q)
 	if err != nil {
 		return 0, err
 	}
+	db.opened = current
 	if current > known {
 		return current, fmt.Errorf("%w: the database is at version %d, this binary knows up to %d; run a newer web3gate or restore a backup made for this one",
 			ErrSchemaTooNew, current, known)

@@ -34,7 +34,8 @@ var postgresDialect = &dialect{
 		var e *pgconn.PgError
 		return errors.As(err, &e) && e.Code == "23505"
 	},
-	lockQuery: `SELECT pg_advisory_xact_lock(?)`,
+	lockQuery:          `SELECT pg_advisory_xact_lock(?)`,
+	hasMigrationsTable: `SELECT to_regclass('schema_migrations') IS NOT NULL`,
 }
 
 // TLS modes of store.tls.mode, as libpq's sslmode names them.

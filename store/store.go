@@ -67,7 +67,18 @@ type Config struct {
 	LockTimeout time.Duration `yaml:"lockTimeout"`
 	// TLS overrides the DSN's sslmode when its mode is set.
 	TLS TLSConfig `yaml:"tls"`
+
+	// Migrate is "auto" (the default: Open applies pending migrations) or "never" (Open
+	// refuses a database that needs migrations: ErrMigrationsPending; `web3gate store
+	// migrate` applies them).
+	Migrate string `yaml:"migrate"`
 }
+
+// Values of Config.Migrate.
+const (
+	MigrateAuto  = "auto"
+	MigrateNever = "never"
+)
 
 // SetDefaults fills unset fields with their defaults.
 func (c *Config) SetDefaults() {
@@ -77,6 +88,7 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.MaxConns, 20)
 	defaults.Set(&c.ConnectTimeout, 5*time.Second)
 	defaults.Set(&c.StatementTimeout, 30*time.Second)
+	defaults.Set(&c.Migrate, MigrateAuto)
 }
 
 // Validate checks c; each message names its key within the section.
@@ -89,6 +101,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, c.validatePostgres()...)
 	default:
 		errs = append(errs, fmt.Errorf(`driver: must be "sqlite" or "postgres", got %q`, c.Driver))
+	}
+	if c.Migrate != MigrateAuto && c.Migrate != MigrateNever {
+		errs = append(errs, fmt.Errorf(`migrate: must be "auto" or "never", got %q`, c.Migrate))
 	}
 	return errors.Join(errs...)
 }
@@ -149,6 +164,8 @@ var (
 	ErrExists = errors.New("already exists")
 	// ErrSchemaTooNew: the database was migrated by a newer web3gate than this one.
 	ErrSchemaTooNew = errors.New("database schema is newer than this binary")
+	// ErrMigrationsPending: with migrate: never, the database needs migrations.
+	ErrMigrationsPending = errors.New("database schema is older than this binary")
 )
 
 // DB is an open store.
@@ -161,7 +178,10 @@ type DB struct {
 	target string // what is open, for messages: the SQLite path, or postgres user@host/db
 	log    *zap.Logger
 	schema int // schema version after migrations
-	group  grouper
+	// opened is the schema version found at Open, before any migration.
+	opened      int
+	autoMigrate bool // apply pending migrations (store.migrate: auto)
+	group       grouper
 
 	writeStmts, readStmts *stmtCache // prepared statements of each pool
 	// listStmts are the product list's statements, prepared on the read pool on first use
@@ -203,7 +223,7 @@ func open(ctx context.Context, cfg Config, deps Deps, o options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	db := &DB{d: d, log: log, group: grouper{ops: make(chan groupOp, maxGroup), quit: make(chan struct{}), stopped: make(chan struct{})}}
+	db := &DB{d: d, log: log, autoMigrate: cfg.Migrate != MigrateNever, group: grouper{ops: make(chan groupOp, maxGroup), quit: make(chan struct{}), stopped: make(chan struct{})}}
 	if d == postgresDialect {
 		if err := openPostgres(ctx, cfg, db, migs); err != nil {
 			if db.target != "" {
@@ -290,6 +310,25 @@ func prepareFile(path string) (string, error) {
 
 // SchemaVersion is the schema version of the open database.
 func (db *DB) SchemaVersion() int { return db.schema }
+
+// OpenedAtVersion is the schema version the database had when Open found it, before the
+// migrations Open applied.
+func (db *DB) OpenedAtVersion() int { return db.opened }
+
+// Driver is the database's driver: DriverSQLite or DriverPostgres.
+func (db *DB) Driver() string { return db.d.name }
+
+// Migrate opens the database of cfg, applies its pending migrations whatever cfg.Migrate
+// says, and closes it. It returns the schema versions before and after.
+func Migrate(ctx context.Context, cfg Config, deps Deps) (from, to int, err error) {
+	cfg.Migrate = MigrateAuto
+	db, err := Open(ctx, cfg, deps)
+	if err != nil {
+		return 0, 0, err
+	}
+	from, to = db.opened, db.schema
+	return from, to, db.Close()
+}
 
 // Close closes both pools; transactions in progress fail.
 func (db *DB) Close() error {

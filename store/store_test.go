@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,7 +46,7 @@ func TestConfigSetDefaults(t *testing.T) {
 	var c Config
 	c.SetDefaults()
 	want := Config{Driver: "sqlite", Path: "web3gate.db", BusyTimeout: 5 * time.Second,
-		MaxConns: 20, ConnectTimeout: 5 * time.Second, StatementTimeout: 30 * time.Second}
+		MaxConns: 20, ConnectTimeout: 5 * time.Second, StatementTimeout: 30 * time.Second, Migrate: "auto"}
 	if c != want {
 		t.Fatalf("defaults = %+v, want %+v", c, want)
 	}
@@ -56,16 +57,16 @@ func TestConfigSetDefaults(t *testing.T) {
 
 func TestConfigValidateAccepts(t *testing.T) {
 	for _, c := range []Config{
-		{Driver: "sqlite", Path: "web3gate.db", BusyTimeout: 5 * time.Second},
-		{Driver: "sqlite", Path: "/var/lib/web3gate/state.db", BusyTimeout: time.Millisecond},
-		{Driver: "sqlite", Path: "data dir/with space.db", BusyTimeout: time.Minute},
+		{Driver: "sqlite", Path: "web3gate.db", BusyTimeout: 5 * time.Second, Migrate: "auto"},
+		{Driver: "sqlite", Path: "/var/lib/web3gate/state.db", BusyTimeout: time.Millisecond, Migrate: "never"},
+		{Driver: "sqlite", Path: "data dir/with space.db", BusyTimeout: time.Minute, Migrate: "auto"},
 		{Driver: "postgres", DSN: "postgres://web3gate:pw@db.internal:5432/web3gate?sslmode=verify-full", MaxConns: 1,
-			ConnectTimeout: time.Millisecond, StatementTimeout: time.Millisecond},
+			ConnectTimeout: time.Millisecond, StatementTimeout: time.Millisecond, Migrate: "auto"},
 		{Driver: "postgres", DSN: "host=db user=w dbname=w password=secret", MaxConns: 50, ConnectTimeout: time.Second,
 			StatementTimeout: time.Minute, LockTimeout: time.Second, TLS: TLSConfig{Mode: "verify-ca", CAFile: "/etc/ca.pem",
-				CertFile: "/etc/c.pem", KeyFile: "/etc/c.key"}},
+				CertFile: "/etc/c.pem", KeyFile: "/etc/c.key"}, Migrate: "never"},
 		{Driver: "postgres", DSN: "postgres:///w3g", MaxConns: 1, ConnectTimeout: time.Second, StatementTimeout: time.Second,
-			TLS: TLSConfig{Mode: "disable"}},
+			TLS: TLSConfig{Mode: "disable"}, Migrate: "auto"},
 	} {
 		t.Run(c.Driver+" "+c.Path+c.DSN, func(t *testing.T) {
 			if err := c.Validate(); err != nil {
@@ -76,7 +77,7 @@ func TestConfigValidateAccepts(t *testing.T) {
 }
 
 func TestConfigValidateRejects(t *testing.T) {
-	ok := Config{Driver: "sqlite", Path: "web3gate.db", BusyTimeout: 5 * time.Second}
+	ok := Config{Driver: "sqlite", Path: "web3gate.db", BusyTimeout: 5 * time.Second, Migrate: "auto"}
 	for _, tc := range []struct {
 		name string
 		edit func(*Config)
@@ -89,6 +90,7 @@ func TestConfigValidateRejects(t *testing.T) {
 		{"memory uri", func(c *Config) { c.Path = "file:x?mode=memory" }, "path: must be a file path, not a URI"},
 		{"uri", func(c *Config) { c.Path = "file:web3gate.db" }, "path: must be a file path, not a URI"},
 		{"zero busy timeout", func(c *Config) { c.BusyTimeout = 0 }, "busyTimeout: must be at least 1ms"},
+		{"migrate", func(c *Config) { c.Migrate = "sometimes" }, `migrate: must be "auto" or "never", got "sometimes"`},
 		{"negative busy timeout", func(c *Config) { c.BusyTimeout = -time.Second }, "busyTimeout: must be at least 1ms"},
 		{"two at once", func(c *Config) { c.Path = ""; c.BusyTimeout = 0 },
 			"path: must not be empty\nbusyTimeout: must be at least 1ms"},
@@ -106,7 +108,7 @@ func TestConfigValidateRejects(t *testing.T) {
 
 func TestConfigValidateRejectsPostgres(t *testing.T) {
 	ok := Config{Driver: "postgres", DSN: "postgres://w3g@127.0.0.1/w3g", MaxConns: 20, ConnectTimeout: 5 * time.Second,
-		StatementTimeout: 30 * time.Second}
+		StatementTimeout: 30 * time.Second, Migrate: "auto"}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("base config: %v", err)
 	}
@@ -509,4 +511,42 @@ func embeddedVersion(t *testing.T) int {
 		t.Fatalf("embedded migrations: %v", err)
 	}
 	return migs[len(migs)-1].version
+}
+
+// TestMigrateNever: with store.migrate never, Open refuses a database that needs migrations
+// and changes nothing; Migrate applies them; then Open accepts it.
+func TestMigrateNever(t *testing.T) { forEachBackend(t, testMigrateNever) }
+
+func testMigrateNever(t *testing.T, be backend) {
+	ctx := context.Background()
+	cfg := backendConfig(t, be)
+	cfg.Migrate = MigrateNever
+	migs, err := loadMigrations(map[backend]*dialect{sqliteBackend: sqliteDialect, postgresBackend: postgresDialect}[be].migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := migs[len(migs)-1].version
+
+	_, err = Open(ctx, cfg, Deps{})
+	if !errors.Is(err, ErrMigrationsPending) || !strings.Contains(err.Error(), "run `web3gate store migrate`") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("version 0, this binary needs %d", latest)) {
+		t.Fatalf("Open of an empty database with migrate never = %v, want ErrMigrationsPending naming the command", err)
+	}
+	auto := cfg
+	auto.Migrate = MigrateAuto
+	if tables := tableNames(t, openTest(t, auto, options{migrations: migrationSet(nil)})); tables != "schema_migrations" {
+		t.Fatalf("the refused Open created tables: %q", tables)
+	}
+
+	from, to, err := Migrate(ctx, cfg, Deps{})
+	if err != nil || from != 0 || to != latest {
+		t.Fatalf("Migrate = %d, %d, %v, want 0, %d", from, to, err, latest)
+	}
+	db := openTest(t, cfg, options{})
+	if db.SchemaVersion() != latest || db.OpenedAtVersion() != latest {
+		t.Fatalf("after Migrate: version %d (opened at %d), want %d", db.SchemaVersion(), db.OpenedAtVersion(), latest)
+	}
+	if from, to, err := Migrate(ctx, cfg, Deps{}); err != nil || from != latest || to != latest {
+		t.Fatalf("Migrate again = %d, %d, %v, want nothing to do", from, to, err)
+	}
 }
