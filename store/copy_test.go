@@ -111,7 +111,9 @@ func populate(t *testing.T, db *DB) {
 		for _, r := range []*ProductRow{
 			productRow("m-a", func(r *ProductRow) { r.TokenContract, r.TotalSold, r.TotalAvailable = addr('a'), 2, &ten }),
 			productRow("p-d", func(r *ProductRow) { r.Network, r.TokenContract, r.TotalAvailable = "polygon", addr('d'), &ten }),
-			productRow("b-x", func(r *ProductRow) { r.Network, r.TokenContract, r.TotalSold, r.Creator = "base", addr('a'), 4, "carol" }),
+			productRow("b-x", func(r *ProductRow) {
+				r.Network, r.TokenContract, r.TotalSold, r.Creator = "base", addr('a'), 4, "carol"
+			}),
 		} {
 			if _, err := tx.PutProduct(ctx, r); err != nil {
 				return err
