@@ -69,11 +69,13 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 			return clientsCmd(ctx, args[1:], stdout, stderr)
 		case "products":
 			return productsCmd(ctx, args[1:], stdin, stdout, stderr)
+		case "store":
+			return storeCmd(ctx, args[1:], stdout, stderr)
 		case "version":
 			fmt.Fprintln(stdout, "web3gate", version)
 			return nil
 		default:
-			return usageError{fmt.Errorf("unknown command %q (commands: serve, config check, auth hash-token, accounts, clients, products, version)", args[0])}
+			return usageError{fmt.Errorf("unknown command %q (commands: serve, config check, auth hash-token, accounts, clients, products, store, version)", args[0])}
 		}
 	}
 	return serveCmd(ctx, args, stderr)

@@ -88,7 +88,7 @@ func (ix *indexer) run(ctx context.Context) {
 		ix.m.errors.Inc()
 		wait := ix.cfg.PollInterval << min(failures-1, 10)
 		wait = min(wait, maxBackoff)
-		if errors.Is(err, errNotYet) || errors.Is(err, errInconsistent) {
+		if errors.Is(err, errNotYet) || errors.Is(err, errInconsistent) || errors.Is(err, errIndexMoved) {
 			// A node behind the others, or the chain moving under a fetch: not worth a warning.
 			ix.log.Debug("owners index: retrying", zap.Error(err), zap.Duration("retry_in", wait))
 		} else {
@@ -147,13 +147,39 @@ func (ix *indexer) session(ctx context.Context) error {
 		if have && f.from == last+1 && f.headers[0].parent != lastHash {
 			return ix.reorg(ctx)
 		}
-		if err := ix.write(ctx, f); err != nil {
+		if err := ix.write(ctx, f, have, last); err != nil {
 			return err
 		}
 		to, _ := f.header(f.to)
 		last, lastHash, have = f.to, to.hash, true
 	}
 	return ctx.Err()
+}
+
+// errIndexMoved: the stored progress is not where this indexer left it. Another process on
+// the same database indexed the chain meanwhile; the next session resumes from what it stored.
+var errIndexMoved = errors.New("the chain's index was moved by another process")
+
+// expectProgress locks the chain's index for the rest of tx and checks that its stored
+// progress is where this indexer believes it is (have: at block after; else none), so that
+// two processes indexing one chain on one database never apply the same blocks twice.
+func (ix *indexer) expectProgress(ctx context.Context, tx *store.Tx, have bool, after uint64) error {
+	if err := tx.LockNFTIndex(ctx, ix.chainID); err != nil {
+		return err
+	}
+	p, err := tx.NFTIndexProgress(ctx, ix.chainID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if have {
+			return errIndexMoved
+		}
+		return nil
+	case err != nil:
+		return err
+	case !have || p.Block != after || p.Scope != ix.scope:
+		return errIndexMoved
+	}
+	return nil
 }
 
 // resume returns the stored progress, nil when there is none. An index built for another
@@ -183,6 +209,9 @@ func (ix *indexer) resume(ctx context.Context) (*store.NFTIndexProgress, error) 
 // drop deletes the chain's index.
 func (ix *indexer) drop(ctx context.Context) error {
 	return ix.db.Write(ctx, func(tx *store.Tx) error {
+		if err := tx.LockNFTIndex(ctx, ix.chainID); err != nil {
+			return err
+		}
 		_, err := tx.DeleteNFTIndex(ctx, ix.chainID)
 		return err
 	})
@@ -279,7 +308,7 @@ func (ix *indexer) fetch(ctx context.Context, next uint64, tipHash common.Hash, 
 // write applies one fetched range in one transaction: the transfers, the hashes of the
 // range's recent blocks and of its last block, the progress, and the pruning of block
 // hashes and undo data too deep for a reorg to reach.
-func (ix *indexer) write(ctx context.Context, f *fetched) error {
+func (ix *indexer) write(ctx context.Context, f *fetched, have bool, after uint64) error {
 	last, _ := f.header(f.to)
 	var blocks []store.NFTIndexBlock
 	for _, h := range f.headers {
@@ -289,6 +318,9 @@ func (ix *indexer) write(ctx context.Context, f *fetched) error {
 	}
 	began := time.Now()
 	err := ix.db.Write(ctx, func(tx *store.Tx) error {
+		if err := ix.expectProgress(ctx, tx, have, after); err != nil {
+			return err
+		}
 		if _, err := applyTransfers(ctx, tx, ix.chainID, f.logs.transfers, f.undoFrom); err != nil {
 			return err
 		}
@@ -403,6 +435,9 @@ func (ix *indexer) reorg(ctx context.Context) error {
 	}
 	var restored int
 	err = ix.db.Write(ctx, func(tx *store.Tx) error {
+		if err := ix.expectProgress(ctx, tx, true, p.Block); err != nil {
+			return err
+		}
 		var err error
 		if restored, err = rollback(ctx, tx, ix.chainID, ancestor.Number); err != nil {
 			return err

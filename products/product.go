@@ -251,6 +251,8 @@ func (p *Product) Validate() error {
 			return errors.New("username: must not be empty (null when there is none)")
 		case strings.Contains(u, "/"):
 			return errors.New("username: must not contain / (baseUrl filters match it as one path segment)")
+		case strings.ContainsRune(u, 0):
+			return errors.New("username: must not contain a NUL character")
 		}
 	}
 	return nil

@@ -37,6 +37,9 @@ func (db *DB) AddAccount(ctx context.Context, a Account) error {
 	case a.Source != SourceKeystore && a.Source != SourceDev:
 		return fmt.Errorf("add account: unknown source %q", a.Source)
 	}
+	if err := CheckText("add account: owner", a.Owner); err != nil {
+		return err
+	}
 	if a.CreatedAt.IsZero() {
 		a.CreatedAt = time.Now()
 	}
@@ -68,6 +71,9 @@ func (db *DB) Account(ctx context.Context, address common.Address) (Account, err
 
 // AccountsOf are the accounts owner holds, oldest first (ties by address).
 func (db *DB) AccountsOf(ctx context.Context, owner string) ([]Account, error) {
+	if !validText(owner) {
+		return nil, nil // no stored owner is such text
+	}
 	accts, err := db.queryAccounts(ctx,
 		`SELECT address, owner, source, created_at FROM accounts WHERE owner = ? ORDER BY created_at, address`, owner)
 	if err != nil {

@@ -10,9 +10,11 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 )
 
-func TestAccountRoundTrip(t *testing.T) {
+func TestAccountRoundTrip(t *testing.T) { forEachBackend(t, testAccountRoundTrip) }
+
+func testAccountRoundTrip(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	want := Account{Address: common.HexToAddress("0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"), Owner: "alice",
 		Source: SourceKeystore, CreatedAt: time.Date(2025, 6, 7, 8, 9, 10, 123456789, time.FixedZone("CEST", 2*3600))}
 	if err := db.AddAccount(ctx, want); err != nil {
@@ -29,9 +31,11 @@ func TestAccountRoundTrip(t *testing.T) {
 }
 
 // TestAccountAddressCase: an address given in any case is one account, stored lowercase.
-func TestAccountAddressCase(t *testing.T) {
+func TestAccountAddressCase(t *testing.T) { forEachBackend(t, testAccountAddressCase) }
+
+func testAccountAddressCase(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	const checksummed = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
 	if err := db.AddAccount(ctx, Account{Address: common.HexToAddress(checksummed), Owner: "alice", Source: SourceDev}); err != nil {
 		t.Fatal(err)
@@ -62,9 +66,11 @@ func TestAccountAddressCase(t *testing.T) {
 	}
 }
 
-func TestAccountErrors(t *testing.T) {
+func TestAccountErrors(t *testing.T) { forEachBackend(t, testAccountErrors) }
+
+func testAccountErrors(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	a := Account{Address: addrN(7), Owner: "alice", Source: SourceKeystore}
 	if err := db.AddAccount(ctx, a); err != nil {
 		t.Fatal(err)
@@ -90,9 +96,11 @@ func TestAccountErrors(t *testing.T) {
 	})
 }
 
-func TestAddAccountRejects(t *testing.T) {
+func TestAddAccountRejects(t *testing.T) { forEachBackend(t, testAddAccountRejects) }
+
+func testAddAccountRejects(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	for _, tc := range []struct {
 		name string
 		a    Account
@@ -116,9 +124,11 @@ func TestAddAccountRejects(t *testing.T) {
 }
 
 // TestAccountsOf: each owner sees only its own accounts, oldest first, ties by address.
-func TestAccountsOf(t *testing.T) {
+func TestAccountsOf(t *testing.T) { forEachBackend(t, testAccountsOf) }
+
+func testAccountsOf(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	// Whole seconds next to fractions: text order of the stored times must be time order.
 	for _, a := range []Account{

@@ -50,7 +50,13 @@ func (db *DB) AddClient(ctx context.Context, c Client) error {
 	case c.Principal == "":
 		return fmt.Errorf("add client %s: principal is empty", c.ID)
 	}
+	if err := checkTexts("add client: id", c.ID, "add client: secret hash", c.SecretHash, "add client: principal", c.Principal); err != nil {
+		return err
+	}
 	for _, s := range c.Scopes {
+		if err := CheckText("add client: scope", s); err != nil {
+			return err
+		}
 		if s == "" || strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 			return fmt.Errorf("add client %s: scope %q is empty or contains a space or control character", c.ID, s)
 		}
@@ -106,6 +112,9 @@ func (db *DB) EnableClient(ctx context.Context, id string) (Client, error) {
 // setClientDisabled sets disabled_at to at, or clears it when at is NULL; a time already set
 // is kept.
 func (db *DB) setClientDisabled(ctx context.Context, id string, at sql.NullString) (Client, error) {
+	if !validText(id) {
+		return Client{}, fmt.Errorf("client %s: %w", id, ErrNotFound)
+	}
 	var c Client
 	err := db.Write(ctx, func(tx *Tx) error {
 		q := `UPDATE oauth_clients SET disabled_at = NULL WHERE id = ?`
@@ -134,6 +143,9 @@ func (db *DB) setClientDisabled(ctx context.Context, id string, at sql.NullStrin
 
 // client reads the client with id, or ErrNotFound.
 func (t *Tx) client(ctx context.Context, id string) (Client, error) {
+	if !validText(id) {
+		return Client{}, ErrNotFound // no stored id is such text
+	}
 	c := Client{ID: id}
 	var scopes, created string
 	var disabled sql.NullString

@@ -10,9 +10,11 @@ import (
 	"time"
 )
 
-func TestClientRoundTrip(t *testing.T) {
+func TestClientRoundTrip(t *testing.T) { forEachBackend(t, testClientRoundTrip) }
+
+func testClientRoundTrip(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	created := time.Date(2025, 3, 4, 5, 6, 7, 8, time.UTC)
 	disabled := created.Add(time.Hour)
 	for _, want := range []Client{
@@ -40,9 +42,11 @@ func TestClientRoundTrip(t *testing.T) {
 	}
 }
 
-func TestClientErrors(t *testing.T) {
+func TestClientErrors(t *testing.T) { forEachBackend(t, testClientErrors) }
+
+func testClientErrors(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	if err := db.AddClient(ctx, Client{ID: "c1", SecretHash: "h1", Principal: "alice"}); err != nil {
 		t.Fatal(err)
 	}
@@ -62,9 +66,11 @@ func TestClientErrors(t *testing.T) {
 	})
 }
 
-func TestAddClientRejects(t *testing.T) {
+func TestAddClientRejects(t *testing.T) { forEachBackend(t, testAddClientRejects) }
+
+func testAddClientRejects(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	for _, tc := range []struct {
 		name string
 		c    Client
@@ -98,9 +104,11 @@ func TestClientStringHidesSecretHash(t *testing.T) {
 
 // TestDisableEnableClient: disabling sets DisabledAt (a second disable keeps the first time),
 // enabling clears it; the rest of the row is untouched, and an unknown id is ErrNotFound.
-func TestDisableEnableClient(t *testing.T) {
+func TestDisableEnableClient(t *testing.T) { forEachBackend(t, testDisableEnableClient) }
+
+func testDisableEnableClient(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	created := time.Date(2025, 3, 4, 5, 6, 7, 8, time.UTC)
 	want := Client{ID: "c1", SecretHash: "h1", Principal: "alice", Scopes: []string{"eth_sign"}, CreatedAt: created}
 	if err := db.AddClient(ctx, want); err != nil {

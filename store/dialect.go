@@ -10,8 +10,9 @@ import (
 var migrationFiles embed.FS
 
 // dialect is everything that differs between SQL databases. Repository code is written once,
-// with `?` placeholders, against Tx; a PostgreSQL dialect supplies $n rebinding, its driver,
-// its unique-violation code (23505) and its own migrations directory.
+// with `?` placeholders, against Tx; each dialect supplies its placeholder rebinding, its
+// driver, how it reports a unique violation and its own migrations directory, and the few
+// behaviours below that repositories read instead of testing the database's name.
 type dialect struct {
 	name   string
 	driver string // database/sql driver name
@@ -19,6 +20,21 @@ type dialect struct {
 	rebind func(query string) string
 	// isUniqueViolation tells a duplicate primary or unique key from other errors.
 	isUniqueViolation func(err error) bool
+	// prepare: the registered queries are prepared once per pool at Open (SQLite parses a
+	// small statement slower than it runs it). PostgreSQL's driver prepares and caches every
+	// statement per connection by itself.
+	prepare bool
+	// noIndex is put before a column in a WHERE term to keep SQLite's planner from using an
+	// index on it (its unary +); empty where the planner needs no such hint.
+	noIndex string
+	// lockQuery takes a lock until the end of the transaction on the int64 key given as its
+	// one argument; empty where one writer at a time holds the whole database (SQLite).
+	lockQuery string
+	// hasMigrationsTable is a query answering whether schema_migrations exists (a boolean).
+	hasMigrationsTable string
+	// groupCommit: WriteGrouped shares transactions between callers. Without it each call is
+	// a transaction of its own (see group.go for why PostgreSQL does not group).
+	groupCommit bool
 }
 
 // migrations is the embedded migration set of the dialect: migrations/<name>/NNNN_name.sql.

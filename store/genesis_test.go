@@ -102,16 +102,11 @@ func insertV8(ctx context.Context, tx *Tx, r *TxRecord) error {
 		hash = nullString(hashKey(r.Hash))
 	}
 	now := formatTime(time.Now())
-	res, err := tx.ExecContext(ctx, `INSERT INTO txs (`+strings.Join(v8Columns[1:], ", ")+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	return tx.QueryRowContext(ctx, `INSERT INTO txs (`+strings.Join(v8Columns[1:], ", ")+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		int64(r.ChainID), addressKey(r.Address), int64(r.Nonce), r.Principal, r.Kind, r.State, string(r.Fields),
 		r.MaxCost.String(), l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7], r.Raw, hash, nullString(r.IdempotencyKey),
-		nil, nil, nullString(r.Error), now, now, nil)
-	if err != nil {
-		return err
-	}
-	r.ID, err = res.LastInsertId()
-	return err
+		nil, nil, nullString(r.Error), now, now, nil).Scan(&r.ID)
 }
 
 // allTxs are every row of txs, by id: the columns of schema version 8, quoted as SQL
@@ -237,9 +232,11 @@ func TestMigration0009KeepsTransactions(t *testing.T) {
 // state; none is in flight, open or reusable; the nonce heads are gone and the highest
 // stored nonce ignores them, so a reservation starts again from the node's nonce; nonces and
 // idempotency keys are free again. Another chain's rows are untouched.
-func TestAbandonChain(t *testing.T) {
+func TestAbandonChain(t *testing.T) { forEachBackend(t, testAbandonChain) }
+
+func testAbandonChain(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	addr := addrN(12)
 	rows := chainRows(t, db, 5, addr)
 	chainRows(t, db, 6, addr)
@@ -355,9 +352,11 @@ func TestAbandonChain(t *testing.T) {
 }
 
 // TestChainGenesisRecord: none recorded, recorded, replaced; per chain.
-func TestChainGenesisRecord(t *testing.T) {
+func TestChainGenesisRecord(t *testing.T) { forEachBackend(t, testChainGenesisRecord) }
+
+func testChainGenesisRecord(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	a, b := common.HexToHash("0xA1"), common.HexToHash("0xB2")
 	read := func(chain uint64) (common.Hash, bool) {
 		t.Helper()

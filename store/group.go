@@ -15,6 +15,15 @@ import (
 // every function queued while the previous commit was being made and runs them in one
 // transaction, each inside its own savepoint, so one function's failure undoes only its own
 // work. Each caller learns its own outcome once the shared transaction has committed.
+//
+// PostgreSQL does not group WriteGrouped: each call is a transaction of its own. Concurrent
+// writers are what PostgreSQL is built for, and its WAL flush already serves every commit
+// waiting for it at once (its own group commit), so grouping would save round trips but not
+// fsyncs. It would cost more than that: a group runs its functions one after the other,
+// holding every lock each took (a nonce reservation's account lock, its rows) until the
+// group commits, and two groups of two replicas that lock two accounts in opposite orders
+// deadlock, which PostgreSQL resolves by aborting one whole group. WriteGroupedLater still
+// groups there: its writes take no account lock, and losing one is harmless.
 
 // maxGroup bounds how many functions share one commit.
 const maxGroup = 512
@@ -46,6 +55,9 @@ var errClosed = errors.New("store: closed")
 // state outside the transaction that a failed commit would leave wrong.
 func (db *DB) WriteGrouped(ctx context.Context, fn func(tx *Tx) error) error {
 	g := &db.group
+	if !db.d.groupCommit {
+		return db.writeAlone(ctx, fn)
+	}
 	op := groupOp{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	select {
 	case g.ops <- op:
@@ -78,6 +90,26 @@ func (db *DB) WriteGroupedLater(fn func(tx *Tx) error) {
 	case g.ops <- op:
 	case <-g.quit:
 	}
+}
+
+// writeAlone is WriteGrouped without a group: fn in a write transaction of its own, waited
+// for even when ctx ends once it started (fn's own statements still see ctx).
+func (db *DB) writeAlone(ctx context.Context, fn func(tx *Tx) error) (err error) {
+	select {
+	case <-db.group.quit:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	default:
+	}
+	return db.Write(context.WithoutCancel(ctx), func(tx *Tx) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("store: grouped write panicked: %v", r)
+			}
+		}()
+		return fn(tx)
+	})
 }
 
 func (db *DB) commitLoop() {

@@ -28,6 +28,9 @@ func (db *DB) AddKey(ctx context.Context, k StoredKey) error {
 	case len(k.JSON) == 0:
 		return errors.New("add key: empty key file")
 	}
+	if err := CheckText("add key: key file", string(k.JSON)); err != nil {
+		return err
+	}
 	if k.CreatedAt.IsZero() {
 		k.CreatedAt = time.Now()
 	}

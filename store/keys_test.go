@@ -9,9 +9,11 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 )
 
-func TestKeyRoundTrip(t *testing.T) {
+func TestKeyRoundTrip(t *testing.T) { forEachBackend(t, testKeyRoundTrip) }
+
+func testKeyRoundTrip(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	if has, err := db.HasKeys(ctx); has || err != nil {
 		t.Fatalf("HasKeys on a new store = %v, %v; want false, nil", has, err)
 	}
@@ -50,9 +52,11 @@ func TestKeyRoundTrip(t *testing.T) {
 	}
 }
 
-func TestKeyErrors(t *testing.T) {
+func TestKeyErrors(t *testing.T) { forEachBackend(t, testKeyErrors) }
+
+func testKeyErrors(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	addr := common.HexToAddress("0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed")
 	if _, err := db.Key(ctx, addr); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Key of a missing address: %v, want ErrNotFound", err)

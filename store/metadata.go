@@ -55,6 +55,9 @@ func (t *Tx) PutMetadata(ctx context.Context, r *MetadataRecord) error {
 	if r.Failures < 0 {
 		return fmt.Errorf("metadata record: failures %d < 0", r.Failures)
 	}
+	if err := CheckText("metadata record: token id", r.TokenID); err != nil {
+		return err
+	}
 	_, err := t.ExecContext(ctx, qPutMetadata, int64(r.ChainID), addressKey(r.Address), r.TokenID, r.Body,
 		int64(r.Failures), formatTime(r.UpdatedAt))
 	if err != nil {

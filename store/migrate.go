@@ -61,24 +61,64 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 // transaction together with its row in schema_migrations, so a failing migration leaves the
 // database at the version before it. It returns the resulting version.
 //
-// Because each migration runs inside a transaction, it cannot switch PRAGMA foreign_keys; a
-// migration that rebuilds a referenced table uses PRAGMA defer_foreign_keys = ON instead.
+// SQLite: because each migration runs inside a transaction, it cannot switch PRAGMA
+// foreign_keys; a migration that rebuilds a referenced table uses PRAGMA defer_foreign_keys =
+// ON instead. Each transaction takes the write lock and looks at the version again, so
+// processes opening one file at once apply each migration once.
 func (db *DB) migrate(ctx context.Context, migs []migration) (int, error) {
-	if _, err := db.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	return db.migrateWith(ctx, db.write, migs, db.Write)
+}
+
+type execQuerier interface {
+	querier
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// migrateWith is migrate reading the version through q and running each migration with
+// write; on PostgreSQL q and write are one connection holding the migration lock
+// (migratePostgres).
+func (db *DB) migrateWith(ctx context.Context, q execQuerier, migs []migration,
+	write func(ctx context.Context, fn func(tx *Tx) error) error) (int, error) {
+	known := 0
+	if len(migs) > 0 {
+		known = migs[len(migs)-1].version
+	}
+	if !db.autoMigrate {
+		// store.migrate: never: look, change nothing.
+		current := 0
+		var exists bool
+		if err := q.QueryRowContext(ctx, db.d.hasMigrationsTable).Scan(&exists); err != nil {
+			return 0, fmt.Errorf("read schema version: %w", err)
+		}
+		if exists {
+			var err error
+			if current, err = schemaVersion(ctx, q); err != nil {
+				return 0, err
+			}
+		}
+		db.opened = current
+		switch {
+		case current > known:
+			return current, fmt.Errorf("%w: the database is at version %d, this binary knows up to %d; run a newer web3gate or restore a backup made for this one",
+				ErrSchemaTooNew, current, known)
+		case current < known:
+			return current, fmt.Errorf("%w: the database is at version %d, this binary needs %d, and store.migrate is never: run `web3gate store migrate` first",
+				ErrMigrationsPending, current, known)
+		}
+		return current, nil
+	}
+	if _, err := q.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version    INTEGER PRIMARY KEY,
 		name       TEXT NOT NULL,
 		applied_at TEXT NOT NULL
 	)`); err != nil {
 		return 0, fmt.Errorf("create schema_migrations: %w", err)
 	}
-	known := 0
-	if len(migs) > 0 {
-		known = migs[len(migs)-1].version
-	}
-	current, err := schemaVersion(ctx, db.write)
+	current, err := schemaVersion(ctx, q)
 	if err != nil {
 		return 0, err
 	}
+	db.opened = current
 	if current > known {
 		return current, fmt.Errorf("%w: the database is at version %d, this binary knows up to %d; run a newer web3gate or restore a backup made for this one",
 			ErrSchemaTooNew, current, known)
@@ -88,7 +128,7 @@ func (db *DB) migrate(ctx context.Context, migs []migration) (int, error) {
 			continue
 		}
 		applied := false
-		err := db.Write(ctx, func(tx *Tx) error {
+		err := write(ctx, func(tx *Tx) error {
 			// Another process may have migrated since we looked; the write lock is ours now.
 			v, err := schemaVersion(ctx, tx)
 			if err != nil {
@@ -97,7 +137,9 @@ func (db *DB) migrate(ctx context.Context, migs []migration) (int, error) {
 			if v >= m.version {
 				return nil
 			}
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			// The migration's text as it is: no placeholders, and PostgreSQL bodies in
+			// dollar quotes.
+			if _, err := tx.tx.ExecContext(ctx, m.sql); err != nil {
 				return err
 			}
 			_, err = tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,17 +69,23 @@ func parseUintKey(b []byte) (uint256.Int, error) {
 
 // The sizes of the multi-row statements. A chunk of n items runs the smallest statement that
 // holds them, the last item repeated to fill it: a repeated key changes nothing in an upsert,
-// a delete or a lookup, and the statements stay few enough to prepare once.
+// a delete or a lookup, and the statements stay few enough to prepare once. A dialect that
+// prepares nothing itself (PostgreSQL, whose driver caches statements per connection) runs a
+// statement of the chunk's exact size instead: PostgreSQL refuses an upsert that names one
+// key twice.
 var chunkSizes = [...]int{1, 8, 32, 128}
 
 // chunkedQuery is one statement per chunk size, built by build(rows), registered with
 // prepared.
-type chunkedQuery map[int]string
+type chunkedQuery struct {
+	sized map[int]string
+	build func(rows int) string
+}
 
 func chunked(build func(rows int) string) chunkedQuery {
-	q := chunkedQuery{}
+	q := chunkedQuery{sized: map[int]string{}, build: build}
 	for _, n := range chunkSizes {
-		q[n] = prepared(build(n))
+		q.sized[n] = prepared(build(n))
 	}
 	return q
 }
@@ -89,9 +96,17 @@ func tuples(n, k int) string {
 	return strings.TrimSuffix(strings.Repeat(one+", ", n), ", ")
 }
 
+// blobTuples is tuples with each placeholder cast to BLOB: in a VALUES list compared with
+// BLOB columns, PostgreSQL cannot infer a parameter's type from the comparison (it would take
+// text).
+func blobTuples(n, k int) string {
+	one := "(" + strings.TrimSuffix(strings.Repeat("CAST(? AS BLOB), ", k), ", ") + ")"
+	return strings.TrimSuffix(strings.Repeat(one+", ", n), ", ")
+}
+
 // chunks calls run for each chunk of n items with the statement for it and the arguments:
 // lead, then add's arguments for each item (the last repeated to the statement's size).
-func chunks(q chunkedQuery, lead []any, n int, add func(args []any, i int) []any, run func(query string, args []any) error) error {
+func chunks(d *dialect, q chunkedQuery, lead []any, n int, add func(args []any, i int) []any, run func(query string, args []any) error) error {
 	largest := chunkSizes[len(chunkSizes)-1]
 	var args []any
 	for start := 0; start < n; start += largest {
@@ -103,19 +118,45 @@ func chunks(q chunkedQuery, lead []any, n int, add func(args []any, i int) []any
 				break
 			}
 		}
+		query := q.sized[size]
+		if !d.prepare && size != m {
+			size, query = m, q.build(m)
+		}
 		args = append(args[:0], lead...)
 		for i := range size {
 			args = add(args, start+min(i, m-1))
 		}
-		if err := run(q[size], args); err != nil {
+		if err := run(query, args); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// lastWins drops every item whose key a later item has: an upsert given one key twice keeps
+// the last (as SQLite, writing row by row, does; PostgreSQL refuses such a statement).
+func lastWins[T any, K comparable](items []T, key func(*T) K) []T {
+	if len(items) < 2 {
+		return items
+	}
+	last := make(map[K]int, len(items))
+	for i := range items {
+		last[key(&items[i])] = i
+	}
+	if len(last) == len(items) {
+		return items
+	}
+	out := make([]T, 0, len(last))
+	for i := range items {
+		if last[key(&items[i])] == i {
+			out = append(out, items[i])
+		}
+	}
+	return out
+}
+
 func (t *Tx) execChunks(ctx context.Context, q chunkedQuery, lead []any, n int, add func(args []any, i int) []any) error {
-	return chunks(q, lead, n, add, func(query string, args []any) error {
+	return chunks(t.d, q, lead, n, add, func(query string, args []any) error {
 		_, err := t.ExecContext(ctx, query, args...)
 		return err
 	})
@@ -124,28 +165,28 @@ func (t *Tx) execChunks(ctx context.Context, q chunkedQuery, lead []any, n int, 
 var (
 	qNFTBalancesByKey = chunked(func(n int) string {
 		return `SELECT contract, token_id, owner, amount, standard FROM nft_balances
-			WHERE chain_id = ? AND (contract, token_id, owner) IN (VALUES ` + tuples(n, 3) + `)`
+			WHERE chain_id = ? AND (contract, token_id, owner) IN (VALUES ` + blobTuples(n, 3) + `)`
 	})
 	qNFTBalancesByToken = chunked(func(n int) string {
 		return `SELECT contract, token_id, owner, amount, standard FROM nft_balances
-			WHERE chain_id = ? AND (contract, token_id) IN (VALUES ` + tuples(n, 2) + `)`
+			WHERE chain_id = ? AND (contract, token_id) IN (VALUES ` + blobTuples(n, 2) + `)`
 	})
 	qPutNFTBalances = chunked(func(n int) string {
 		return `INSERT INTO nft_balances (chain_id, contract, token_id, owner, amount, standard) VALUES ` + tuples(n, 6) + `
 			ON CONFLICT (chain_id, contract, token_id, owner) DO UPDATE SET amount = excluded.amount, standard = excluded.standard`
 	})
 	qDeleteNFTBalances = chunked(func(n int) string {
-		return `DELETE FROM nft_balances WHERE chain_id = ? AND (contract, token_id, owner) IN (VALUES ` + tuples(n, 3) + `)`
+		return `DELETE FROM nft_balances WHERE chain_id = ? AND (contract, token_id, owner) IN (VALUES ` + blobTuples(n, 3) + `)`
 	})
 	qDeleteNFTTokens = chunked(func(n int) string {
-		return `DELETE FROM nft_balances WHERE chain_id = ? AND standard = 721 AND (contract, token_id) IN (VALUES ` + tuples(n, 2) + `)`
+		return `DELETE FROM nft_balances WHERE chain_id = ? AND standard = 721 AND (contract, token_id) IN (VALUES ` + blobTuples(n, 2) + `)`
 	})
 )
 
 // NFTBalancesByKey returns the rows of keys that exist, in no particular order.
 func (t *Tx) NFTBalancesByKey(ctx context.Context, chainID uint64, keys []NFTBalanceKey) ([]NFTBalance, error) {
 	var out []NFTBalance
-	err := chunks(qNFTBalancesByKey, []any{int64(chainID)}, len(keys), func(args []any, i int) []any {
+	err := chunks(t.d, qNFTBalancesByKey, []any{int64(chainID)}, len(keys), func(args []any, i int) []any {
 		k := &keys[i]
 		return append(args, k.Contract.Bytes(), uintKey(&k.ID), k.Owner.Bytes())
 	}, func(query string, args []any) error {
@@ -162,7 +203,7 @@ func (t *Tx) NFTBalancesByKey(ctx context.Context, chainID uint64, keys []NFTBal
 // NFTBalancesByToken returns every row of the tokens, in no particular order.
 func (t *Tx) NFTBalancesByToken(ctx context.Context, chainID uint64, tokens []NFTToken) ([]NFTBalance, error) {
 	var out []NFTBalance
-	err := chunks(qNFTBalancesByToken, []any{int64(chainID)}, len(tokens), func(args []any, i int) []any {
+	err := chunks(t.d, qNFTBalancesByToken, []any{int64(chainID)}, len(tokens), func(args []any, i int) []any {
 		return append(args, tokens[i].Contract.Bytes(), uintKey(&tokens[i].ID))
 	}, func(query string, args []any) error {
 		var err error
@@ -237,6 +278,7 @@ func (t *Tx) PutNFTBalances(ctx context.Context, chainID uint64, rows []NFTBalan
 			return fmt.Errorf("put nft balances: zero amount for %x/%s/%x", rows[i].Contract, rows[i].ID.Hex(), rows[i].Owner)
 		}
 	}
+	rows = lastWins(rows, func(r *NFTBalance) NFTBalanceKey { return r.NFTBalanceKey })
 	err := t.execChunks(ctx, qPutNFTBalances, nil, len(rows), func(args []any, i int) []any {
 		r := &rows[i]
 		return append(args, int64(chainID), r.Contract.Bytes(), uintKey(&r.ID), r.Owner.Bytes(), uintKey(&r.Amount), int64(r.Standard))
@@ -304,7 +346,8 @@ var (
 	qNFTMinted    = prepared(`SELECT minted FROM nft_minted WHERE chain_id = ? AND contract = ?`)
 	qAddNFTMinted = prepared(`INSERT INTO nft_minted (chain_id, contract, minted) VALUES (?, ?, ?)
 		ON CONFLICT (chain_id, contract) DO UPDATE SET minted = CASE
-			WHEN minted > 9223372036854775807 - excluded.minted THEN 9223372036854775807 ELSE minted + excluded.minted END`)
+			WHEN nft_minted.minted > 9223372036854775807 - excluded.minted THEN 9223372036854775807
+			ELSE nft_minted.minted + excluded.minted END`)
 	qSetNFTMinted = prepared(`INSERT INTO nft_minted (chain_id, contract, minted) VALUES (?, ?, ?)
 		ON CONFLICT (chain_id, contract) DO UPDATE SET minted = excluded.minted`)
 	qDeleteNFTMinted = prepared(`DELETE FROM nft_minted WHERE chain_id = ? AND contract = ?`)
@@ -341,6 +384,16 @@ func (t *Tx) SetNFTMinted(ctx context.Context, chainID uint64, contract common.A
 	}
 	if err != nil {
 		return fmt.Errorf("set nft minted: %w", err)
+	}
+	return nil
+}
+
+// LockNFTIndex serializes the writers of chainID's index until the end of the transaction
+// (see LockAccount): on PostgreSQL, where several processes may index one chain at once, the
+// one that takes it second reads the progress the first stored before deciding anything.
+func (t *Tx) LockNFTIndex(ctx context.Context, chainID uint64) error {
+	if err := t.lock(ctx, "nft index", strconv.FormatUint(chainID, 10)); err != nil {
+		return fmt.Errorf("lock the nft index of chain %d: %w", chainID, err)
 	}
 	return nil
 }
@@ -391,6 +444,9 @@ func (t *Tx) PutNFTIndexProgress(ctx context.Context, p *NFTIndexProgress) error
 	if p.Block > math.MaxInt64 {
 		return fmt.Errorf("nft index progress: block %d out of range", p.Block)
 	}
+	if err := CheckText("nft index progress: scope", p.Scope); err != nil {
+		return err
+	}
 	_, err := t.ExecContext(ctx, qPutNFTIndexProgress, int64(p.ChainID), p.Scope, int64(p.Block), p.Hash.Bytes(), formatTime(p.UpdatedAt))
 	if err != nil {
 		return fmt.Errorf("put nft index progress: %w", err)
@@ -417,6 +473,7 @@ var (
 
 // PutNFTIndexBlocks records the hashes of blocks.
 func (t *Tx) PutNFTIndexBlocks(ctx context.Context, chainID uint64, blocks []NFTIndexBlock) error {
+	blocks = lastWins(blocks, func(b *NFTIndexBlock) uint64 { return b.Number })
 	err := t.execChunks(ctx, qPutNFTIndexBlocks, nil, len(blocks), func(args []any, i int) []any {
 		b := &blocks[i]
 		undo := 0

@@ -51,8 +51,10 @@ func balance(contract common.Address, id string, owner common.Address, amount st
 	return NFTBalance{NFTBalanceKey: NFTBalanceKey{Contract: contract, ID: u256(id), Owner: owner}, Amount: u256(amount), Standard: std}
 }
 
-func TestNFTBalancesWriteReadPage(t *testing.T) {
-	db := openTest(t, testConfig(t), options{})
+func TestNFTBalancesWriteReadPage(t *testing.T) { forEachBackend(t, testNFTBalancesWriteReadPage) }
+
+func testNFTBalancesWriteReadPage(t *testing.T, be backend) {
+	db := openBackend(t, be)
 	ctx := context.Background()
 	c1, c2 := addrN(0xc1), addrN(0xc2)
 	a, b, c := addrN(0xa), addrN(0xb), addrN(0xc)
@@ -164,7 +166,7 @@ func TestNFTBalancesWriteReadPage(t *testing.T) {
 func TestNFTQueryPlans(t *testing.T) {
 	db := openTest(t, testConfig(t), options{})
 	ctx := context.Background()
-	for _, q := range []string{qNFTTokenPage, qNFTContractPage, qNFTBalancesByKey[32], qNFTBalancesByToken[8], qDeleteNFTTokens[128], qDeleteNFTBalances[1]} {
+	for _, q := range []string{qNFTTokenPage, qNFTContractPage, qNFTBalancesByKey.sized[32], qNFTBalancesByToken.sized[8], qDeleteNFTTokens.sized[128], qDeleteNFTBalances.sized[1]} {
 		n := strings.Count(q, "?")
 		args := make([]any, n)
 		for i := range args {
@@ -197,8 +199,10 @@ func TestNFTQueryPlans(t *testing.T) {
 	}
 }
 
-func TestNFTMintedSaturatesAndSets(t *testing.T) {
-	db := openTest(t, testConfig(t), options{})
+func TestNFTMintedSaturatesAndSets(t *testing.T) { forEachBackend(t, testNFTMintedSaturatesAndSets) }
+
+func testNFTMintedSaturatesAndSets(t *testing.T, be backend) {
+	db := openBackend(t, be)
 	ctx := context.Background()
 	c := addrN(0xc1)
 	read := func() (int64, bool) {
@@ -248,8 +252,10 @@ func TestNFTMintedSaturatesAndSets(t *testing.T) {
 	}
 }
 
-func TestNFTIndexProgressBlocksUndo(t *testing.T) {
-	db := openTest(t, testConfig(t), options{})
+func TestNFTIndexProgressBlocksUndo(t *testing.T) { forEachBackend(t, testNFTIndexProgressBlocksUndo) }
+
+func testNFTIndexProgressBlocksUndo(t *testing.T, be backend) {
+	db := openBackend(t, be)
 	ctx := context.Background()
 	c, a := addrN(0xc1), addrN(0xa)
 	hash := func(n byte) common.Hash { return common.Hash{n} }

@@ -45,7 +45,7 @@ var (
 		ON CONFLICT (id) DO NOTHING`)
 	qUpdateProduct = prepared(`UPDATE products SET network = ?, token_contract = ?, creator = ?, sale_type = ?,
 		total_sold = ?, total_available = ?, live_at = ?, sales_end_at = ?, created_at = ?, body = ?
-		WHERE id = ? AND body IS NOT ?`)
+		WHERE id = ? AND body IS DISTINCT FROM CAST(? AS BLOB)`)
 	qDeleteProduct = prepared(`DELETE FROM products WHERE id = ?`)
 	qProduct       = prepared(`SELECT body FROM products WHERE id = ?`)
 )
@@ -55,8 +55,16 @@ func (p *ProductRow) args() []any {
 		nullInt(p.TotalAvailable), nullTime(p.LiveAt), nullTime(p.SalesEndAt), formatTime(p.CreatedAt), p.Body}
 }
 
+func (p *ProductRow) check() error {
+	return checkTexts("product: id", p.ID, "product: network", p.Network, "product: token contract", p.TokenContract,
+		"product: creator", p.Creator, "product: sale type", p.SaleType)
+}
+
 // InsertProduct inserts p; ErrExists when a product has its id.
 func (t *Tx) InsertProduct(ctx context.Context, p *ProductRow) error {
+	if err := p.check(); err != nil {
+		return err
+	}
 	if _, err := t.ExecContext(ctx, qInsertProduct, p.args()...); err != nil {
 		return fmt.Errorf("insert product %s: %w", p.ID, err)
 	}
@@ -65,6 +73,9 @@ func (t *Tx) InsertProduct(ctx context.Context, p *ProductRow) error {
 
 // PutProduct inserts p or replaces the product with its id, and says which it did.
 func (t *Tx) PutProduct(ctx context.Context, p *ProductRow) (PutResult, error) {
+	if err := p.check(); err != nil {
+		return 0, err
+	}
 	a := p.args()
 	res, err := t.ExecContext(ctx, qInsertNewProduct, a...)
 	if err != nil {
@@ -85,6 +96,9 @@ func (t *Tx) PutProduct(ctx context.Context, p *ProductRow) (PutResult, error) {
 
 // DeleteProduct removes the product id; ErrNotFound when there is none.
 func (t *Tx) DeleteProduct(ctx context.Context, id string) error {
+	if !validText(id) {
+		return ErrNotFound
+	}
 	res, err := t.ExecContext(ctx, qDeleteProduct, id)
 	if err != nil {
 		return fmt.Errorf("delete product %s: %w", id, err)
@@ -97,6 +111,9 @@ func (t *Tx) DeleteProduct(ctx context.Context, id string) error {
 
 // Product returns the stored JSON of the product id; ErrNotFound when there is none.
 func (t *Tx) Product(ctx context.Context, id string) ([]byte, error) {
+	if !validText(id) {
+		return nil, ErrNotFound
+	}
 	var b []byte
 	err := t.QueryRowContext(ctx, qProduct, id).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -145,7 +162,16 @@ func (db *DB) SetProductSoldScope(ctx context.Context, indexed []IndexedNetwork)
 		return cmp.Or(strings.Compare(a.network, b.network), strings.Compare(a.contract, b.contract))
 	})
 	want = slices.Compact(want)
+	for _, r := range want {
+		if err := checkTexts("products sold scope: network", r.network, "products sold scope: contract", r.contract); err != nil {
+			return false, err
+		}
+	}
 	err = db.Write(ctx, func(tx *Tx) error {
+		// Replicas starting at once each compare and rewrite the scope: one after the other.
+		if err := tx.lock(ctx, "products sold scope"); err != nil {
+			return err
+		}
 		rows, err := tx.QueryContext(ctx, qProductSoldScope)
 		if err != nil {
 			return err
@@ -225,13 +251,22 @@ type ListedProduct struct {
 // every filtered column, so that rows skipped by a filter or by the offset are never read
 // from the table (only the bodies returned are).
 func (db *DB) Products(ctx context.Context, f ProductFilter) ([]ListedProduct, error) {
-	q, args := productsQuery(f)
-	q = db.d.rebind(q)
-	st, err := db.listStmts.get(ctx, db.read, q)
-	if err != nil {
-		return nil, fmt.Errorf("list products: prepare: %w", err)
+	if !validText(f.Creator) || slices.ContainsFunc(f.SaleTypes, func(s string) bool { return !validText(s) }) {
+		return []ListedProduct{}, nil // no stored product has such text
 	}
-	var rows *sql.Rows
+	q, args := productsQuery(db.d, f)
+	q = db.d.rebind(q)
+	var st *sql.Stmt
+	if db.d.prepare {
+		var err error
+		if st, err = db.listStmts.get(ctx, db.read, q); err != nil {
+			return nil, fmt.Errorf("list products: prepare: %w", err)
+		}
+	}
+	var (
+		rows *sql.Rows
+		err  error
+	)
 	if st != nil {
 		rows, err = st.QueryContext(ctx, args...)
 	} else {
@@ -256,7 +291,7 @@ func (db *DB) Products(ctx context.Context, f ProductFilter) ([]ListedProduct, e
 }
 
 // productsQuery is the SQL of Products and its arguments.
-func productsQuery(f ProductFilter) (string, []any) {
+func productsQuery(d *dialect, f ProductFilter) (string, []any) {
 	var (
 		where []string
 		args  []any
@@ -279,7 +314,7 @@ func productsQuery(f ProductFilter) (string, []any) {
 		// One type: its index walks in the list's order. With a creator, the creator's
 		// index is the narrower one, and the unary + keeps SQLite on it.
 		if f.Creator != "" {
-			where = append(where, "+sale_type = ?")
+			where = append(where, d.noIndex+"sale_type = ?")
 		} else {
 			where = append(where, "sale_type = ?")
 		}
@@ -287,7 +322,7 @@ func productsQuery(f ProductFilter) (string, []any) {
 	default:
 		// Several types: no index gives them in the list's order (SQLite would read them all
 		// and sort), so the unary + keeps this a filter on the walk of products_live.
-		where = append(where, "+sale_type IN (?"+strings.Repeat(", ?", len(f.SaleTypes)-1)+")")
+		where = append(where, d.noIndex+"sale_type IN (?"+strings.Repeat(", ?", len(f.SaleTypes)-1)+")")
 		for _, s := range f.SaleTypes {
 			args = append(args, s)
 		}

@@ -9,8 +9,10 @@ import (
 	"time"
 )
 
-func TestProductsFilterAndOrder(t *testing.T) {
-	db := openTest(t, testConfig(t), options{})
+func TestProductsFilterAndOrder(t *testing.T) { forEachBackend(t, testProductsFilterAndOrder) }
+
+func testProductsFilterAndOrder(t *testing.T, be backend) {
+	db := openBackend(t, be)
 	ctx := context.Background()
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	at := func(h int) *time.Time { v := now.Add(time.Duration(h) * time.Hour); return &v }
@@ -96,8 +98,10 @@ func productRow(id string, mod func(r *ProductRow)) *ProductRow {
 	return r
 }
 
-func TestPutInsertGetProduct(t *testing.T) {
-	db := openTest(t, testConfig(t), options{})
+func TestPutInsertGetProduct(t *testing.T) { forEachBackend(t, testPutInsertGetProduct) }
+
+func testPutInsertGetProduct(t *testing.T, be backend) {
+	db := openBackend(t, be)
 	ctx := context.Background()
 	put := func(r *ProductRow) PutResult {
 		t.Helper()
@@ -152,8 +156,10 @@ func TestPutInsertGetProduct(t *testing.T) {
 // the figure returned and in the sold filter, the others keep their stored figure; the
 // triggers of 0008 keep that true through writes of nft_minted and of products, and a scope
 // change recomputes everything.
-func TestChainSold(t *testing.T) {
-	db := openTest(t, testConfig(t), options{})
+func TestChainSold(t *testing.T) { forEachBackend(t, testChainSold) }
+
+func testChainSold(t *testing.T, be backend) {
+	db := openBackend(t, be)
 	ctx := context.Background()
 	addr := func(c byte) string { return "0x" + strings.Repeat(string(c), 40) }
 	ten := int64(10)
@@ -306,7 +312,7 @@ func TestProductsQueryPlans(t *testing.T) {
 		{"sold and sale types", ProductFilter{Sold: &yes, SaleTypes: []string{"OPEN_EDITION", "LIMITED_EDITION"}}, "products_sold_live (live_at<?)"},
 		{"sold, deep", ProductFilter{Sold: &yes, Offset: 1000}, "products_sold_live (live_at<?)"},
 	} {
-		q, args := productsQuery(c.f)
+		q, args := productsQuery(sqliteDialect, c.f)
 		var plan []string
 		if err := db.Read(ctx, func(tx *Tx) error {
 			rows, err := tx.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)

@@ -13,9 +13,13 @@ import (
 )
 
 var sqliteDialect = &dialect{
-	name:   "sqlite",
-	driver: "sqlite", // registered by modernc.org/sqlite
-	rebind: func(q string) string { return q },
+	name:               "sqlite",
+	driver:             "sqlite", // registered by modernc.org/sqlite
+	rebind:             func(q string) string { return q },
+	prepare:            true,
+	noIndex:            "+",
+	groupCommit:        true,
+	hasMigrationsTable: `SELECT COUNT(*) > 0 FROM sqlite_schema WHERE type = 'table' AND name = 'schema_migrations'`,
 	isUniqueViolation: func(err error) bool {
 		var e *sqlite.Error
 		if !errors.As(err, &e) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,7 +45,8 @@ func openTest(t *testing.T, cfg Config, o options) *DB {
 func TestConfigSetDefaults(t *testing.T) {
 	var c Config
 	c.SetDefaults()
-	want := Config{Driver: "sqlite", Path: "web3gate.db", BusyTimeout: 5 * time.Second}
+	want := Config{Driver: "sqlite", Path: "web3gate.db", BusyTimeout: 5 * time.Second,
+		MaxConns: 20, ConnectTimeout: 5 * time.Second, StatementTimeout: 30 * time.Second, Migrate: "auto"}
 	if c != want {
 		t.Fatalf("defaults = %+v, want %+v", c, want)
 	}
@@ -55,11 +57,18 @@ func TestConfigSetDefaults(t *testing.T) {
 
 func TestConfigValidateAccepts(t *testing.T) {
 	for _, c := range []Config{
-		{Driver: "sqlite", Path: "web3gate.db", BusyTimeout: 5 * time.Second},
-		{Driver: "sqlite", Path: "/var/lib/web3gate/state.db", BusyTimeout: time.Millisecond},
-		{Driver: "sqlite", Path: "data dir/with space.db", BusyTimeout: time.Minute},
+		{Driver: "sqlite", Path: "web3gate.db", BusyTimeout: 5 * time.Second, Migrate: "auto"},
+		{Driver: "sqlite", Path: "/var/lib/web3gate/state.db", BusyTimeout: time.Millisecond, Migrate: "never"},
+		{Driver: "sqlite", Path: "data dir/with space.db", BusyTimeout: time.Minute, Migrate: "auto"},
+		{Driver: "postgres", DSN: "postgres://web3gate:pw@db.internal:5432/web3gate?sslmode=verify-full", MaxConns: 1,
+			ConnectTimeout: time.Millisecond, StatementTimeout: time.Millisecond, Migrate: "auto"},
+		{Driver: "postgres", DSN: "host=db user=w dbname=w password=secret", MaxConns: 50, ConnectTimeout: time.Second,
+			StatementTimeout: time.Minute, LockTimeout: time.Second, TLS: TLSConfig{Mode: "verify-ca", CAFile: "/etc/ca.pem",
+				CertFile: "/etc/c.pem", KeyFile: "/etc/c.key"}, Migrate: "never"},
+		{Driver: "postgres", DSN: "postgres:///w3g", MaxConns: 1, ConnectTimeout: time.Second, StatementTimeout: time.Second,
+			TLS: TLSConfig{Mode: "disable"}, Migrate: "auto"},
 	} {
-		t.Run(c.Path, func(t *testing.T) {
+		t.Run(c.Driver+" "+c.Path+c.DSN, func(t *testing.T) {
 			if err := c.Validate(); err != nil {
 				t.Fatalf("Validate: %v", err)
 			}
@@ -68,23 +77,23 @@ func TestConfigValidateAccepts(t *testing.T) {
 }
 
 func TestConfigValidateRejects(t *testing.T) {
-	ok := Config{Driver: "sqlite", Path: "web3gate.db", BusyTimeout: 5 * time.Second}
+	ok := Config{Driver: "sqlite", Path: "web3gate.db", BusyTimeout: 5 * time.Second, Migrate: "auto"}
 	for _, tc := range []struct {
 		name string
 		edit func(*Config)
 		want string
 	}{
-		{"postgres reserved", func(c *Config) { c.Driver = "postgres" }, `driver: "postgres" is not supported yet`},
-		{"unknown driver", func(c *Config) { c.Driver = "mysql" }, `driver: must be "sqlite", got "mysql"`},
-		{"empty driver", func(c *Config) { c.Driver = "" }, `driver: must be "sqlite", got ""`},
+		{"unknown driver", func(c *Config) { c.Driver = "mysql" }, `driver: must be "sqlite" or "postgres", got "mysql"`},
+		{"empty driver", func(c *Config) { c.Driver = "" }, `driver: must be "sqlite" or "postgres", got ""`},
 		{"empty path", func(c *Config) { c.Path = "" }, "path: must not be empty"},
 		{"memory", func(c *Config) { c.Path = ":memory:" }, "path: an in-memory database is not allowed: state must survive restarts"},
 		{"memory uri", func(c *Config) { c.Path = "file:x?mode=memory" }, "path: must be a file path, not a URI"},
 		{"uri", func(c *Config) { c.Path = "file:web3gate.db" }, "path: must be a file path, not a URI"},
 		{"zero busy timeout", func(c *Config) { c.BusyTimeout = 0 }, "busyTimeout: must be at least 1ms"},
+		{"migrate", func(c *Config) { c.Migrate = "sometimes" }, `migrate: must be "auto" or "never", got "sometimes"`},
 		{"negative busy timeout", func(c *Config) { c.BusyTimeout = -time.Second }, "busyTimeout: must be at least 1ms"},
-		{"two at once", func(c *Config) { c.Driver = "postgres"; c.Path = "" },
-			"driver: \"postgres\" is not supported yet\npath: must not be empty"},
+		{"two at once", func(c *Config) { c.Path = ""; c.BusyTimeout = 0 },
+			"path: must not be empty\nbusyTimeout: must be at least 1ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok
@@ -92,6 +101,51 @@ func TestConfigValidateRejects(t *testing.T) {
 			err := c.Validate()
 			if err == nil || err.Error() != tc.want {
 				t.Fatalf("Validate = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigValidateRejectsPostgres(t *testing.T) {
+	ok := Config{Driver: "postgres", DSN: "postgres://w3g@127.0.0.1/w3g", MaxConns: 20, ConnectTimeout: 5 * time.Second,
+		StatementTimeout: 30 * time.Second, Migrate: "auto"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("base config: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"no dsn", func(c *Config) { c.DSN = "" }, `dsn: must be set with driver "postgres"`},
+		{"blank dsn", func(c *Config) { c.DSN = "  " }, `dsn: must be set with driver "postgres"`},
+		{"bad url", func(c *Config) { c.DSN = "postgres://u:hunter2@host:notaport/db" }, errDSN.Error()},
+		{"bad pairs", func(c *Config) { c.DSN = "host=h password='hunter2" }, errDSN.Error()},
+		{"bad sslmode", func(c *Config) { c.DSN = "postgres://u:hunter2@h/db?sslmode=sometimes" }, errDSN.Error()},
+		{"zero conns", func(c *Config) { c.MaxConns = 0 }, "maxConns: must be at least 1, got 0"},
+		{"zero connect timeout", func(c *Config) { c.ConnectTimeout = 0 }, "connectTimeout: must be at least 1ms"},
+		{"zero statement timeout", func(c *Config) { c.StatementTimeout = 0 }, "statementTimeout: must be at least 1ms"},
+		{"negative lock timeout", func(c *Config) { c.LockTimeout = -time.Second }, "lockTimeout: must not be negative (0: no lock timeout)"},
+		{"tls mode", func(c *Config) { c.TLS.Mode = "prefer" },
+			`tls.mode: must be "disable", "require", "verify-ca" or "verify-full", got "prefer"`},
+		{"tls files without mode", func(c *Config) { c.TLS.CAFile = "/ca.pem" },
+			"tls.mode: must be set when tls.caFile, tls.certFile or tls.keyFile is"},
+		{"tls disable with files", func(c *Config) { c.TLS = TLSConfig{Mode: "disable", CAFile: "/ca.pem"} },
+			`tls.mode: "disable" takes no caFile, certFile or keyFile`},
+		{"tls cert without key", func(c *Config) { c.TLS = TLSConfig{Mode: "require", CertFile: "/c.pem"} },
+			"tls.certFile, tls.keyFile: give both or neither"},
+		{"two at once", func(c *Config) { c.MaxConns = -1; c.StatementTimeout = 0 },
+			"maxConns: must be at least 1, got -1\nstatementTimeout: must be at least 1ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.edit(&c)
+			err := c.Validate()
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("Validate = %v, want %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("the error quotes the DSN's password: %v", err)
 			}
 		})
 	}
@@ -228,13 +282,19 @@ func migrationSet(files map[string]string) fstest.MapFS {
 	return m
 }
 
-func TestOpenRefusesNewerSchema(t *testing.T) {
+func TestOpenRefusesNewerSchema(t *testing.T) { forEachBackend(t, testOpenRefusesNewerSchema) }
+
+func testOpenRefusesNewerSchema(t *testing.T, be backend) {
 	ctx := context.Background()
-	cfg := testConfig(t)
-	real := migrationSet(map[string]string{"0001_accounts_clients.sql": readEmbedded(t, "0001_accounts_clients.sql")})
+	cfg := backendConfig(t, be)
+	first := "0001_accounts_clients.sql"
+	if be == postgresBackend {
+		first = "0001_initial.sql"
+	}
+	real := migrationSet(map[string]string{first: readEmbedded(t, be, first)})
 	future := migrationSet(map[string]string{
-		"0001_accounts_clients.sql": readEmbedded(t, "0001_accounts_clients.sql"),
-		"0002_future.sql":           `CREATE TABLE future (x INTEGER);`,
+		first:             readEmbedded(t, be, first),
+		"0002_future.sql": `CREATE TABLE future (x INTEGER);`,
 	})
 	db, err := open(ctx, cfg, Deps{}, options{migrations: future})
 	if err != nil {
@@ -258,8 +318,12 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 }
 
 func TestBrokenMigrationLeavesPreviousVersion(t *testing.T) {
+	forEachBackend(t, testBrokenMigrationLeavesPreviousVersion)
+}
+
+func testBrokenMigrationLeavesPreviousVersion(t *testing.T, be backend) {
 	ctx := context.Background()
-	cfg := testConfig(t)
+	cfg := backendConfig(t, be)
 	first := `CREATE TABLE a (x INTEGER NOT NULL); INSERT INTO a VALUES (1);`
 	// The first statement of 0002 succeeds, the second fails: both must be undone.
 	broken := migrationSet(map[string]string{
@@ -317,7 +381,7 @@ func TestLoadMigrationsRejects(t *testing.T) {
 	}
 }
 
-func TestEmbeddedMigrations(t *testing.T) {
+func TestEmbeddedSQLiteMigrations(t *testing.T) {
 	migs, err := loadMigrations(sqliteDialect.migrations())
 	if err != nil {
 		t.Fatal(err)
@@ -332,13 +396,15 @@ func TestEmbeddedMigrations(t *testing.T) {
 	}
 }
 
-func TestOpenLogsNoSecrets(t *testing.T) {
+func TestOpenLogsNoSecrets(t *testing.T) { forEachBackend(t, testOpenLogsNoSecrets) }
+
+func testOpenLogsNoSecrets(t *testing.T, be backend) {
 	// Open logs its path and version; a client's secret hash never reaches a log line.
 	ctx := context.Background()
 	var buf bytes.Buffer
 	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
 		zapcore.Lock(zapcore.AddSync(&buf)), zap.DebugLevel))
-	db, err := Open(ctx, testConfig(t), Deps{Logger: log})
+	db, err := Open(ctx, backendConfig(t, be), Deps{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,9 +423,9 @@ func TestOpenLogsNoSecrets(t *testing.T) {
 	}
 }
 
-func readEmbedded(t *testing.T, name string) string {
+func readEmbedded(t *testing.T, be backend, name string) string {
 	t.Helper()
-	b, err := migrationFiles.ReadFile("migrations/sqlite/" + name)
+	b, err := migrationFiles.ReadFile("migrations/" + string(be) + "/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +437,11 @@ func tableNames(t *testing.T, db *DB) string {
 	ctx := context.Background()
 	var names []string
 	err := db.Read(ctx, func(tx *Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name`)
+		q := `SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name`
+		if db.d == postgresDialect {
+			q = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name`
+		}
+		rows, err := tx.QueryContext(ctx, q)
 		if err != nil {
 			return err
 		}
@@ -393,9 +463,11 @@ func tableNames(t *testing.T, db *DB) string {
 
 // TestConcurrentOpenMigratesOnce: several processes starting at once on a new file (here,
 // several DBs) all open it, and each migration is applied exactly once.
-func TestConcurrentOpenMigratesOnce(t *testing.T) {
+func TestConcurrentOpenMigratesOnce(t *testing.T) { forEachBackend(t, testConcurrentOpenMigratesOnce) }
+
+func testConcurrentOpenMigratesOnce(t *testing.T, be backend) {
 	ctx := context.Background()
-	cfg := testConfig(t)
+	cfg := backendConfig(t, be)
 	const n = 4
 	dbs := make([]*DB, n)
 	errs := make([]error, n)
@@ -416,8 +488,18 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if want := embeddedVersion(t); rows != want {
+	want := embeddedVersion(t)
+	if be == postgresBackend {
+		migs, _ := loadMigrations(postgresDialect.migrations())
+		want = len(migs)
+	}
+	if rows != want {
 		t.Fatalf("schema_migrations rows = %d, want %d (one per migration)", rows, want)
+	}
+	for i := range n {
+		if v := dbs[i].SchemaVersion(); v != want {
+			t.Fatalf("Open %d: schema version %d, want %d", i, v, want)
+		}
 	}
 }
 
@@ -429,4 +511,42 @@ func embeddedVersion(t *testing.T) int {
 		t.Fatalf("embedded migrations: %v", err)
 	}
 	return migs[len(migs)-1].version
+}
+
+// TestMigrateNever: with store.migrate never, Open refuses a database that needs migrations
+// and changes nothing; Migrate applies them; then Open accepts it.
+func TestMigrateNever(t *testing.T) { forEachBackend(t, testMigrateNever) }
+
+func testMigrateNever(t *testing.T, be backend) {
+	ctx := context.Background()
+	cfg := backendConfig(t, be)
+	cfg.Migrate = MigrateNever
+	migs, err := loadMigrations(map[backend]*dialect{sqliteBackend: sqliteDialect, postgresBackend: postgresDialect}[be].migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	latest := migs[len(migs)-1].version
+
+	_, err = Open(ctx, cfg, Deps{})
+	if !errors.Is(err, ErrMigrationsPending) || !strings.Contains(err.Error(), "run `web3gate store migrate`") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("version 0, this binary needs %d", latest)) {
+		t.Fatalf("Open of an empty database with migrate never = %v, want ErrMigrationsPending naming the command", err)
+	}
+	auto := cfg
+	auto.Migrate = MigrateAuto
+	if tables := tableNames(t, openTest(t, auto, options{migrations: migrationSet(nil)})); tables != "schema_migrations" {
+		t.Fatalf("the refused Open created tables: %q", tables)
+	}
+
+	from, to, err := Migrate(ctx, cfg, Deps{})
+	if err != nil || from != 0 || to != latest {
+		t.Fatalf("Migrate = %d, %d, %v, want 0, %d", from, to, err, latest)
+	}
+	db := openTest(t, cfg, options{})
+	if db.SchemaVersion() != latest || db.OpenedAtVersion() != latest {
+		t.Fatalf("after Migrate: version %d (opened at %d), want %d", db.SchemaVersion(), db.OpenedAtVersion(), latest)
+	}
+	if from, to, err := Migrate(ctx, cfg, Deps{}); err != nil || from != latest || to != latest {
+		t.Fatalf("Migrate again = %d, %d, %v, want nothing to do", from, to, err)
+	}
 }

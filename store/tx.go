@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
+	"github.com/ethereum/go-ethereum/common"
 	"go.uber.org/zap"
 )
 
@@ -160,6 +162,28 @@ func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sq
 	return t.tx.QueryRowContext(ctx, query, args...)
 }
 
+// LockAccount serializes the transactions that decide something for the account addr on
+// chainID from what they read (a nonce reservation reads the nonce head and the released
+// slots, then writes): on PostgreSQL it takes an advisory lock of the transaction on the
+// account, released at commit or rollback, so a second reservation of the account, in this
+// process or another, waits and then reads what the first wrote. On SQLite, where one writer
+// holds the whole database, it does nothing. Call it first in the transaction.
+func (t *Tx) LockAccount(ctx context.Context, chainID uint64, addr common.Address) error {
+	if err := t.lock(ctx, "account", strconv.FormatUint(chainID, 10), addressKey(addr)); err != nil {
+		return fmt.Errorf("lock account %s on chain %d: %w", addr.Hex(), chainID, err)
+	}
+	return nil
+}
+
+// lock takes the transaction-scoped lock named by parts (see LockAccount).
+func (t *Tx) lock(ctx context.Context, parts ...string) error {
+	if t.d.lockQuery == "" {
+		return nil
+	}
+	_, err := t.tx.ExecContext(ctx, t.d.rebind(t.d.lockQuery), lockKey(parts...))
+	return err
+}
+
 func (t *Tx) classify(err error) error {
 	if t.d.isUniqueViolation(err) {
 		return fmt.Errorf("%w: %w", ErrExists, err)
@@ -168,19 +192,42 @@ func (t *Tx) classify(err error) error {
 }
 
 // Write runs fn in one write transaction: committed if fn returns nil, rolled back if it
-// returns an error or panics (the panic continues after the rollback). Writers are serialized;
-// one waits for the others (or for ctx) rather than failing with SQLITE_BUSY.
+// returns an error or panics (the panic continues after the rollback). On SQLite writers are
+// serialized; one waits for the others (or for ctx) rather than failing with SQLITE_BUSY. On
+// PostgreSQL they run at once (READ COMMITTED): fn that reads and then writes on what it read
+// takes a lock first (LockAccount), and fn must not go on after a failed statement, which
+// aborts a PostgreSQL transaction (return the error; ON CONFLICT in the statement where a
+// duplicate is expected).
 //
 // Within fn, use only tx: calling Write again from fn waits for the connection fn holds and so
 // blocks until ctx ends, and a Read from fn does not see fn's own uncommitted writes.
 func (db *DB) Write(ctx context.Context, fn func(tx *Tx) error) error {
-	return db.run(ctx, db.write, db.writeStmts, nil, fn)
+	return db.run(ctx, db.write, db.writeStmts, db.writeOpts(), fn)
+}
+
+// writeOpts are the options of a write transaction: SQLite's are the pool's (BEGIN
+// IMMEDIATE); on PostgreSQL, READ COMMITTED (each statement sees what was committed before
+// it; read-then-write decisions take a lock first, see LockAccount).
+func (db *DB) writeOpts() *sql.TxOptions {
+	if db.d == postgresDialect {
+		return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	return nil
+}
+
+// readOpts: a read-only transaction; on PostgreSQL REPEATABLE READ, one snapshot for the
+// whole transaction, as a SQLite reader in WAL mode has.
+func (db *DB) readOpts() *sql.TxOptions {
+	if db.d == postgresDialect {
+		return &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead}
+	}
+	return &sql.TxOptions{ReadOnly: true}
 }
 
 // Read runs fn in one read-only transaction, on a snapshot that concurrent writes do not
 // change. A write statement in fn fails.
 func (db *DB) Read(ctx context.Context, fn func(tx *Tx) error) error {
-	return db.run(ctx, db.read, db.readStmts, &sql.TxOptions{ReadOnly: true}, fn)
+	return db.run(ctx, db.read, db.readStmts, db.readOpts(), fn)
 }
 
 func (db *DB) run(ctx context.Context, pool *sql.DB, stmts *stmtCache, opts *sql.TxOptions, fn func(tx *Tx) error) error {

@@ -21,15 +21,22 @@ func addrN(n int) common.Address {
 // TestConcurrentWrites: 200 writers at once, each a read-modify-write transaction, with
 // readers running beside them. Every one succeeds (no SQLITE_BUSY), and each saw all the
 // commits before it: the owners written are exactly 0..199, one each.
-func TestConcurrentWrites(t *testing.T) {
+func TestConcurrentWrites(t *testing.T) { forEachBackend(t, testConcurrentWrites) }
+
+func testConcurrentWrites(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	const writers = 200
 	var wg sync.WaitGroup
 	errs := make(chan error, writers+writers/4)
 	for i := range writers {
 		wg.Go(func() {
 			errs <- db.Write(ctx, func(tx *Tx) error {
+				// A read-then-write: PostgreSQL's writers run at once and must lock what
+				// they decide on (SQLite's single writer needs no lock).
+				if err := tx.lock(ctx, "test", "accounts"); err != nil {
+					return err
+				}
 				var n int
 				if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM accounts`).Scan(&n); err != nil {
 					return err
@@ -79,9 +86,11 @@ func TestConcurrentWrites(t *testing.T) {
 
 // TestConcurrentWritesTwoHandles: two DBs on one file, as a CLI command beside the running
 // server. BEGIN IMMEDIATE and busy_timeout make the second process wait for the lock.
-func TestConcurrentWritesTwoHandles(t *testing.T) {
+func TestConcurrentWritesTwoHandles(t *testing.T) { forEachBackend(t, testConcurrentWritesTwoHandles) }
+
+func testConcurrentWritesTwoHandles(t *testing.T, be backend) {
 	ctx := context.Background()
-	cfg := testConfig(t)
+	cfg := backendConfig(t, be)
 	dbs := []*DB{openTest(t, cfg, options{}), openTest(t, cfg, options{})}
 	const perHandle = 100
 	var wg sync.WaitGroup
@@ -111,9 +120,11 @@ func TestConcurrentWritesTwoHandles(t *testing.T) {
 	}
 }
 
-func TestWritePanicRollsBack(t *testing.T) {
+func TestWritePanicRollsBack(t *testing.T) { forEachBackend(t, testWritePanicRollsBack) }
+
+func testWritePanicRollsBack(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	func() {
 		defer func() {
 			if p := recover(); p != "boom" {
@@ -137,9 +148,11 @@ func TestWritePanicRollsBack(t *testing.T) {
 	}
 }
 
-func TestWriteErrorRollsBack(t *testing.T) {
+func TestWriteErrorRollsBack(t *testing.T) { forEachBackend(t, testWriteErrorRollsBack) }
+
+func testWriteErrorRollsBack(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	sentinel := errors.New("changed my mind")
 	err := db.Write(ctx, func(tx *Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`,
@@ -156,8 +169,10 @@ func TestWriteErrorRollsBack(t *testing.T) {
 	}
 }
 
-func TestWriteCanceledContext(t *testing.T) {
-	db := openTest(t, testConfig(t), options{})
+func TestWriteCanceledContext(t *testing.T) { forEachBackend(t, testWriteCanceledContext) }
+
+func testWriteCanceledContext(t *testing.T, be backend) {
+	db := openBackend(t, be)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	called := false
@@ -185,9 +200,11 @@ func TestWriteWaitsForHeldWriterUntilContext(t *testing.T) {
 	}
 }
 
-func TestReadRejectsWrites(t *testing.T) {
+func TestReadRejectsWrites(t *testing.T) { forEachBackend(t, testReadRejectsWrites) }
+
+func testReadRejectsWrites(t *testing.T, be backend) {
 	ctx := context.Background()
-	db := openTest(t, testConfig(t), options{})
+	db := openBackend(t, be)
 	err := db.Read(ctx, func(tx *Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`,
 			addressKey(addrN(1)), "alice", SourceDev, formatTime(time.Now()))

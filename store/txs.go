@@ -219,6 +219,10 @@ func (t *Tx) InFlight(ctx context.Context, chainID uint64, addr common.Address) 
 // InsertTx records r and sets r.ID, r.CreatedAt and r.UpdatedAt. A live row at the same
 // nonce, or the principal's idempotency key used already, is ErrExists.
 func (t *Tx) InsertTx(ctx context.Context, r *TxRecord) error {
+	if err := checkTexts("insert tx: principal", r.Principal, "insert tx: idempotency key", r.IdempotencyKey,
+		"insert tx: fields", string(r.Fields), "insert tx: request", string(r.Request), "insert tx: filled", strings.Join(r.Filled, ",")); err != nil {
+		return err
+	}
 	now := time.Now()
 	var hash, expires sql.NullString
 	if r.HasHash() {
@@ -235,16 +239,13 @@ func (t *Tx) InsertTx(ctx context.Context, r *TxRecord) error {
 	if err != nil {
 		return fmt.Errorf("insert tx: %w", err)
 	}
-	res, err := t.ExecContext(ctx, qInsertTx,
+	err = t.QueryRowContext(ctx, qInsertTx,
 		int64(r.ChainID), addressKey(r.Address), int64(r.Nonce), r.Principal, r.Kind, r.State, string(r.Fields),
 		cost.String(), l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7],
-		r.Raw, hash, nullString(r.IdempotencyKey), nullString(r.Error),
-		formatTime(now), formatTime(now), expires, nullString(string(r.Request)), nullString(strings.Join(r.Filled, ",")))
+		r.Raw, hash, nullString(r.IdempotencyKey), nullString(cleanText(r.Error)),
+		formatTime(now), formatTime(now), expires, nullString(string(r.Request)), nullString(strings.Join(r.Filled, ","))).Scan(&r.ID)
 	if err != nil {
-		return fmt.Errorf("insert tx: %w", err)
-	}
-	if r.ID, err = res.LastInsertId(); err != nil {
-		return fmt.Errorf("insert tx: %w", err)
+		return fmt.Errorf("insert tx: %w", t.classify(err))
 	}
 	r.CreatedAt, r.UpdatedAt = now, now
 	return nil
@@ -262,7 +263,7 @@ func (t *Tx) SetSigned(ctx context.Context, id int64, raw []byte, hash common.Ha
 // in none of them. errMsg, when not empty, is recorded as the row's error.
 func (t *Tx) SetState(ctx context.Context, id int64, from []string, state, errMsg string) error {
 	q := setStateQuery(len(from))
-	args := []any{state, nullString(errMsg), formatTime(time.Now()), id}
+	args := []any{state, nullString(cleanText(errMsg)), formatTime(time.Now()), id}
 	for _, f := range from {
 		args = append(args, f)
 	}
@@ -328,6 +329,9 @@ func (t *Tx) TxByID(ctx context.Context, id int64) (*TxRecord, error) {
 
 // TxByIdempotencyKey is principal's row with key, or ErrNotFound.
 func (t *Tx) TxByIdempotencyKey(ctx context.Context, principal, key string) (*TxRecord, error) {
+	if !validText(principal) || !validText(key) {
+		return nil, ErrNotFound // no stored row has such text
+	}
 	return scanTx(t.QueryRowContext(ctx, qTxByIdempotencyKey,
 		principal, key))
 }
@@ -422,7 +426,7 @@ func (t *Tx) Touch(ctx context.Context, id int64) error {
 // chain's nonce heads are dropped, so the next reservation of each account takes its nonce
 // from the node again. It returns how many rows it abandoned.
 func (t *Tx) AbandonChain(ctx context.Context, chainID uint64, reason string) (int64, error) {
-	res, err := t.ExecContext(ctx, qAbandonChain, reason, formatTime(time.Now()), int64(chainID))
+	res, err := t.ExecContext(ctx, qAbandonChain, cleanText(reason), formatTime(time.Now()), int64(chainID))
 	if err != nil {
 		return 0, fmt.Errorf("abandon chain %d: %w", chainID, err)
 	}
@@ -451,7 +455,8 @@ func (t *Tx) HasOpenTxs(ctx context.Context, chainID uint64) (bool, error) {
 var (
 	qNextNonce      = prepared(`SELECT next_nonce FROM nonce_heads WHERE chain_id = ? AND address = ?`)
 	qRaiseNextNonce = prepared(`INSERT INTO nonce_heads (chain_id, address, next_nonce) VALUES (?, ?, ?)
-		ON CONFLICT (chain_id, address) DO UPDATE SET next_nonce = max(next_nonce, excluded.next_nonce)`)
+		ON CONFLICT (chain_id, address) DO UPDATE SET next_nonce = CASE
+			WHEN excluded.next_nonce > nonce_heads.next_nonce THEN excluded.next_nonce ELSE nonce_heads.next_nonce END`)
 	qMaxStoredNonce = prepared(`SELECT MAX(nonce) FROM txs WHERE chain_id = ? AND address = ? AND state <> 'abandoned'`)
 	qReusableSlot   = prepared(`SELECT r.nonce FROM txs r
 		WHERE r.chain_id = ? AND r.address = ? AND r.state = 'released' AND r.nonce >= ?
@@ -462,7 +467,7 @@ var (
 	qInsertTx = prepared(`INSERT INTO txs (chain_id, address, nonce, principal, kind, state, fields,
 		max_cost, cost0, cost1, cost2, cost3, cost4, cost5, cost6, cost7,
 		raw, hash, idempotency_key, error, created_at, updated_at, expires_at, request, filled)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
 	qSetSigned = prepared(`UPDATE txs SET raw = ?, hash = ?, state = ?, updated_at = ?
 		WHERE id = ? AND state = 'reserved'`)
 	// +chain_id keeps the planner on txs_hash: without statistics SQLite may otherwise take

@@ -486,6 +486,12 @@ func (t *Transactions) reserve(ctx context.Context, ch Chain, chainID uint64, r 
 		Fields: res.fields, Request: res.request, Filled: res.filled, MaxCost: cost, IdempotencyKey: res.idemKey,
 	}
 	err := t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+		// What follows reads the nonce state, then writes on it: another reservation of the
+		// account (in this process or another replica on the same database) waits until
+		// this one commits, and then reads what it wrote.
+		if err := tx.LockAccount(ctx, chainID, r.From); err != nil {
+			return err
+		}
 		next, ok, err := tx.NextNonce(ctx, chainID, r.From)
 		if err != nil {
 			return err
@@ -829,7 +835,13 @@ func (t *Transactions) fillGap(ctx context.Context, ch Chain, chainID uint64, ad
 	fields, _ := json.Marshal(r)
 	rec := &store.TxRecord{ChainID: chainID, Address: addr, Nonce: nonce, Principal: principal, Kind: store.KindFiller,
 		State: store.StateReserved, Fields: fields, MaxCost: r.MaxCost()}
-	if err := t.db.WriteGrouped(ctx, func(tx *store.Tx) error { return tx.InsertTx(ctx, rec) }); err != nil {
+	err = t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+		if err := tx.LockAccount(ctx, chainID, addr); err != nil {
+			return err
+		}
+		return tx.InsertTx(ctx, rec)
+	})
+	if err != nil {
 		logger.Error("filling a nonce: record", zap.Error(err))
 		return
 	}

@@ -1,0 +1,269 @@
+package store
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/holiman/uint256"
+)
+
+// populate fills db through the repositories: accounts, clients, keys, transactions in every
+// state on two chains (nonce heads, in-flight sums), chain genesis, metadata, the owners
+// index (balances, nft_minted, progress, blocks, undo) and products under the sold rule.
+func populate(t *testing.T, db *DB) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range 3 {
+		if err := db.AddAccount(ctx, Account{Address: addrN(100 + i), Owner: fmt.Sprintf("owner%d", i%2), Source: SourceKeystore}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.AddKey(ctx, StoredKey{Address: addrN(100 + i), JSON: []byte(fmt.Sprintf(`{"address":"%d"}`, i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	disabled := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	for _, c := range []Client{
+		{ID: "c1", SecretHash: "$argon2id$h1", Principal: "alice", Scopes: []string{"eth_sendTransaction", "accounts"}},
+		{ID: "c2", SecretHash: "$argon2id$h2", Principal: "bob", DisabledAt: &disabled},
+	} {
+		if err := db.AddClient(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chainRows(t, db, 5, addrN(100))
+	chainRows(t, db, 6, addrN(101))
+	addr := func(c byte) string { return "0x" + strings.Repeat(string(c), 40) }
+	ten := int64(10)
+	err := db.Write(ctx, func(tx *Tx) error {
+		// Transactions through the lifecycle calls, on a third account.
+		r := testRecord(5, addrN(102), 0)
+		r.Request, r.Filled, r.Error = []byte(`{"from":"x"}`), []string{"gas", "maxFeePerGas"}, ""
+		if err := tx.InsertTx(ctx, r); err != nil {
+			return err
+		}
+		if err := tx.SetSigned(ctx, r.ID, []byte{1, 2, 3}, common.HexToHash("0xabc"), StateSigned); err != nil {
+			return err
+		}
+		if _, err := tx.SetMined(ctx, 5, common.HexToHash("0xabc"), 7, common.HexToHash("0xb7")); err != nil {
+			return err
+		}
+		r2 := testRecord(5, addrN(102), 1)
+		if err := tx.InsertTx(ctx, r2); err != nil {
+			return err
+		}
+		if err := tx.SetHandedOut(ctx, r2.ID, []byte{4}, common.HexToHash("0xdef"), time.Now().Add(time.Hour)); err != nil {
+			return err
+		}
+		if err := tx.RaiseNextNonce(ctx, 5, addrN(102), 2); err != nil {
+			return err
+		}
+		if err := tx.RecordChainGenesis(ctx, 5, common.HexToHash("0x5555")); err != nil {
+			return err
+		}
+		for i, id := range []string{"", "0x1", "0xff"} {
+			if err := tx.PutMetadata(ctx, &MetadataRecord{ChainID: 1, Address: addrN(200), TokenID: id,
+				Body: []byte(fmt.Sprintf(`{"n":%d}`, i)), Failures: i, UpdatedAt: time.Now()}); err != nil {
+				return err
+			}
+		}
+		bal := []NFTBalance{
+			balance(common.HexToAddress(addr('a')), "0x1", addrN(1), "0x1", StandardERC721),
+			balance(common.HexToAddress(addr('b')), "0x10000", addrN(2), "0x5", StandardERC1155),
+		}
+		if err := tx.PutNFTBalances(ctx, 1, bal); err != nil {
+			return err
+		}
+		if err := tx.AddNFTMinted(ctx, 1, common.HexToAddress(addr('a')), 12); err != nil {
+			return err
+		}
+		if err := tx.AddNFTMinted(ctx, 137, common.HexToAddress(addr('d')), 3); err != nil {
+			return err
+		}
+		if err := tx.PutNFTIndexProgress(ctx, &NFTIndexProgress{ChainID: 1, Scope: "s", Block: 9, Hash: common.HexToHash("0x99"), UpdatedAt: time.Now()}); err != nil {
+			return err
+		}
+		if err := tx.PutNFTIndexBlocks(ctx, 1, []NFTIndexBlock{{Number: 8, Hash: common.HexToHash("0x88"), Undo: true}, {Number: 9, Hash: common.HexToHash("0x99")}}); err != nil {
+			return err
+		}
+		prev := int64(4)
+		owner := addrN(3)
+		amount := uint256.NewInt(2)
+		return tx.PutNFTUndo(ctx, 1, []NFTUndo{
+			{Block: 8, Seq: 0, Kind: NFTUndoOwner, Contract: common.HexToAddress(addr('a')), ID: *uint256.NewInt(1), Owner: &owner},
+			{Block: 8, Seq: 1, Kind: NFTUndoBalance, Contract: common.HexToAddress(addr('b')), ID: *uint256.NewInt(16), Owner: &owner, Amount: amount},
+			{Block: 8, Seq: 2, Kind: NFTUndoMinted, Contract: common.HexToAddress(addr('a')), Minted: &prev},
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SetProductSoldScope(ctx, []IndexedNetwork{{Network: "mainnet", ChainID: 1},
+		{Network: "polygon", ChainID: 137, Contracts: []string{addr('d')}}}); err != nil {
+		t.Fatal(err)
+	}
+	err = db.Write(ctx, func(tx *Tx) error {
+		for _, r := range []*ProductRow{
+			productRow("m-a", func(r *ProductRow) { r.TokenContract, r.TotalSold, r.TotalAvailable = addr('a'), 2, &ten }),
+			productRow("p-d", func(r *ProductRow) { r.Network, r.TokenContract, r.TotalAvailable = "polygon", addr('d'), &ten }),
+			productRow("b-x", func(r *ProductRow) {
+				r.Network, r.TokenContract, r.TotalSold, r.Creator = "base", addr('a'), 4, "carol"
+			}),
+		} {
+			if _, err := tx.PutProduct(ctx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dump is every row of table, each rendered as text (blobs in hex), sorted.
+func dump(t *testing.T, db *DB, table string, cols []string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var out []string
+	err := db.Read(ctx, func(tx *Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+strings.Join(cols, ", ")+` FROM `+table)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				return err
+			}
+			parts := make([]string, len(vals))
+			for i, v := range vals {
+				switch v := v.(type) {
+				case []byte:
+					parts[i] = "x" + hex.EncodeToString(v)
+				case nil:
+					parts[i] = "NULL"
+				default:
+					parts[i] = fmt.Sprint(v)
+				}
+			}
+			out = append(out, strings.Join(parts, "|"))
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func tableColumns(t *testing.T, db *DB, table string) []string {
+	t.Helper()
+	var cols []string
+	err := db.Read(context.Background(), func(tx *Tx) error {
+		var err error
+		cols, err = tx.strings(context.Background(), `SELECT column_name FROM information_schema.columns
+			WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position`, table)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cols
+}
+
+// TestCopySQLiteToPostgres: a populated SQLite store copied into an empty PostgreSQL one has
+// every row of every table, the same derived in-flight sums and sold figures, its txs ids,
+// and the next transaction gets a new id.
+func TestCopySQLiteToPostgres(t *testing.T) {
+	ctx := context.Background()
+	src := openBackend(t, sqliteBackend)
+	populate(t, src)
+	dst := openBackend(t, postgresBackend)
+	counts, err := Copy(ctx, src, dst)
+	if err != nil {
+		t.Fatalf("Copy: %v", err)
+	}
+	if len(counts) != len(copyOrder) {
+		t.Fatalf("counts %v, want one per table", counts)
+	}
+	for _, c := range counts {
+		if c.Rows == 0 {
+			t.Errorf("table %s: nothing copied (the test populates every table)", c.Table)
+		}
+	}
+	for _, table := range append(slices.Clone(copyOrder), derivedTables...) {
+		cols := tableColumns(t, dst, table)
+		a, b := dump(t, src, table, cols), dump(t, dst, table, cols)
+		if table == "inflight" {
+			// SQLite keeps an account's row at zero after its last in-flight transaction.
+			a = slices.DeleteFunc(a, func(s string) bool { return strings.HasSuffix(s, "|0|0|0|0|0|0|0|0|0") })
+		}
+		if !slices.Equal(a, b) {
+			t.Errorf("table %s differs:\nsqlite   %q\npostgres %q", table, a, b)
+		}
+	}
+	// The id sequence continues after the copied ids.
+	var maxID int64
+	if err := src.Read(ctx, func(tx *Tx) error { return tx.QueryRowContext(ctx, `SELECT MAX(id) FROM txs`).Scan(&maxID) }); err != nil {
+		t.Fatal(err)
+	}
+	r := testRecord(9, addrN(9), 0)
+	if err := dst.Write(ctx, func(tx *Tx) error { return tx.InsertTx(ctx, r) }); err != nil {
+		t.Fatal(err)
+	}
+	if r.ID != maxID+1 {
+		t.Fatalf("first id after the copy %d, want %d", r.ID, maxID+1)
+	}
+
+	// A second copy into the same target is refused: it is not empty.
+	if _, err := Copy(ctx, src, dst); err == nil || !strings.Contains(err.Error(), "the target is not empty") {
+		t.Fatalf("copy into a non-empty target = %v", err)
+	}
+}
+
+// TestCopyFailureLeavesTargetEmpty: a row PostgreSQL refuses (a NUL in a text, written into
+// SQLite behind the store's back) fails the copy after the tables before it were copied; the
+// target is left empty.
+func TestCopyFailureLeavesTargetEmpty(t *testing.T) {
+	ctx := context.Background()
+	src := openBackend(t, sqliteBackend)
+	populate(t, src)
+	if err := src.Write(ctx, func(tx *Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE txs SET principal = 'a' || char(0) || 'b' WHERE id = (SELECT MAX(id) FROM txs)`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dst := openBackend(t, postgresBackend)
+	_, err := Copy(ctx, src, dst)
+	if err == nil || !strings.Contains(err.Error(), "nothing copied") || !strings.Contains(err.Error(), "table txs") {
+		t.Fatalf("Copy = %v, want a failure in table txs", err)
+	}
+	for _, table := range append(slices.Clone(copyOrder), derivedTables...) {
+		if rows := dump(t, dst, table, []string{"1"}); len(rows) != 0 {
+			t.Errorf("table %s has %d rows after the failed copy", table, len(rows))
+		}
+	}
+}
+
+// TestCopyRefusesOtherSchemaVersion: a source at another schema version than the binary's.
+func TestCopyRefusesOtherSchemaVersion(t *testing.T) {
+	src := openTest(t, testConfig(t), options{migrations: migrationsUpTo(t, 10)})
+	dst := openBackend(t, postgresBackend)
+	_, err := Copy(context.Background(), src, dst)
+	if err == nil || !strings.Contains(err.Error(), "the source is at schema version 10") {
+		t.Fatalf("Copy from version 10 = %v", err)
+	}
+}
