@@ -42,14 +42,18 @@ func TestLeaseAcquireRenewRelease(t *testing.T) {
 		t.Fatal("another lease name was refused")
 	}
 	// The holder renews; a renewal at another epoch or by another holder is refused.
-	if err := write(func(tx *Tx) error { return tx.RenewLease(ctx, "confirmer/1", "a/1", 1, now.Add(5*time.Second), now.Add(15*time.Second)) }); err != nil {
+	if err := write(func(tx *Tx) error {
+		return tx.RenewLease(ctx, "confirmer/1", "a/1", 1, now.Add(5*time.Second), now.Add(15*time.Second))
+	}); err != nil {
 		t.Fatalf("renew: %v", err)
 	}
 	for _, c := range []struct {
 		holder string
 		epoch  int64
 	}{{"a/1", 2}, {"b/1", 1}} {
-		err := write(func(tx *Tx) error { return tx.RenewLease(ctx, "confirmer/1", c.holder, c.epoch, now, now.Add(time.Hour)) })
+		err := write(func(tx *Tx) error {
+			return tx.RenewLease(ctx, "confirmer/1", c.holder, c.epoch, now, now.Add(time.Hour))
+		})
 		if !errors.Is(err, ErrNotFound) {
 			t.Fatalf("renew by %s at epoch %d = %v, want ErrNotFound", c.holder, c.epoch, err)
 		}
