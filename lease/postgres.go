@@ -55,6 +55,9 @@ func NewPostgres(dsn string, cfg Config, deps Deps) (*Leases, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("lease: cluster: %w", err)
 	}
+	if dsn == "" {
+		return nil, errors.New("lease: the PostgreSQL connection string is empty")
+	}
 	conf, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		// pgx redacts the password of a connection string it reports.
