@@ -72,6 +72,14 @@ func TestTableOneHolderAtATime(t *testing.T) {
 		hold(t, hs[id].leases, name, r, id)
 	}
 	waitFor(t, 10*time.Second, "a first holder runs the job", func() bool { return r.runningHolder() != "" })
+	waitFor(t, 10*time.Second, "every holder shows web3gate_lease_held", func() bool {
+		for _, h := range hs {
+			if heldGauge(h.reg, name) < 0 {
+				return false
+			}
+		}
+		return true
+	})
 	const losses = 4
 	for i := range losses {
 		cur := r.runningHolder()
