@@ -150,7 +150,7 @@ func openStore(ctx context.Context, path string, stderr io.Writer) (*config.Conf
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	log, err := newLogger("warn", stderr)
+	log, err := newLogger("warn", cfg.Cluster.ReplicaID, stderr)
 	if err != nil {
 		return nil, nil, nil, err
 	}

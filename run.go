@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/ecdsa"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,12 +15,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/web3gate/web3gate/config"
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/lease"
 	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
@@ -37,7 +40,9 @@ func loadConfig(path string) (*config.Config, error) {
 	return config.Load(path)
 }
 
-func newLogger(level string, w io.Writer) (*zap.Logger, error) {
+// newLogger is the process's root logger: JSON lines on w, each with the replica id (field
+// replica).
+func newLogger(level, replica string, w io.Writer) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
 		return nil, err
@@ -46,13 +51,13 @@ func newLogger(level string, w io.Writer) (*zap.Logger, error) {
 	enc.TimeKey = "ts"
 	enc.EncodeTime = zapcore.ISO8601TimeEncoder
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), lvl)
-	return zap.New(core), nil
+	return zap.New(core).With(zap.String("replica", replica)), nil
 }
 
 // run serves until ctx ends, then drains and stops everything it started. ready, when not
 // nil, is called with the bound addresses once both listeners accept connections.
 func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api, admin net.Addr)) error {
-	log, err := newLogger(cfg.Log.Level, logw)
+	log, err := newLogger(cfg.Log.Level, cfg.Cluster.ReplicaID, logw)
 	if err != nil {
 		return err
 	}
@@ -60,12 +65,24 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	promauto.With(reg).NewGaugeVec(prometheus.GaugeOpts{Name: "web3gate_replica_info",
+		Help: "1, labeled with this process's replica id (cluster.replicaId)."}, []string{"replica"}).
+		WithLabelValues(cfg.Cluster.ReplicaID).Set(1)
 
 	db, err := store.Open(ctx, cfg.Store, store.Deps{Logger: log.Named("store")})
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	defer func() { _ = db.Close() }()
+	// The jobs that run on one replica at a time hold leases: advisory locks of the
+	// PostgreSQL store, rows of any other (README "Running several replicas"). They stop
+	// before the leases close (defers run last first), and the leases before the store.
+	leases, err := lease.Open(cfg.Cluster, lease.Backend{Driver: cfg.Store.Driver, DB: db},
+		lease.Deps{Logger: log.Named("lease"), Registry: reg})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = leases.Close() }()
 	keys, err := openKeys(cfg, db, log.Named("wallet"))
 	if err != nil {
 		return err
@@ -99,7 +116,8 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	for _, p := range ups.Pools() {
 		chains[p.ChainID()] = p
 	}
-	txs, err := wallet.NewTransactions(cfg.Wallet.Transactions, wallet.TxDeps{Keys: keys, DB: db, Chains: chains, Logger: log.Named("transactions")})
+	txs, err := wallet.NewTransactions(cfg.Wallet.Transactions, wallet.TxDeps{Keys: keys, DB: db, Chains: chains, Logger: log.Named("transactions"),
+		Hold: leases.Hold, Shared: cfg.Store.Driver == store.DriverPostgres})
 	if err != nil {
 		return err
 	}
@@ -149,7 +167,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 			}
 			return nil, false
 		},
-		DB: db, Tokens: md, Registry: reg, Logger: log.Named("owners"),
+		DB: db, Tokens: md, Registry: reg, Logger: log.Named("owners"), Hold: leases.Hold,
 	})
 	if err != nil {
 		return err
@@ -211,7 +229,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return fmt.Errorf("admin listen %s: %w", cfg.Admin.Listen, err)
 	}
 	// ReadTimeout bounds the bodies of the admin product API as well as the headers.
-	admin := &http.Server{Handler: adminMux(reg, ups, catalog.AdminHandler(), clientsAdmin), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	admin := &http.Server{Handler: adminMux(reg, ups, leases, catalog.AdminHandler(), clientsAdmin), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
@@ -299,9 +317,17 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 }
 
 // adminMux serves /metrics, /healthz (the process is up), /readyz (every chain has a
-// healthy upstream), the admin product API and the OAuth client admin API.
-func adminMux(reg *prometheus.Registry, ups *upstreams.Set, productsAdmin, clientsAdmin http.Handler) http.Handler {
+// healthy upstream), /leases (the leases this replica holds), the admin product API and the
+// OAuth client admin API.
+func adminMux(reg *prometheus.Registry, ups *upstreams.Set, leases *lease.Leases, productsAdmin, clientsAdmin http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /leases", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(struct {
+			Replica string       `json:"replica"`
+			Leases  []lease.Held `json:"leases"`
+		}{leases.Replica(), leases.HeldLeases()})
+	})
 	mux.Handle(products.AdminPath, productsAdmin)
 	mux.Handle(products.AdminPath+"/", productsAdmin)
 	mux.Handle(auth.ClientsAdminPath+"/", clientsAdmin)

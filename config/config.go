@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/lease"
 	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
@@ -43,6 +44,7 @@ type Config struct {
 	Metadata  metadata.Config   `yaml:"metadata"`
 	Owners    owners.Config     `yaml:"owners"`
 	Products  products.Config   `yaml:"products"`
+	Cluster   lease.Config      `yaml:"cluster"`
 }
 
 // LogConfig is the `log:` section.
@@ -112,6 +114,7 @@ func (c *Config) SetDefaults() {
 	c.Metadata.SetDefaults()
 	c.Owners.SetDefaults()
 	c.Products.SetDefaults()
+	c.Cluster.SetDefaults()
 }
 
 // ValidationError lists every problem found, each naming its key path.
@@ -157,6 +160,7 @@ func (c *Config) Validate() error {
 	add("metadata", c.Metadata.Validate())
 	add("owners", c.Owners.Validate(c.Upstreams.Chains))
 	add("products", c.Products.Validate())
+	add("cluster", c.Cluster.Validate())
 	problems = append(problems, c.crossCheck()...)
 	if len(problems) > 0 {
 		return &ValidationError{Problems: problems}

@@ -42,6 +42,11 @@ func TestDefaults(t *testing.T) {
 	if c.Cache.Enabled || c.Cache.Coalesce {
 		t.Fatal("explicit false overridden by a default")
 	}
+	host, _ := os.Hostname()
+	if c.Cluster.ReplicaID == "" || host != "" && !strings.HasPrefix(host, c.Cluster.ReplicaID[:1]) ||
+		c.Cluster.LeaseTimeout.String() != "10s" || c.Cluster.LeaseCheckInterval.String() != "2s" {
+		t.Fatalf("cluster defaults: %+v (host name %q)", c.Cluster, host)
+	}
 }
 
 func TestEnvExpansion(t *testing.T) {
@@ -77,6 +82,9 @@ func TestRejects(t *testing.T) {
 		{"embedded without devchain", strings.Replace(minimal, "http://127.0.0.1:1/", "embedded", 1), []string{"upstreams.chains[0].urls[0]: embedded needs devchain.enabled: true"}},
 		{"debug with devchain", strings.Replace(minimal, "http://127.0.0.1:1/", "embedded", 1) + "devchain: {enabled: true, chainId: 1}\nrouting: {extraNamespaces: [txpool, debug]}\n", []string{"routing.extraNamespaces[1]: debug is refused"}},
 		{"bad keys backend", minimal + "wallet: {keys: {backend: postgres}}\n", []string{`wallet.keys.backend: must be "dir" or "store", got "postgres"`}},
+		{"bad cluster", minimal + "cluster: {replicaId: 'a b', leaseTimeout: 500ms, leaseCheckInterval: 1s}\n", []string{
+			`cluster.replicaId: must be 1 to 63 letters`, "cluster.leaseTimeout: must be at least 1s", "cluster.leaseCheckInterval: must be at most leaseTimeout/4",
+		}},
 		{"personal namespace", minimal + "routing: {extraNamespaces: [personal]}\n", []string{"routing.extraNamespaces[0]: personal holds signing methods"}},
 		{"dev token with real mainnet", strings.Replace(minimal, "clients: [{id: c1}]", "clients: [{id: web3gate-dev}]\n  tokens: [{sha256: b1e46dbebcf3fa8cd6338efbcd8a0e6d8a4efe3e802280151c1bad9eea00a361, principal: dev}]", 1), []string{
 			`auth.tokens[0]: the dev token "dev-access-token" is accepted only while the embedded dev chain serves mainnet`,

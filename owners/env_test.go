@@ -77,6 +77,8 @@ type env struct {
 	sess   []*contracts.Session
 	addrs  []common.Address
 	closed bool
+	// hold, when set, is the Deps.Hold of the next start.
+	hold func(ctx context.Context, name string, job func(ctx context.Context))
 }
 
 // testChainConfig is a chain's config with test-sized intervals: every block indexed at once.
@@ -161,7 +163,7 @@ func (e *env) start() {
 			p, ok := e.ups.Pool(id)
 			return p, ok
 		},
-		DB: e.db, Tokens: tokens, Registry: e.reg, Logger: zap.New(core),
+		DB: e.db, Tokens: tokens, Registry: e.reg, Logger: zap.New(core), Hold: e.hold,
 	})
 	if err != nil {
 		e.t.Fatal(err)

@@ -39,6 +39,10 @@ type Deps struct {
 	Tokens   TokenSource
 	Registry prometheus.Registerer
 	Logger   *zap.Logger
+	// Hold, when set, runs the indexer of each chain under the lease
+	// "owners-indexer/<chain id>" (lease.Leases.Hold): on one replica at a time, again after
+	// a loss. nil runs them here.
+	Hold func(ctx context.Context, name string, job func(ctx context.Context))
 }
 
 // Service runs the indexers of the configured chains and answers GET /v1/owners.
@@ -49,6 +53,7 @@ type Service struct {
 	log      *zap.Logger
 	indexers map[uint64]*indexer
 	indexed  []uint64 // the indexed chain ids, in configuration order
+	hold     func(ctx context.Context, name string, job func(ctx context.Context))
 
 	mu      sync.Mutex
 	started bool
@@ -61,9 +66,12 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.Chain == nil || deps.DB == nil || deps.Tokens == nil {
 		return nil, errors.New("owners: Chain, DB and Tokens are required")
 	}
-	s := &Service{cfg: cfg, db: deps.DB, tokens: deps.Tokens, log: deps.Logger, indexers: map[uint64]*indexer{}}
+	s := &Service{cfg: cfg, db: deps.DB, tokens: deps.Tokens, log: deps.Logger, indexers: map[uint64]*indexer{}, hold: deps.Hold}
 	if s.log == nil {
 		s.log = zap.NewNop()
+	}
+	if s.hold == nil {
+		s.hold = func(ctx context.Context, _ string, job func(context.Context)) { job(ctx) }
 	}
 	m := newMetrics(deps.Registry)
 	for i, ch := range cfg.Chains {
@@ -99,7 +107,8 @@ func (s *Service) ForgetChain(ctx context.Context, chainID uint64) error {
 	return nil
 }
 
-// Start starts one indexer per configured chain; Close stops them.
+// Start starts one indexer per configured chain, each under its lease (Deps.Hold); Close
+// stops them.
 func (s *Service) Start() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -114,7 +123,7 @@ func (s *Service) Start() {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			ix.run(ctx)
+			s.hold(ctx, fmt.Sprintf("owners-indexer/%d", id), ix.run)
 		}()
 	}
 }

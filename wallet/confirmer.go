@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -38,15 +39,19 @@ const (
 	maxRowsPerTick = 256
 )
 
-// Run runs a confirmer per chain until ctx ends.
+// Run runs a confirmer per chain until ctx ends, each under its lease (TxDeps.Hold): on a
+// standby replica a chain's confirmer waits for its lease, and starts afresh at each
+// acquisition.
 func (t *Transactions) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for id, ch := range t.chains {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := &confirmer{t: t, chainID: id, ch: ch, log: t.log.With(zap.Uint64("chain", id)), recent: map[uint64]common.Hash{}}
-			c.run(ctx)
+			t.hold(ctx, fmt.Sprintf("confirmer/%d", id), func(ctx context.Context) {
+				c := &confirmer{t: t, chainID: id, ch: ch, log: t.log.With(zap.Uint64("chain", id)), recent: map[uint64]common.Hash{}}
+				c.run(ctx)
+			})
 		}()
 	}
 	wg.Wait()
@@ -67,7 +72,7 @@ type confirmer struct {
 const minKickInterval = 50 * time.Millisecond
 
 func (c *confirmer) run(ctx context.Context) {
-	started := time.Now()
+	started := c.t.recoverBefore()
 	// A node down at start: its genesis is read as soon as it answers (the first failure is
 	// logged), and nothing of the chain is sent before.
 	for c.t.awaitGenesis(ctx, c.chainID) != nil {
@@ -101,6 +106,19 @@ func (c *confirmer) run(ctx context.Context) {
 		c.tick(ctx)
 		signal.notify()
 	}
+}
+
+// recoverBefore bounds the rows the recovery finishes: those not updated since. Alone on its
+// store, the process's own requests update rows only after it was created, so every older
+// row is a previous run's (the confirmer's first start, or a start after its lease came back).
+// Sharing the store with other replicas, a row updated within twice BroadcastTimeout may be
+// the work of a request in progress on another replica: it is left to the ticks, which finish
+// it once it is that old.
+func (t *Transactions) recoverBefore() time.Time {
+	if t.shared {
+		return time.Now().Add(-2 * t.cfg.BroadcastTimeout)
+	}
+	return t.created
 }
 
 // recover finishes every row a previous run left unfinished: reserved rows are signed and

@@ -61,6 +61,13 @@ type TxDeps struct {
 	DB     *store.DB
 	Chains map[uint64]Chain
 	Logger *zap.Logger
+	// Hold, when set, runs the confirmer of each chain under the lease "confirmer/<chain id>"
+	// (lease.Leases.Hold): on one replica at a time, again after a loss. nil runs them here.
+	Hold func(ctx context.Context, name string, job func(ctx context.Context))
+	// Shared says other processes send transactions from the same store (replicas on
+	// PostgreSQL): a confirmer starting then finishes only rows untouched for longer than a
+	// request's own work, as another replica's request may be at work on a newer one.
+	Shared bool
 }
 
 // Transactions signs, sends and tracks the transactions of the accounts the service holds.
@@ -71,6 +78,11 @@ type Transactions struct {
 	db     *store.DB
 	chains map[uint64]Chain
 	log    *zap.Logger
+	hold   func(ctx context.Context, name string, job func(ctx context.Context))
+	shared bool
+	// created precedes every request of this process: a row of this store updated before it
+	// is no request's of this process.
+	created time.Time
 
 	blocks sync.Map // chain id -> *blockInfo, the latest block seen
 	heads  sync.Map // headKey -> struct{}: nonce heads known to exist in the store
@@ -98,7 +110,12 @@ func NewTransactions(cfg TxConfig, deps TxDeps) (*Transactions, error) {
 	for id := range deps.Chains {
 		slots[id] = newSlotSignal()
 	}
-	return &Transactions{cfg: cfg, rules: rules, keys: deps.Keys, db: deps.DB, chains: deps.Chains, log: log, slots: slots}, nil
+	hold := deps.Hold
+	if hold == nil {
+		hold = func(ctx context.Context, _ string, job func(context.Context)) { job(ctx) }
+	}
+	return &Transactions{cfg: cfg, rules: rules, keys: deps.Keys, db: deps.DB, chains: deps.Chains, log: log, slots: slots,
+		hold: hold, shared: deps.Shared, created: time.Now()}, nil
 }
 
 // Fill reports whether requests are read in the form clients send (ParseFill) rather than
