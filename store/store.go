@@ -65,6 +65,11 @@ type Config struct {
 	StatementTimeout time.Duration `yaml:"statementTimeout"`
 	// LockTimeout is the sessions' lock_timeout (0: none; statementTimeout still bounds a wait).
 	LockTimeout time.Duration `yaml:"lockTimeout"`
+	// TransactionTimeout bounds each store transaction, from the wait for a connection to
+	// the commit, as web3gate measures it: a server that stopped answering (hung, cut off by
+	// the network), where statementTimeout cannot fire, fails the call with "store
+	// unavailable" then instead of holding its request.
+	TransactionTimeout time.Duration `yaml:"transactionTimeout"`
 	// TLS overrides the DSN's sslmode when its mode is set.
 	TLS TLSConfig `yaml:"tls"`
 
@@ -88,6 +93,7 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.MaxConns, 20)
 	defaults.Set(&c.ConnectTimeout, 5*time.Second)
 	defaults.Set(&c.StatementTimeout, 30*time.Second)
+	defaults.Set(&c.TransactionTimeout, 30*time.Second)
 	defaults.Set(&c.Migrate, MigrateAuto)
 }
 
@@ -144,6 +150,9 @@ func (c *Config) validatePostgres() []error {
 	if c.StatementTimeout < time.Millisecond {
 		errs = append(errs, errors.New("statementTimeout: must be at least 1ms"))
 	}
+	if c.TransactionTimeout < time.Millisecond {
+		errs = append(errs, errors.New("transactionTimeout: must be at least 1ms"))
+	}
 	if c.LockTimeout < 0 {
 		errs = append(errs, errors.New("lockTimeout: must not be negative (0: no lock timeout)"))
 	}
@@ -176,8 +185,13 @@ type DB struct {
 	write  *sql.DB
 	read   *sql.DB
 	target string // what is open, for messages: the SQLite path, or postgres user@host/db
-	log    *zap.Logger
-	schema int // schema version after migrations
+	// password is the DSN's, kept only to scrub it from the errors logged (PostgreSQL).
+	password string
+	// txTimeout bounds each transaction (store.transactionTimeout, PostgreSQL); 0: none.
+	txTimeout time.Duration
+	avail     availability // outages of the database, each logged once (unavailable.go)
+	log       *zap.Logger
+	schema    int // schema version after migrations
 	// opened is the schema version found at Open, before any migration.
 	opened      int
 	autoMigrate bool // apply pending migrations (store.migrate: auto)

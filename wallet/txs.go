@@ -217,9 +217,7 @@ func (t *Transactions) SignTransaction(ctx context.Context, principal string, ch
 	})
 	if err != nil {
 		// Not handed out: the confirmer releases the reserved slot (kind sign is never sent).
-		t.log.Error("persisting a signed transaction failed", zap.Uint64("chain", chainID),
-			zap.String("from", r.From.Hex()), zap.Uint64("nonce", rec.Nonce), zap.Error(err))
-		return nil, jsonrpc.ErrInternal.With("storing the signed transaction failed")
+		return nil, t.notStored(rec, err, "it is not handed out; retry")
 	}
 	return raw, nil
 }
@@ -623,12 +621,25 @@ func (t *Transactions) complete(ctx context.Context, ch Chain, rec *store.TxReco
 	})
 	if err != nil {
 		// Nothing was sent; the row stays reserved and the confirmer signs and sends it.
-		t.log.Error("persisting a signed transaction failed", zap.Uint64("chain", rec.ChainID),
-			zap.String("from", rec.Address.Hex()), zap.Uint64("nonce", rec.Nonce), zap.Error(err))
-		return common.Hash{}, false, jsonrpc.ErrInternal.With("storing the signed transaction failed")
+		return common.Hash{}, false, t.notStored(rec, err,
+			"nothing was sent yet: the nonce stays reserved and web3gate signs and sends the transaction once the store answers (a retry with the same Idempotency-Key gets its hash)")
 	}
 	rec.Raw, rec.Hash, rec.State = raw, hash, store.StateSigned
 	return t.broadcast(ctx, ch, rec)
+}
+
+// notStored is the answer to a request whose signed transaction could not be stored (what
+// follows says what becomes of it). A store that cannot serve answers -32002 "store
+// unavailable" (its outage is logged by the store); any other failure is internal, logged
+// here.
+func (t *Transactions) notStored(rec *store.TxRecord, err error, what string) error {
+	if errors.Is(err, store.ErrUnavailable) {
+		return jsonrpc.ErrStoreUnavailable.Withf("store unavailable: the signed transaction could not be stored; %s", what).
+			WithData(map[string]any{"nonce": hexutil.Uint64(rec.Nonce), "state": store.StateReserved})
+	}
+	t.log.Error("persisting a signed transaction failed", zap.Uint64("chain", rec.ChainID),
+		zap.String("from", rec.Address.Hex()), zap.Uint64("nonce", rec.Nonce), zap.Error(err))
+	return jsonrpc.ErrInternal.With("storing the signed transaction failed")
 }
 
 // signRecord signs the transaction of rec (built from r, or from the stored fields when r is
