@@ -54,32 +54,49 @@ wallet:
 type replicaSet struct {
 	node  *anvil.Node
 	dsn   string
-	cfg   string
 	acct  common.Address
 	start uint64 // the account's nonce on anvil before the replicas sent anything
 	gws   []*gateway
 }
 
-// startReplicas starts anvil on chainID, creates the account in the store with `web3gate
-// accounts new` (once: every replica finds it there), gives it a starting nonce of 7 on
-// anvil and funds, and starts n replicas.
-func startReplicas(t *testing.T, n int, chainID uint64, transactions, extra string) *replicaSet {
+// newReplicaSet starts anvil on chainID, creates a database and the account in its store
+// with `web3gate accounts new` (once: every replica finds it there), and gives the account
+// funds and a starting nonce of 7 on anvil.
+func newReplicaSet(t *testing.T, chainID uint64) *replicaSet {
 	t.Helper()
 	rs := &replicaSet{node: anvil.Start(t, chainID), dsn: testengine.Postgres(t)}
 	t.Setenv("WEB3GATE_KEYSTORE_PASSPHRASE", signingPassphrase)
-	rs.cfg = replicaConfig(rs.dsn, chainID, transactions, extra, rs.node.URL)
-	rs.acct = newAccount(t, writeConfig(t, t.TempDir(), rs.cfg))
+	rs.acct = newAccount(t, writeConfig(t, t.TempDir(), replicaConfig(rs.dsn, chainID, "{}", "", rs.node.URL)))
 	fund(t, rs.node, rs.acct)
 	// A nonce the account used before web3gate: the replicas start from the chain's.
 	if _, err := rs.node.Call("anvil_setNonce", rs.acct.Hex(), "0x7"); err != nil {
 		t.Fatalf("anvil_setNonce: %v", err)
 	}
 	rs.start = 7
+	return rs
+}
+
+// startReplica starts one more replica (cluster.replicaId r<n>) with the given
+// wallet.transactions settings and extra configuration, and waits until it is ready.
+func (rs *replicaSet) startReplica(t *testing.T, transactions, extra string) *gateway {
+	t.Helper()
+	extra += fmt.Sprintf("cluster: {replicaId: r%d, leaseTimeout: %s}\n", len(rs.gws), replicaLeaseTimeout)
+	g := startGateway(t, replicaConfig(rs.dsn, rs.node.ChainID, transactions, extra, rs.node.URL))
+	waitReady(t, g)
+	rs.gws = append(rs.gws, g)
+	return g
+}
+
+// replicaLeaseTimeout is the replicas' cluster.leaseTimeout: a killed holder's jobs run on
+// another replica within it (within 1.5 s for a kill -9, see docs/leases.md).
+const replicaLeaseTimeout = 5 * time.Second
+
+// startReplicas is newReplicaSet and n replicas.
+func startReplicas(t *testing.T, n int, chainID uint64, transactions, extra string) *replicaSet {
+	t.Helper()
+	rs := newReplicaSet(t, chainID)
 	for range n {
-		rs.gws = append(rs.gws, startGateway(t, rs.cfg))
-	}
-	for _, g := range rs.gws {
-		waitReady(t, g)
+		rs.startReplica(t, transactions, extra)
 	}
 	return rs
 }
