@@ -252,8 +252,16 @@ func open(ctx context.Context, cfg Config, deps Deps, o options) (*DB, error) {
 		db.writeStmts = prepareAll(ctx, db.write, d)
 		db.readStmts = prepareAll(ctx, db.read, d)
 	}
-	db.group.wg.Add(1)
-	go db.commitLoop()
+	if d.groupCommit {
+		db.group.wg.Add(1)
+		go db.commitLoop()
+	} else {
+		// Only deferred writes are queued (WriteGrouped writes alone): group.go.
+		db.group.wg.Add(laterWorkers)
+		for range laterWorkers {
+			go db.laterLoop()
+		}
+	}
 	log.Info("store opened", zap.String("driver", cfg.Driver), zap.String("database", db.target),
 		zap.Int("schema_version", db.schema))
 	return db, nil
@@ -328,6 +336,10 @@ func (db *DB) SchemaVersion() int { return db.schema }
 // OpenedAtVersion is the schema version the database had when Open found it, before the
 // migrations Open applied.
 func (db *DB) OpenedAtVersion() int { return db.opened }
+
+// TransactionTimeout is the bound of each store transaction (store.transactionTimeout), 0
+// when there is none (SQLite).
+func (db *DB) TransactionTimeout() time.Duration { return db.txTimeout }
 
 // Driver is the database's driver: DriverSQLite or DriverPostgres.
 func (db *DB) Driver() string { return db.d.name }

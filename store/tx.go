@@ -21,7 +21,10 @@ import (
 // Open (SQLite spends more time parsing a small statement than running it); any other query
 // runs unprepared.
 type Tx struct {
-	tx    *sql.Tx
+	tx *sql.Tx
+	// one, instead of tx, is the pool of a single statement run on its own (ReadOne,
+	// WriteOne on PostgreSQL): it commits by itself.
+	one   *sql.DB
 	d     *dialect
 	stmts *stmtCache
 	// outer is the context the transaction was begun with, and bounded that context with the
@@ -154,7 +157,7 @@ func (c *lazyStmts) close() {
 // stmt is the transaction's handle on the prepared form of query, or nil.
 func (t *Tx) stmt(ctx context.Context, query string) *sql.Stmt {
 	st := t.stmts.get(query)
-	if st == nil {
+	if st == nil || t.tx == nil {
 		return nil
 	}
 	return t.tx.StmtContext(ctx, st)
@@ -168,6 +171,8 @@ func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Re
 	var err error
 	if st := t.stmt(ctx, query); st != nil {
 		r, err = st.ExecContext(ctx, args...)
+	} else if t.one != nil {
+		r, err = t.one.ExecContext(ctx, query, args...)
 	} else {
 		r, err = t.tx.ExecContext(ctx, query, args...)
 	}
@@ -184,6 +189,9 @@ func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
+	if t.one != nil {
+		return t.one.QueryContext(ctx, query, args...)
+	}
 	return t.tx.QueryContext(ctx, query, args...)
 }
 
@@ -193,6 +201,9 @@ func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sq
 	query = t.d.rebind(query)
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
+	}
+	if t.one != nil {
+		return t.one.QueryRowContext(ctx, query, args...)
 	}
 	return t.tx.QueryRowContext(ctx, query, args...)
 }
@@ -214,6 +225,9 @@ func (t *Tx) LockAccount(ctx context.Context, chainID uint64, addr common.Addres
 func (t *Tx) lock(ctx context.Context, parts ...string) error {
 	if t.d.lockQuery == "" {
 		return nil
+	}
+	if t.tx == nil {
+		return errors.New("store: a lock needs a transaction (ReadOne and WriteOne run one statement alone)")
 	}
 	_, err := t.tx.ExecContext(t.bound(ctx), t.d.rebind(t.d.lockQuery), lockKey(parts...))
 	return err
@@ -270,6 +284,53 @@ func (db *DB) Read(ctx context.Context, fn func(tx *Tx) error) error {
 // database cannot serve is returned as ErrUnavailable (unavailable.go).
 func (db *DB) run(ctx context.Context, pool *sql.DB, stmts *stmtCache, opts *sql.TxOptions, fn func(tx *Tx) error) error {
 	return db.runFor(ctx, db.txTimeout, pool, stmts, opts, fn)
+}
+
+// ReadOne runs fn, which makes exactly one query, like Read. On PostgreSQL the query runs on
+// its own, without BEGIN and COMMIT around it: one round trip instead of three, and a single
+// statement reads one snapshot anyway. On SQLite it is Read.
+func (db *DB) ReadOne(ctx context.Context, fn func(tx *Tx) error) error {
+	if db.d != postgresDialect {
+		return db.Read(ctx, fn)
+	}
+	return db.runOne(ctx, fn)
+}
+
+// WriteOne runs fn, which makes exactly one statement, durably, like WriteGrouped: its
+// outcome is waited for whatever happens to ctx once it started. On PostgreSQL the statement
+// commits on its own (one round trip, no BEGIN and COMMIT; PostgreSQL flushes the WAL of
+// concurrent commits together); on SQLite it is WriteGrouped, sharing the group's commit.
+func (db *DB) WriteOne(ctx context.Context, fn func(tx *Tx) error) error {
+	if db.d != postgresDialect {
+		return db.WriteGrouped(ctx, fn)
+	}
+	select {
+	case <-db.group.quit:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	default:
+	}
+	return db.runOne(context.WithoutCancel(ctx), fn)
+}
+
+// runOne runs fn's one statement on the pool, under the transaction timeout.
+func (db *DB) runOne(ctx context.Context, fn func(tx *Tx) error) error {
+	began := time.Now()
+	t := &Tx{one: db.write, d: db.d}
+	if db.txTimeout > 0 {
+		var cancel context.CancelFunc
+		t.outer = ctx
+		ctx, cancel = context.WithTimeout(ctx, db.txTimeout)
+		t.bounded = ctx
+		defer cancel()
+	}
+	defer t.release()
+	if err := fn(t); err != nil {
+		return db.failed(err)
+	}
+	db.served(began)
+	return nil
 }
 
 // runFor is run with the transaction timeout timeout (0: none).
