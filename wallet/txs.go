@@ -88,6 +88,10 @@ type Transactions struct {
 	heads  sync.Map // headKey -> struct{}: nonce heads known to exist in the store
 	slots  map[uint64]*slotSignal
 	queued sync.Map // headKey -> *atomic.Int32: sends waiting for a slot
+	// groupReservations: reservations of one account share transactions (reserve_group.go;
+	// PostgreSQL), queued in reserveQueues (headKey -> *reserveQueue).
+	groupReservations bool
+	reserveQueues     sync.Map
 
 	genesis sync.Map // chain id -> *genesisGate: checked before the chain's first nonce (genesis.go)
 }
@@ -115,7 +119,7 @@ func NewTransactions(cfg TxConfig, deps TxDeps) (*Transactions, error) {
 		hold = func(ctx context.Context, _ string, job func(context.Context)) { job(ctx) }
 	}
 	return &Transactions{cfg: cfg, rules: rules, keys: deps.Keys, db: deps.DB, chains: deps.Chains, log: log, slots: slots,
-		hold: hold, shared: deps.Shared, created: time.Now()}, nil
+		hold: hold, shared: deps.Shared, created: time.Now(), groupReservations: deps.DB.Driver() == store.DriverPostgres}, nil
 }
 
 // Fill reports whether requests are read in the form clients send (ParseFill) rather than
@@ -212,7 +216,7 @@ func (t *Transactions) SignTransaction(ctx context.Context, principal string, ch
 		return nil, jsonrpc.ErrInternal.With("signing failed")
 	}
 	expires := time.Now().Add(t.cfg.HandOutTTL)
-	err = t.db.WriteGrouped(wctx, func(tx *store.Tx) error {
+	err = t.db.WriteOne(wctx, func(tx *store.Tx) error {
 		return tx.SetHandedOut(wctx, rec.ID, raw, hash, expires)
 	})
 	if err != nil {
@@ -290,7 +294,7 @@ func (t *Transactions) prepareAndReserve(ctx context.Context, ch Chain, principa
 // inFlight is the number of transactions of addr in flight on chainID.
 func (t *Transactions) inFlight(ctx context.Context, chainID uint64, addr common.Address) (int, error) {
 	var n int
-	err := t.db.Read(ctx, func(tx *store.Tx) error {
+	err := t.db.ReadOne(ctx, func(tx *store.Tx) error {
 		var err error
 		n, _, err = tx.InFlight(ctx, chainID, addr)
 		return err
@@ -393,7 +397,7 @@ func (t *Transactions) check(ctx context.Context, ch Chain, chainID uint64, b *b
 	}
 	var n int
 	var inflight *big.Int
-	err = t.db.Read(ctx, func(tx *store.Tx) error {
+	err = t.db.ReadOne(ctx, func(tx *store.Tx) error {
 		var err error
 		n, inflight, err = tx.InFlight(ctx, chainID, r.From)
 		return err
@@ -499,6 +503,14 @@ func (t *Transactions) reserve(ctx context.Context, ch Chain, chainID uint64, r 
 	rec := &store.TxRecord{
 		ChainID: chainID, Address: r.From, Principal: res.principal, Kind: res.kind, State: store.StateReserved,
 		Fields: res.fields, Request: res.request, Filled: res.filled, MaxCost: cost, IdempotencyKey: res.idemKey,
+	}
+	if t.groupReservations {
+		op := &reserveOp{r: r, res: res, rec: rec, chainNonce: chainNonce, readChain: !known}
+		if err := t.reserveInGroup(ctx, hk, op); err != nil {
+			return nil, err
+		}
+		t.heads.Store(hk, struct{}{})
+		return rec, nil
 	}
 	err := t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
 		// What follows reads the nonce state, then writes on it: another reservation of the
@@ -616,7 +628,7 @@ func (t *Transactions) complete(ctx context.Context, ch Chain, rec *store.TxReco
 		t.giveUp(ctx, ch, rec, err.Error())
 		return common.Hash{}, false, jsonrpc.ErrInternal.With("signing failed")
 	}
-	err = t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+	err = t.db.WriteOne(ctx, func(tx *store.Tx) error {
 		return tx.SetSigned(ctx, rec.ID, raw, hash, store.StateSigned)
 	})
 	if err != nil {
@@ -882,7 +894,7 @@ func (t *Transactions) fillGap(ctx context.Context, ch Chain, chainID uint64, ad
 
 func (t *Transactions) byIdempotencyKey(ctx context.Context, principal, key string) (*store.TxRecord, error) {
 	var rec *store.TxRecord
-	err := t.db.Read(ctx, func(tx *store.Tx) error {
+	err := t.db.ReadOne(ctx, func(tx *store.Tx) error {
 		var err error
 		rec, err = tx.TxByIdempotencyKey(ctx, principal, key)
 		return err
@@ -920,7 +932,7 @@ func (t *Transactions) awaitIdempotent(ctx context.Context, rec *store.TxRecord,
 		case <-time.After(idempotencyPoll):
 		}
 		var err error
-		if err = t.db.Read(ctx, func(tx *store.Tx) error {
+		if err = t.db.ReadOne(ctx, func(tx *store.Tx) error {
 			rec, err = tx.TxByID(ctx, rec.ID)
 			return err
 		}); err != nil {
@@ -933,7 +945,7 @@ func (t *Transactions) awaitIdempotent(ctx context.Context, rec *store.TxRecord,
 // principal's transaction).
 func (t *Transactions) Transaction(ctx context.Context, principal string, hash common.Hash) (*store.TxRecord, error) {
 	var recs []*store.TxRecord
-	if err := t.db.Read(ctx, func(tx *store.Tx) error {
+	if err := t.db.ReadOne(ctx, func(tx *store.Tx) error {
 		var err error
 		recs, err = tx.TxsByHash(ctx, hash)
 		return err
