@@ -48,7 +48,7 @@ func storeMigrateCmd(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	log, err := newLogger("info", stderr)
+	log, err := newLogger("info", cfg.Cluster.ReplicaID, stderr)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func storeCopyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("store copy: source: %w", err)
 	}
-	log, err := newLogger("warn", stderr)
+	log, err := newLogger("warn", "", stderr)
 	if err != nil {
 		return err
 	}

@@ -225,6 +225,7 @@ func openPostgres(ctx context.Context, cfg Config, db *DB, migs []migration) err
 		return err
 	}
 	db.target = pgTarget(cc)
+	db.pgConf = cc.Copy()
 	pool := stdlib.OpenDB(*cc)
 	pool.SetMaxOpenConns(cfg.MaxConns)
 	pool.SetMaxIdleConns(cfg.MaxConns)

@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
 	"github.com/web3gate/web3gate/internal/defaults"
@@ -175,7 +176,8 @@ type DB struct {
 	// connections (snapshot reads in WAL mode). PostgreSQL: both are the one pool.
 	write  *sql.DB
 	read   *sql.DB
-	target string // what is open, for messages: the SQLite path, or postgres user@host/db
+	target string          // what is open, for messages: the SQLite path, or postgres user@host/db
+	pgConf *pgx.ConnConfig // driver postgres: the connections' configuration (TLS included)
 	log    *zap.Logger
 	schema int // schema version after migrations
 	// opened is the schema version found at Open, before any migration.
@@ -317,6 +319,16 @@ func (db *DB) OpenedAtVersion() int { return db.opened }
 
 // Driver is the database's driver: DriverSQLite or DriverPostgres.
 func (db *DB) Driver() string { return db.d.name }
+
+// PostgresConfig is a copy of the configuration the pool's connections are opened with (the
+// DSN's settings, timeouts and TLS), for a component that needs a connection of its own (the
+// leases); nil on SQLite.
+func (db *DB) PostgresConfig() *pgx.ConnConfig {
+	if db.pgConf == nil {
+		return nil
+	}
+	return db.pgConf.Copy()
+}
 
 // Migrate opens the database of cfg, applies its pending migrations whatever cfg.Migrate
 // says, and closes it. It returns the schema versions before and after.
