@@ -31,6 +31,8 @@ vet:
 
 test: deps vet
 	$(GO) test -race -count=1 -timeout 15m ./...
+	# The whole-server tests and the nonce manager's again, with their stores on PostgreSQL.
+	WEB3GATE_TEST_STORE=postgres $(GO) test -race -count=1 -timeout 15m . ./wallet/...
 	# Under -race internal/rawconn uses syscall's Read and Write (see its sys_race.go): the
 	# connections' raw system calls are tested here, without the detector.
 	$(GO) test -count=1 ./internal/rawconn ./proxy ./upstreams

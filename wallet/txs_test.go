@@ -179,7 +179,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg TxConfig) *fixture {
 	t.Helper()
-	scfg := store.Config{Path: filepath.Join(t.TempDir(), "w.db")}
+	scfg := testStoreConfig(t, filepath.Join(t.TempDir(), "w.db"))
 	scfg.SetDefaults()
 	db, err := store.Open(context.Background(), scfg, store.Deps{})
 	if err != nil {
