@@ -5,7 +5,7 @@ GO       ?= go
 FUZZTIME ?= 200000x
 GOFILES   = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/node_modules/*')
 
-.PHONY: build run test test-steps test-engines-selftest vet fuzz deps bench clean contracts
+.PHONY: build run test test-steps test-engines-selftest deploy-check vet fuzz deps bench clean contracts
 
 build:
 	$(GO) build -o bin/web3gate .
@@ -37,7 +37,7 @@ test: deps vet
 	scripts/test-engines.sh start && $(MAKE) --no-print-directory test-steps
 
 # The test steps, run with the engines up. New steps go here.
-test-steps: test-engines-selftest
+test-steps: test-engines-selftest deploy-check
 	$(GO) test -race -count=1 -timeout 15m ./...
 	# Under -race internal/rawconn uses syscall's Read and Write (see its sys_race.go): the
 	# connections' raw system calls are tested here, without the detector.
@@ -49,6 +49,11 @@ test-steps: test-engines-selftest
 # binaries exist.
 test-engines-selftest:
 	scripts/test-engines.sh selftest
+
+# deploy/: `docker-compose config` accepts compose.yaml (with deploy/.env.example's values) and
+# `haproxy -c` the load balancer's config; installs Debian's docker-compose and haproxy if missing.
+deploy-check:
+	scripts/deploy-check.sh
 
 # Each fuzz target runs briefly; what it finds lands in the package's testdata/fuzz.
 fuzz:
