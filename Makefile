@@ -34,7 +34,7 @@ vet:
 # started once the test steps end, pass or fail; make still fails when a step fails.
 test: deps vet
 	@trap 'scripts/test-engines.sh stop' EXIT; trap 'exit 130' INT TERM; \
-	scripts/test-engines.sh start && $(MAKE) --no-print-directory test-steps
+	scripts/test-engines.sh start && $(MAKE) --no-print-directory -f $(firstword $(MAKEFILE_LIST)) test-steps
 
 # The test steps, run with the engines up. New steps go here.
 test-steps: test-engines-selftest deploy-check
