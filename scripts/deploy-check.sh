@@ -4,8 +4,9 @@
 #    it when a required secret is not set;
 #  - haproxy accepts deploy/haproxy.cfg.
 # Debian's docker-compose and haproxy packages are installed when missing (their services are
-# not started). `web3gate config check` on deploy/web3gate.yaml is a Go test of the root
-# package (TestDeployConfig).
+# not started). Go tests of the root package go further: `web3gate config check` on
+# deploy/web3gate.yaml (TestDeployConfig), and haproxy.cfg in front of two web3gate servers
+# (TestDeployLoadBalancer, which needs the haproxy installed here).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
