@@ -60,10 +60,9 @@ done
 # port_open PORT: something accepts TCP connections on HOST:PORT.
 port_open() { timeout 3 bash -c "exec 3<>/dev/tcp/$HOST/$1" 2>/dev/null; }
 
-# wait_for WHAT CHECK...: runs CHECK until it succeeds, for at most TIMEOUT seconds.
+# wait_for CHECK...: runs CHECK until it succeeds, for at most TIMEOUT seconds.
 wait_for() {
-	local what=$1 deadline=$((SECONDS + TIMEOUT))
-	shift
+	local deadline=$((SECONDS + TIMEOUT))
 	until "$@"; do
 		[ "$SECONDS" -lt "$deadline" ] || return 1
 		sleep 0.2
@@ -91,7 +90,7 @@ find_pg_bin() {
 			PG_BIN=$d
 			return 0
 		fi
-	done < <(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r)
+	done < <(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V -r)
 	PG_BIN=""
 	return 1
 }
@@ -199,7 +198,7 @@ start_pg() {
 		tail -n 20 "$dir/pg_ctl.log" "$dir/postgres.log" >&2 || true
 		die "PostgreSQL on $HOST:$port failed to start or was not ready within ${TIMEOUT}s (logs above, $dir)"
 	fi
-	wait_for "PostgreSQL" pg_ready "$port" ||
+	wait_for pg_ready "$port" ||
 		die "PostgreSQL on $HOST:$port started but does not accept connections within ${TIMEOUT}s ($dir/postgres.log)"
 	log "PostgreSQL on $HOST:$port: ready"
 }
@@ -262,7 +261,7 @@ start_redis() {
 		tail -n 20 "$dir/redis.log" >&2 || true
 		die "redis-server on $HOST:$port did not start (log above, $dir/redis.log)"
 	fi
-	if ! wait_for "Redis" redis_ping "$port"; then
+	if ! wait_for redis_ping "$port"; then
 		tail -n 20 "$dir/redis.log" >&2 || true
 		die "Redis on $HOST:$port does not answer PING within ${TIMEOUT}s (log above, $dir/redis.log)"
 	fi
@@ -292,7 +291,7 @@ stop_redis() {
 	if pid=$(redis_pid "$dir"); then
 		log "Redis on $HOST:$port: stopping the private instance ($dir)"
 		[ -n "$port" ] && timeout 10 redis-cli -h "$HOST" -p "$port" SHUTDOWN NOSAVE >/dev/null 2>&1 || true
-		if ! wait_for "Redis to stop" redis_gone "$dir"; then
+		if ! wait_for redis_gone "$dir"; then
 			log "SHUTDOWN did not stop Redis; killing $pid"
 			kill -KILL "$pid" 2>/dev/null || true
 		fi
@@ -332,8 +331,8 @@ cmd_stop() {
 
 # free_port: a port in 20000-59999 where nothing answers (checked, not reserved).
 free_port() {
-	local p i
-	for i in $(seq 1 50); do
+	local p _
+	for _ in $(seq 1 50); do
 		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
 		if ! port_open "$p"; then
 			echo "$p"
