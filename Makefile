@@ -5,7 +5,7 @@ GO       ?= go
 FUZZTIME ?= 200000x
 GOFILES   = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/node_modules/*')
 
-.PHONY: build run test vet fuzz deps bench clean contracts
+.PHONY: build run test test-steps test-engines-selftest deploy-check vet fuzz deps bench clean contracts
 
 build:
 	$(GO) build -o bin/web3gate .
@@ -29,12 +29,33 @@ vet:
 	@unformatted=$$(gofmt -l $(GOFILES)); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
+# The tests need PostgreSQL and Redis on loopback: scripts/test-engines.sh starts private
+# instances where none answers (installing Debian's packages if missing) and stops what it
+# started once the test steps end, pass or fail; make still fails when a step fails.
 test: deps vet
+	@trap 'scripts/test-engines.sh stop' EXIT; trap 'exit 130' INT TERM; \
+	scripts/test-engines.sh start && $(MAKE) --no-print-directory -f $(firstword $(MAKEFILE_LIST)) test-steps
+
+# The test steps, run with the engines up. New steps go here.
+test-steps: test-engines-selftest deploy-check
 	$(GO) test -race -count=1 -timeout 15m ./...
+	# The whole-server tests and the nonce manager's again, with their stores on PostgreSQL.
+	WEB3GATE_TEST_STORE=postgres $(GO) test -race -count=1 -timeout 15m . ./wallet/...
 	# Under -race internal/rawconn uses syscall's Read and Write (see its sys_race.go): the
 	# connections' raw system calls are tested here, without the detector.
 	$(GO) test -count=1 ./internal/rawconn ./proxy ./upstreams
 	$(MAKE) fuzz
+
+# The fresh-machine path of scripts/test-engines.sh on free ports: private PostgreSQL and Redis
+# started, used, started again (no change), stopped and gone. Installs nothing when the
+# binaries exist.
+test-engines-selftest:
+	scripts/test-engines.sh selftest
+
+# deploy/: `docker-compose config` accepts compose.yaml (with deploy/.env.example's values) and
+# `haproxy -c` the load balancer's config; installs Debian's docker-compose and haproxy if missing.
+deploy-check:
+	scripts/deploy-check.sh
 
 # Each fuzz target runs briefly; what it finds lands in the package's testdata/fuzz.
 fuzz:

@@ -126,7 +126,7 @@ func benchHandler(b *testing.B, cfgText string, start bool) fasthttp.RequestHand
 	}
 	b.Cleanup(ups.Close)
 	dir := b.TempDir()
-	cfg.Store.Path = filepath.Join(dir, "web3gate.db")
+	setTestStore(b, &cfg.Store, dir)
 	cfg.Auth.OAuth.SigningKeyFile = filepath.Join(dir, "jwt-signing-key.pem")
 	db, err := store.Open(context.Background(), cfg.Store, store.Deps{})
 	if err != nil {

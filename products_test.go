@@ -46,7 +46,7 @@ func TestProductsCatalog(t *testing.T) {
 	const adminToken = "catalog-admin-token"
 	cfgText := strings.Replace(deploymentConfig(t), "    tokens: []\n    #  - name: catalog-ops",
 		"    tokens:\n      - {name: catalog-ops, sha256: "+sha256Hex(adminToken)+"}\n    #  - name: catalog-ops", 1)
-	fileCfg := strings.Replace(cfgText, "  path: web3gate.db\n", "  path: "+filepath.Join(dir, "web3gate.db")+"\n", 1)
+	fileCfg := withTestStore(t, cfgText, dir)
 	if cfgText == devConfig(t) || fileCfg == cfgText {
 		t.Fatal("config.yaml changed: the products test settings were not applied")
 	}

@@ -30,8 +30,9 @@ func storeCLI(t *testing.T, args ...string) (int, string) {
 func postgresConfigFile(t *testing.T, dsn, migrate string) string {
 	t.Helper()
 	dir := t.TempDir()
-	text := strings.Replace(devConfig(t), "  driver: sqlite\n", "  driver: postgres\n  dsn: "+dsn+"\n  migrate: "+migrate+"\n", 1)
-	if text == devConfig(t) {
+	text := strings.Replace(devConfig(t), "  driver: sqlite\n", "  driver: postgres\n  dsn: "+dsn+"\n", 1)
+	text = strings.Replace(text, "  migrate: auto\n", "  migrate: "+migrate+"\n", 1)
+	if !strings.Contains(text, "  migrate: "+migrate+"\n  # postgres only") {
 		t.Fatal("config.yaml changed: the store driver was not replaced")
 	}
 	text = strings.Replace(text, "dir: keystore", "dir: "+filepath.Join(dir, "keystore"), 1)

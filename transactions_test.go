@@ -254,7 +254,9 @@ func TestIdempotencyKeyAndStatus(t *testing.T) {
 	}
 	// Blocks on top (other sends) confirm it.
 	for i := range 3 {
-		rpcCall(t, http.DefaultClient, url, "eth_sendTransaction", []any{transfer(devAccount4, int64(i+1))})
+		if r := rpcCall(t, http.DefaultClient, url, "eth_sendTransaction", []any{transfer(devAccount4, int64(i+1))}); r.Error != nil {
+			t.Fatalf("send %d on top: %+v", i, r.Error)
+		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -306,7 +308,7 @@ func TestIsolationBetweenPrincipals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parsed.Store.Path = filepath.Join(dir, "web3gate.db")
+	setTestStore(t, &parsed.Store, dir)
 	parsed.Wallet.Keys.Dir = filepath.Join(dir, "keystore")
 	db, err := store.Open(context.Background(), parsed.Store, store.Deps{})
 	if err != nil {

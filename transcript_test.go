@@ -14,10 +14,13 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/web3gate/web3gate/config"
+	"github.com/web3gate/web3gate/internal/testengine"
+	"github.com/web3gate/web3gate/store"
 )
 
 // testServer is a web3gate started in process by run() on loopback ports.
@@ -42,7 +45,7 @@ func startServerIn(t testing.TB, cfgText, dir string, logw io.Writer) *testServe
 	}
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Admin.Listen = "127.0.0.1:0"
-	cfg.Store.Path = filepath.Join(dir, "web3gate.db")
+	setTestStore(t, &cfg.Store, dir)
 	cfg.Wallet.Keys.Dir = filepath.Join(dir, "keystore")
 	cfg.Auth.OAuth.SigningKeyFile = filepath.Join(dir, "jwt-signing-key.pem")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -80,6 +83,48 @@ func startServerIn(t testing.TB, cfgText, dir string, logw io.Writer) *testServe
 	}
 	t.Cleanup(ts.stop)
 	return ts
+}
+
+// testStoreDSNs are the PostgreSQL databases of the test directories (servers started again
+// in one directory find their state).
+var testStoreDSNs sync.Map
+
+// setTestStore points c at the store of dir: the SQLite file dir/web3gate.db, or, with
+// WEB3GATE_TEST_STORE=postgres, a PostgreSQL database of dir's own (testengine.Postgres,
+// dropped when the test that made it ends).
+func setTestStore(t testing.TB, c *store.Config, dir string) {
+	t.Helper()
+	switch be := os.Getenv("WEB3GATE_TEST_STORE"); be {
+	case "", store.DriverSQLite:
+		c.Path = filepath.Join(dir, "web3gate.db")
+	case store.DriverPostgres:
+		dsn, ok := testStoreDSNs.Load(dir)
+		if !ok {
+			dsn = testengine.Postgres(t)
+			testStoreDSNs.Store(dir, dsn)
+		}
+		c.Driver, c.DSN = store.DriverPostgres, dsn.(string)
+	default:
+		t.Fatalf("WEB3GATE_TEST_STORE=%q: must be sqlite or postgres", be)
+	}
+}
+
+// withTestStore is the config text cfgText with its store section pointed at the store of
+// dir (setTestStore), for the command line commands of a test beside its server.
+func withTestStore(t testing.TB, cfgText, dir string) string {
+	t.Helper()
+	var c store.Config
+	setTestStore(t, &c, dir)
+	var out string
+	if c.Driver == store.DriverPostgres {
+		out = strings.Replace(cfgText, "  driver: sqlite\n", "  driver: postgres\n  dsn: "+c.DSN+"\n", 1)
+	} else {
+		out = strings.Replace(cfgText, "  path: web3gate.db\n", "  path: "+c.Path+"\n", 1)
+	}
+	if out == cfgText {
+		t.Fatal("config.yaml changed: the store section was not found")
+	}
+	return out
 }
 
 // devConfig is the shipped config.yaml with test-sized limits.

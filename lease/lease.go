@@ -25,6 +25,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"slices"
 	"strings"
 	"sync"
@@ -55,6 +56,9 @@ type Backend struct {
 	// DSN is the PostgreSQL connection string (driver postgres). The leases open a
 	// connection of their own with it; it never appears in a log line or an error.
 	DSN string
+	// Postgres, when set, is the connection configuration to use instead of DSN: the
+	// store's own (store.DB.PostgresConfig), with its TLS and timeouts.
+	Postgres *pgx.ConnConfig
 	// DB is the store (any other driver: the leases table).
 	DB *store.DB
 }
@@ -62,6 +66,9 @@ type Backend struct {
 // Open returns the Leases of backend: NewPostgres for the postgres driver, NewTable otherwise.
 func Open(cfg Config, b Backend, deps Deps) (*Leases, error) {
 	if b.Driver == store.DriverPostgres {
+		if b.Postgres != nil {
+			return NewPostgresConfig(b.Postgres, cfg, deps)
+		}
 		return NewPostgres(b.DSN, cfg, deps)
 	}
 	if b.DB == nil {

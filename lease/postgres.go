@@ -63,6 +63,18 @@ func NewPostgres(dsn string, cfg Config, deps Deps) (*Leases, error) {
 		// pgx redacts the password of a connection string it reports.
 		return nil, fmt.Errorf("lease: PostgreSQL connection string: %w", err)
 	}
+	return NewPostgresConfig(conf, cfg, deps)
+}
+
+// NewPostgresConfig is NewPostgres with a parsed connection configuration (which it keeps
+// and changes).
+func NewPostgresConfig(conf *pgx.ConnConfig, cfg Config, deps Deps) (*Leases, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("lease: cluster: %w", err)
+	}
+	if conf.RuntimeParams == nil {
+		conf.RuntimeParams = map[string]string{}
+	}
 	conf.RuntimeParams["application_name"] = "web3gate lease " + cfg.ReplicaID
 	ctx, cancel := context.WithCancel(context.Background())
 	log := deps.Logger

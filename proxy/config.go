@@ -97,15 +97,25 @@ func (c *Config) Validate() error {
 // AdminConfig is the `admin:` section: the listener of /metrics, /healthz and /readyz.
 type AdminConfig struct {
 	Listen string `yaml:"listen"`
+	// ReadyTimeout bounds how long /readyz waits for the store to answer before it reports
+	// the replica unavailable. Default 2s.
+	ReadyTimeout time.Duration `yaml:"readyTimeout"`
 }
 
 // SetDefaults fills unset fields with their defaults.
-func (c *AdminConfig) SetDefaults() { defaults.Set(&c.Listen, "127.0.0.1:9545") }
+func (c *AdminConfig) SetDefaults() {
+	defaults.Set(&c.Listen, "127.0.0.1:9545")
+	defaults.Set(&c.ReadyTimeout, 2*time.Second)
+}
 
 // Validate checks c.
 func (c *AdminConfig) Validate() error {
+	var errs []error
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		return fmt.Errorf("listen: %q is not host:port", c.Listen)
+		errs = append(errs, fmt.Errorf("listen: %q is not host:port", c.Listen))
 	}
-	return nil
+	if c.ReadyTimeout < time.Millisecond {
+		errs = append(errs, errors.New("readyTimeout: must be at least 1ms"))
+	}
+	return errors.Join(errs...)
 }

@@ -23,6 +23,10 @@ var copyOrder = []string{
 // the target's equal the source's.
 var derivedTables = []string{"inflight"}
 
+// transientTables hold the coordination of running processes (SQLite's lease rows), which
+// means nothing to another database: not copied.
+var transientTables = []string{"leases"}
+
 // TableCount is the number of rows Copy copied into a table.
 type TableCount struct {
 	Table string
@@ -100,7 +104,7 @@ func checkTables(ctx context.Context, tx *Tx) error {
 	if err != nil {
 		return err
 	}
-	want := append(slices.Clone(copyOrder), derivedTables...)
+	want := slices.Concat(copyOrder, derivedTables, transientTables)
 	slices.Sort(have)
 	slices.Sort(want)
 	if !slices.Equal(have, want) {

@@ -227,6 +227,7 @@ func openPostgres(ctx context.Context, cfg Config, db *DB, migs []migration) err
 	}
 	db.target, db.password = pgTarget(cc), cc.Password
 	db.txTimeout = cfg.TransactionTimeout
+	db.pgConf = cc.Copy()
 	pool := stdlib.OpenDB(*cc)
 	pool.SetMaxOpenConns(cfg.MaxConns)
 	pool.SetMaxIdleConns(cfg.MaxConns)

@@ -293,3 +293,98 @@ func testLockAccountAcrossHandles(t *testing.T, be backend) {
 		}
 	}
 }
+
+// TestPostgresTLSConfig: tls.mode replaces the DSN's sslmode, with one attempt per host.
+func TestPostgresTLSConfig(t *testing.T) {
+	dsn := "postgres://w3g:pw@db1.internal:5432,db2.internal:5433/w3g?sslmode=prefer"
+	for _, tc := range []struct {
+		mode       string
+		tls        bool
+		skipVerify bool
+		serverName string
+	}{
+		{"disable", false, false, ""},
+		{"require", true, true, ""},
+		{"verify-ca", true, true, ""},
+		{"verify-full", true, false, "db1.internal"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			cfg := Config{Driver: DriverPostgres, DSN: dsn, TLS: TLSConfig{Mode: tc.mode}}
+			cfg.SetDefaults()
+			cc, err := pgConnConfig(&cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (cc.TLSConfig != nil) != tc.tls {
+				t.Fatalf("TLS config %v, want TLS %v", cc.TLSConfig, tc.tls)
+			}
+			if tc.tls && (cc.TLSConfig.InsecureSkipVerify != tc.skipVerify || cc.TLSConfig.ServerName != tc.serverName) {
+				t.Fatalf("skip verify %v, server name %q", cc.TLSConfig.InsecureSkipVerify, cc.TLSConfig.ServerName)
+			}
+			if tc.mode == "verify-ca" && cc.TLSConfig.VerifyPeerCertificate == nil {
+				t.Fatal("verify-ca verifies no chain")
+			}
+			// prefer made a TLS and a plain attempt per host: one per host is left.
+			if len(cc.Fallbacks) != 1 || cc.Fallbacks[0].Host != "db2.internal" || cc.Fallbacks[0].Port != 5433 ||
+				(cc.Fallbacks[0].TLSConfig != nil) != tc.tls {
+				t.Fatalf("fallbacks %+v, want db2.internal:5433 alone", cc.Fallbacks)
+			}
+			if cc.RuntimeParams["statement_timeout"] != "30000" || cc.ConnectTimeout != 5*time.Second {
+				t.Fatalf("runtime params %v, connect timeout %v", cc.RuntimeParams, cc.ConnectTimeout)
+			}
+		})
+	}
+	cfg := Config{Driver: DriverPostgres, DSN: dsn, TLS: TLSConfig{Mode: "verify-full", CAFile: "/nonexistent/ca.pem"}}
+	cfg.SetDefaults()
+	if _, err := pgConnConfig(&cfg); err == nil || !strings.Contains(err.Error(), "tls.caFile:") {
+		t.Fatalf("a missing caFile = %v, want an error naming tls.caFile", err)
+	}
+	// Open reports it too, before any connection.
+	if _, err := Open(context.Background(), cfg, Deps{}); err == nil || !strings.Contains(err.Error(), "tls.caFile:") {
+		t.Fatalf("Open with a missing caFile = %v", err)
+	}
+}
+
+// TestPostgresTLSConnects: tls.mode overrides the DSN's sslmode (disable in the tests'):
+// disable connects in clear; require encrypts when the server serves TLS, and when it does
+// not, refuses to connect in clear.
+func TestPostgresTLSConnects(t *testing.T) {
+	ctx := context.Background()
+	cfg := backendConfig(t, postgresBackend)
+	cfg.TLS.Mode = "disable"
+	db := openTest(t, cfg, options{})
+	var serverSSL string
+	var ssl bool
+	if err := db.Read(ctx, func(tx *Tx) error {
+		if err := tx.QueryRowContext(ctx, `SHOW ssl`).Scan(&serverSSL); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).Scan(&ssl)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ssl {
+		t.Fatal("tls.mode disable: the connection is encrypted")
+	}
+
+	cfg.TLS.Mode = "require"
+	req, err := Open(ctx, cfg, Deps{})
+	if serverSSL != "on" {
+		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "tls") {
+			t.Fatalf("tls.mode require against a server without TLS: %v, want a refusal", err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("tls.mode require: %v", err)
+	}
+	defer req.Close()
+	if err := req.Read(ctx, func(tx *Tx) error {
+		return tx.QueryRowContext(ctx, `SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).Scan(&ssl)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !ssl {
+		t.Fatal("tls.mode require: the connection is not encrypted")
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 
 	"github.com/web3gate/web3gate/internal/defaults"
@@ -184,7 +185,8 @@ type DB struct {
 	// connections (snapshot reads in WAL mode). PostgreSQL: both are the one pool.
 	write  *sql.DB
 	read   *sql.DB
-	target string // what is open, for messages: the SQLite path, or postgres user@host/db
+	target string          // what is open, for messages: the SQLite path, or postgres user@host/db
+	pgConf *pgx.ConnConfig // driver postgres: the connections' configuration (TLS included)
 	// password is the DSN's, kept only to scrub it from the errors logged (PostgreSQL).
 	password string
 	// txTimeout bounds each transaction (store.transactionTimeout, PostgreSQL); 0: none.
@@ -344,6 +346,16 @@ func (db *DB) TransactionTimeout() time.Duration { return db.txTimeout }
 // Driver is the database's driver: DriverSQLite or DriverPostgres.
 func (db *DB) Driver() string { return db.d.name }
 
+// PostgresConfig is a copy of the configuration the pool's connections are opened with (the
+// DSN's settings, timeouts and TLS), for a component that needs a connection of its own (the
+// leases); nil on SQLite.
+func (db *DB) PostgresConfig() *pgx.ConnConfig {
+	if db.pgConf == nil {
+		return nil
+	}
+	return db.pgConf.Copy()
+}
+
 // Migrate opens the database of cfg, applies its pending migrations whatever cfg.Migrate
 // says, and closes it. It returns the schema versions before and after.
 func Migrate(ctx context.Context, cfg Config, deps Deps) (from, to int, err error) {
@@ -370,6 +382,20 @@ func (db *DB) Close() error {
 	errs = append(errs, db.write.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
+
+// Ping checks that the database answers a query within ctx (for /readyz). Its error names the
+// database as Open's messages do, never a password.
+func (db *DB) Ping(ctx context.Context) error {
+	var one int
+	err := db.read.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+	if err != nil {
+		if db.pgConf != nil {
+			err = scrubPassword(err, db.pgConf.Password)
+		}
+		return fmt.Errorf("store %s does not answer: %w", db.target, err)
 	}
 	return nil
 }

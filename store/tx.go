@@ -221,6 +221,16 @@ func (t *Tx) LockAccount(ctx context.Context, chainID uint64, addr common.Addres
 	return nil
 }
 
+// LockChain serializes the transactions that decide something for a whole chain from what
+// they read (the genesis check, which may abandon the chain's rows), as LockAccount does for
+// one account. Call it first in the transaction.
+func (t *Tx) LockChain(ctx context.Context, chainID uint64) error {
+	if err := t.lock(ctx, "chain", strconv.FormatUint(chainID, 10)); err != nil {
+		return fmt.Errorf("lock chain %d: %w", chainID, err)
+	}
+	return nil
+}
+
 // lock takes the transaction-scoped lock named by parts (see LockAccount).
 func (t *Tx) lock(ctx context.Context, parts ...string) error {
 	if t.d.lockQuery == "" {

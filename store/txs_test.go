@@ -5,10 +5,13 @@ import (
 	"errors"
 	"math/big"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/web3gate/web3gate/internal/testengine"
 )
 
 func testRecord(chain uint64, addr common.Address, nonce uint64) *TxRecord {
@@ -325,3 +328,64 @@ func TestGroupedWriteAfterClose(t *testing.T) {
 		t.Fatalf("grouped write after Close: %v", err)
 	}
 }
+
+// BenchmarkReservation: parallel nonce reservations (LockAccount, the nonce head, the
+// insert) of 8 accounts through WriteGrouped: SQLite group-commits them; PostgreSQL runs each
+// in its own transaction, and, for comparison, grouped as SQLite does.
+func BenchmarkReservation(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		be      backend
+		grouped bool
+	}{{"sqlite", sqliteBackend, true}, {"postgres", postgresBackend, false}, {"postgres-grouped", postgresBackend, true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var cfg Config
+			if tc.be == postgresBackend {
+				cfg = Config{Driver: DriverPostgres, DSN: testengine.Postgres(b)}
+				cfg.SetDefaults()
+			} else {
+				cfg = Config{Path: b.TempDir() + "/bench.db"}
+				cfg.SetDefaults()
+			}
+			db, err := open(context.Background(), cfg, Deps{}, options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			if tc.be == postgresBackend && tc.grouped {
+				d := *db.d
+				d.groupCommit = true
+				db.d = &d
+			}
+			ctx := context.Background()
+			var n atomic.Int64
+			b.SetParallelism(benchParallelism)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					addr := addrN(int(n.Add(1) % benchAccounts))
+					err := db.WriteGrouped(ctx, func(tx *Tx) error {
+						if err := tx.LockAccount(ctx, 1, addr); err != nil {
+							return err
+						}
+						next, _, err := tx.NextNonce(ctx, 1, addr)
+						if err != nil {
+							return err
+						}
+						if err := tx.RaiseNextNonce(ctx, 1, addr, next+1); err != nil {
+							return err
+						}
+						return tx.InsertTx(ctx, testRecord(1, addr, next))
+					})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "reservations/s")
+		})
+	}
+}
+
+const benchAccounts, benchParallelism = 64, 16

@@ -19,7 +19,7 @@ func openAccounts(t *testing.T) (*Accounts, *store.DB, string) {
 	t.Helper()
 	dir := t.TempDir()
 	keys := openTest(t, filepath.Join(dir, "keystore"), "service passphrase")
-	cfg := store.Config{Path: filepath.Join(dir, "web3gate.db")}
+	cfg := testStoreConfig(t, filepath.Join(dir, "web3gate.db"))
 	cfg.SetDefaults()
 	db, err := store.Open(context.Background(), cfg, store.Deps{})
 	if err != nil {

@@ -63,7 +63,8 @@ type confirmer struct {
 	ch      Chain
 	log     *zap.Logger
 
-	last   uint64                 // the highest block read; 0 before the first read
+	last   uint64                 // the highest block read (meaningful once begun)
+	begun  bool                   // the first pass set last
 	recent map[uint64]common.Hash // canonical hashes of the blocks read lately
 }
 
@@ -86,6 +87,9 @@ func (c *confirmer) run(ctx context.Context) {
 	signal := c.t.slots[c.chainID]
 	tick := time.NewTicker(c.t.cfg.PollInterval)
 	defer tick.Stop()
+	// A first pass now, not a poll interval later: it sets where the scan of blocks starts,
+	// before sends made meanwhile are mined deeper than that.
+	c.tick(ctx)
 	var last time.Time
 	for {
 		select {
@@ -249,8 +253,10 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 	}
 	h := uint64(head.Number)
 	depth := c.t.cfg.FinalityDepth
-	if c.last == 0 || c.last > h {
-		c.last = h - min(h, depth)
+	if !c.begun || c.last > h {
+		// The first pass starts depth blocks below the head; the rows of blocks before it
+		// were finished by recover (they were created before the start).
+		c.last, c.begun = h-min(h, depth), true
 	}
 	var open bool
 	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {

@@ -141,6 +141,11 @@ func (t *Transactions) checkGenesis(ctx context.Context, chainID uint64, fresh b
 		abandoned int64
 	)
 	err = t.db.Write(ctx, func(tx *store.Tx) error {
+		// Replicas starting at once check one after the other: the second reads what the
+		// first recorded, and does not abandon the rows the first has reserved since.
+		if err := tx.LockChain(ctx, chainID); err != nil {
+			return err
+		}
 		var err error
 		if old, had, err = tx.ChainGenesis(ctx, chainID); err != nil {
 			return err

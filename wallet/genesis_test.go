@@ -109,7 +109,7 @@ func startDevChain(t *testing.T) *devchain.Chain {
 // and is mined. A restart on the same chain changes nothing.
 func TestDevChainStartedOver(t *testing.T) {
 	ctx := context.Background()
-	scfg := store.Config{Path: filepath.Join(t.TempDir(), "web3gate.db")}
+	scfg := testStoreConfig(t, filepath.Join(t.TempDir(), "web3gate.db"))
 	scfg.SetDefaults()
 	db, err := store.Open(ctx, scfg, store.Deps{})
 	if err != nil {

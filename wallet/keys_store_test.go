@@ -30,7 +30,7 @@ func storeConfig(t *testing.T) KeysConfig {
 // one path are two processes sharing a store, as replicas do.
 func openDB(t *testing.T, path string) *store.DB {
 	t.Helper()
-	cfg := store.Config{Path: path}
+	cfg := testStoreConfig(t, path)
 	cfg.SetDefaults()
 	db, err := store.Open(context.Background(), cfg, store.Deps{})
 	if err != nil {

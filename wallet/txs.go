@@ -838,6 +838,10 @@ func (t *Transactions) giveUp(ctx context.Context, ch Chain, rec *store.TxRecord
 		state = store.StateReleased // never handed out: the next signing takes the slot
 	}
 	err := t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+		// Lowering the nonce head decides on what a reservation reads: not while one runs.
+		if err := tx.LockAccount(ctx, rec.ChainID, rec.Address); err != nil {
+			return err
+		}
 		if err := tx.SetState(ctx, rec.ID, []string{store.StateReserved, store.StateSigned, store.StateBroadcast},
 			state, reason); err != nil {
 			return err

@@ -180,11 +180,12 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg TxConfig) *fixture {
 	t.Helper()
-	return newFixtureOn(t, cfg, store.DriverSQLite)
+	return newFixtureWith(t, cfg, testStoreConfig(t, filepath.Join(t.TempDir(), "w.db")))
 }
 
 // forEachStore runs test on a SQLite store and on a PostgreSQL one (whose reservations are
-// grouped per account, reserve_group.go), as subtests named after the drivers.
+// grouped per account, reserve_group.go), as subtests named after the drivers, whatever
+// WEB3GATE_TEST_STORE says.
 func forEachStore(t *testing.T, test func(t *testing.T, driver string)) {
 	t.Helper()
 	for _, d := range []string{store.DriverSQLite, store.DriverPostgres} {
@@ -200,6 +201,11 @@ func newFixtureOn(t *testing.T, cfg TxConfig, driver string) *fixture {
 	if driver == store.DriverPostgres {
 		scfg = store.Config{Driver: store.DriverPostgres, DSN: testengine.Postgres(t), MaxConns: 8}
 	}
+	return newFixtureWith(t, cfg, scfg)
+}
+
+func newFixtureWith(t *testing.T, cfg TxConfig, scfg store.Config) *fixture {
+	t.Helper()
 	scfg.SetDefaults()
 	db, err := store.Open(context.Background(), scfg, store.Deps{})
 	if err != nil {
@@ -233,193 +239,181 @@ func (f *fixture) nonceOf(t *testing.T, h common.Hash) uint64 {
 // TestRejectedTopNonceIsReused: a node refusing the newest nonce's transaction moves the head
 // back, so the next send takes the same nonce and no gap is left.
 func TestRejectedTopNonceIsReused(t *testing.T) {
-	forEachStore(t, func(t *testing.T, driver string) {
-		f := newFixtureOn(t, TxConfig{}, driver)
-		ctx := context.Background()
-		h0, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.chain.reject = func(*types.Transaction) error {
-			return &jsonrpc.Error{Code: -32000, Message: "exceeds block gas limit"}
-		}
-		_, err = f.txs.Send(ctx, "p", 7, f.request(2), "")
-		var rpcErr *jsonrpc.Error
-		if !errors.As(err, &rpcErr) || rpcErr.Message != "exceeds block gas limit" {
-			t.Fatalf("rejected send: %v (the node's error passes through)", err)
-		}
-		f.chain.reject = nil
-		h2, err := f.txs.Send(ctx, "p", 7, f.request(3), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.nonceOf(t, h0) != 0 || f.nonceOf(t, h2) != 1 {
-			t.Fatalf("nonces %d, %d; want 0, 1", f.nonceOf(t, h0), f.nonceOf(t, h2))
-		}
-	})
+	f := newFixture(t, TxConfig{})
+	ctx := context.Background()
+	h0, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.chain.reject = func(*types.Transaction) error {
+		return &jsonrpc.Error{Code: -32000, Message: "exceeds block gas limit"}
+	}
+	_, err = f.txs.Send(ctx, "p", 7, f.request(2), "")
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Message != "exceeds block gas limit" {
+		t.Fatalf("rejected send: %v (the node's error passes through)", err)
+	}
+	f.chain.reject = nil
+	h2, err := f.txs.Send(ctx, "p", 7, f.request(3), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.nonceOf(t, h0) != 0 || f.nonceOf(t, h2) != 1 {
+		t.Fatalf("nonces %d, %d; want 0, 1", f.nonceOf(t, h0), f.nonceOf(t, h2))
+	}
 }
 
 // TestRejectedMiddleNonceIsFilled: a refused transaction below a nonce handed out already is
 // replaced by a zero-value self-transfer, so the later one is mined.
 func TestRejectedMiddleNonceIsFilled(t *testing.T) {
-	forEachStore(t, func(t *testing.T, driver string) {
-		f := newFixtureOn(t, TxConfig{}, driver)
-		ctx := context.Background()
-		// Nonce 1 is handed out (eth_signTransaction) before nonce 0's send is refused.
-		rec0, err := f.txs.reserve(ctx, f.chain, 7, f.request(1), reservation{principal: "p", kind: store.KindSend, fields: []byte(`{}`), balance: big.NewInt(1e18)})
-		if err != nil {
-			t.Fatal(err)
+	f := newFixture(t, TxConfig{})
+	ctx := context.Background()
+	// Nonce 1 is handed out (eth_signTransaction) before nonce 0's send is refused.
+	rec0, err := f.txs.reserve(ctx, f.chain, 7, f.request(1), reservation{principal: "p", kind: store.KindSend, fields: []byte(`{}`), balance: big.NewInt(1e18)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw1, err := f.txs.SignTransaction(ctx, "p", 7, f.request(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.chain.reject = func(tx *types.Transaction) error {
+		if tx.Nonce() == 0 && tx.Value().Sign() != 0 {
+			return &jsonrpc.Error{Code: -32000, Message: "insufficient funds for gas * price + value"}
 		}
-		raw1, err := f.txs.SignTransaction(ctx, "p", 7, f.request(2))
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.chain.reject = func(tx *types.Transaction) error {
-			if tx.Nonce() == 0 && tx.Value().Sign() != 0 {
-				return &jsonrpc.Error{Code: -32000, Message: "insufficient funds for gas * price + value"}
-			}
-			return nil
-		}
-		if _, _, err := f.txs.complete(ctx, f.chain, rec0, f.request(1)); err == nil {
-			t.Fatal("refused transaction reported as sent")
-		}
-		if _, err := f.chain.Forward(ctx, "eth_sendRawTransaction", []byte(`["`+hexutil.Encode(raw1)+`"]`)); err != nil {
-			t.Fatal(err)
-		}
-		f.chain.seal("a")
-		if n := f.chain.nonces[f.from]; n != 2 {
-			t.Fatalf("account nonce %d after the filler, want 2 (nonce 1 stuck behind a gap)", n)
-		}
-	})
+		return nil
+	}
+	if _, _, err := f.txs.complete(ctx, f.chain, rec0, f.request(1)); err == nil {
+		t.Fatal("refused transaction reported as sent")
+	}
+	if _, err := f.chain.Forward(ctx, "eth_sendRawTransaction", []byte(`["`+hexutil.Encode(raw1)+`"]`)); err != nil {
+		t.Fatal(err)
+	}
+	f.chain.seal("a")
+	if n := f.chain.nonces[f.from]; n != 2 {
+		t.Fatalf("account nonce %d after the filler, want 2 (nonce 1 stuck behind a gap)", n)
+	}
 }
 
 // TestNonceUsedOutsideIsRetried: when another signer used the nonce, the send is retried with
 // a new one and succeeds; the first row fails.
 func TestNonceUsedOutsideIsRetried(t *testing.T) {
-	forEachStore(t, func(t *testing.T, driver string) {
-		f := newFixtureOn(t, TxConfig{}, driver)
-		ctx := context.Background()
-		if _, err := f.txs.Send(ctx, "p", 7, f.request(1), ""); err != nil {
-			t.Fatal(err)
-		}
-		f.chain.seal("a")
-		f.chain.mu.Lock()
-		f.chain.nonces[f.from] += 2 // two transactions from elsewhere
-		f.chain.mu.Unlock()
-		h, err := f.txs.Send(ctx, "p", 7, f.request(2), "key-1")
-		if err != nil {
-			t.Fatalf("send after outside use: %v", err)
-		}
-		if n := f.nonceOf(t, h); n != 3 {
-			t.Fatalf("nonce %d, want 3", n)
-		}
-		// The idempotency key went with the retry: repeating the request answers its hash.
-		if again, err := f.txs.Send(ctx, "p", 7, f.request(2), "key-1"); err != nil || again != h {
-			t.Fatalf("repeat with the key: %s, %v; want %s", again.Hex(), err, h.Hex())
-		}
-	})
+	f := newFixture(t, TxConfig{})
+	ctx := context.Background()
+	if _, err := f.txs.Send(ctx, "p", 7, f.request(1), ""); err != nil {
+		t.Fatal(err)
+	}
+	f.chain.seal("a")
+	f.chain.mu.Lock()
+	f.chain.nonces[f.from] += 2 // two transactions from elsewhere
+	f.chain.mu.Unlock()
+	h, err := f.txs.Send(ctx, "p", 7, f.request(2), "key-1")
+	if err != nil {
+		t.Fatalf("send after outside use: %v", err)
+	}
+	if n := f.nonceOf(t, h); n != 3 {
+		t.Fatalf("nonce %d, want 3", n)
+	}
+	// The idempotency key went with the retry: repeating the request answers its hash.
+	if again, err := f.txs.Send(ctx, "p", 7, f.request(2), "key-1"); err != nil || again != h {
+		t.Fatalf("repeat with the key: %s, %v; want %s", again.Hex(), err, h.Hex())
+	}
 }
 
 // TestUnacceptedSendIsFinishedByTheConfirmer: with no node accepting, the caller gets
 // -32011 with the stored hash; the confirmer sends the same bytes once a node is back.
 func TestUnacceptedSendIsFinishedByTheConfirmer(t *testing.T) {
-	forEachStore(t, func(t *testing.T, driver string) {
-		f := newFixtureOn(t, TxConfig{PollInterval: 20 * time.Millisecond, RebroadcastAfter: time.Second}, driver)
-		ctx := context.Background()
-		f.chain.reject = func(*types.Transaction) error { return jsonrpc.ErrUpstreamUnavailable }
-		_, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
-		var rpcErr *jsonrpc.Error
-		if !errors.As(err, &rpcErr) || rpcErr.Code != -32011 {
-			t.Fatalf("send with no node: %v", err)
-		}
-		data, _ := json.Marshal(rpcErr.Data)
-		var d struct{ Hash common.Hash }
-		if json.Unmarshal(data, &d) != nil || d.Hash == (common.Hash{}) || !strings.Contains(string(data), `"signed"`) {
-			t.Fatalf("error data %s", data)
-		}
-		f.chain.mu.Lock()
-		f.chain.reject = nil
-		f.chain.mu.Unlock()
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); f.txs.Run(runCtx) }()
-		defer func() { stop(); <-done }()
-		waitFor(t, func() bool {
-			f.chain.seal("b")
-			rec, err := f.txs.Transaction(ctx, "p", d.Hash)
-			return err == nil && rec.State == store.StateMined
-		})
+	f := newFixture(t, TxConfig{PollInterval: 20 * time.Millisecond, RebroadcastAfter: time.Second})
+	ctx := context.Background()
+	f.chain.reject = func(*types.Transaction) error { return jsonrpc.ErrUpstreamUnavailable }
+	_, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
+	var rpcErr *jsonrpc.Error
+	if !errors.As(err, &rpcErr) || rpcErr.Code != -32011 {
+		t.Fatalf("send with no node: %v", err)
+	}
+	data, _ := json.Marshal(rpcErr.Data)
+	var d struct{ Hash common.Hash }
+	if json.Unmarshal(data, &d) != nil || d.Hash == (common.Hash{}) || !strings.Contains(string(data), `"signed"`) {
+		t.Fatalf("error data %s", data)
+	}
+	f.chain.mu.Lock()
+	f.chain.reject = nil
+	f.chain.mu.Unlock()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); f.txs.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	waitFor(t, func() bool {
+		f.chain.seal("b")
+		rec, err := f.txs.Transaction(ctx, "p", d.Hash)
+		return err == nil && rec.State == store.StateMined
 	})
 }
 
 // TestReorgMovesBackToBroadcast: a mined transaction whose block leaves the chain goes back
 // to broadcast, then to mined in the new block.
 func TestReorgMovesBackToBroadcast(t *testing.T) {
-	forEachStore(t, func(t *testing.T, driver string) {
-		f := newFixtureOn(t, TxConfig{PollInterval: 20 * time.Millisecond, FinalityDepth: 5}, driver)
-		ctx := context.Background()
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); f.txs.Run(runCtx) }()
-		defer func() { stop(); <-done }()
-		h, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
+	f := newFixture(t, TxConfig{PollInterval: 20 * time.Millisecond, FinalityDepth: 5})
+	ctx := context.Background()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); f.txs.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	h, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.chain.mu.Lock()
+	tx := f.chain.pool[h]
+	f.chain.mu.Unlock()
+	f.chain.seal("a")
+	state := func() *store.TxRecord {
+		rec, err := f.txs.Transaction(ctx, "p", h)
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.chain.mu.Lock()
-		tx := f.chain.pool[h]
-		f.chain.mu.Unlock()
-		f.chain.seal("a")
-		state := func() *store.TxRecord {
-			rec, err := f.txs.Transaction(ctx, "p", h)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return rec
-		}
-		waitFor(t, func() bool { return state().State == store.StateMined })
-		first := state().BlockHash
-		f.chain.reorgLast(map[common.Hash]*types.Transaction{h: tx})
-		waitFor(t, func() bool { return state().State == store.StateBroadcast })
-		f.chain.seal("c")
-		waitFor(t, func() bool { s := state(); return s.State == store.StateMined && s.BlockHash != first })
-	})
+		return rec
+	}
+	waitFor(t, func() bool { return state().State == store.StateMined })
+	first := state().BlockHash
+	f.chain.reorgLast(map[common.Hash]*types.Transaction{h: tx})
+	waitFor(t, func() bool { return state().State == store.StateBroadcast })
+	f.chain.seal("c")
+	waitFor(t, func() bool { s := state(); return s.State == store.StateMined && s.BlockHash != first })
 }
 
 // TestExpiredHandOutIsReused: a handed-out nonce not used within the TTL is released and
 // taken by the next signing.
 func TestExpiredHandOutIsReused(t *testing.T) {
-	forEachStore(t, func(t *testing.T, driver string) {
-		f := newFixtureOn(t, TxConfig{PollInterval: 20 * time.Millisecond, HandOutTTL: time.Second}, driver)
-		ctx := context.Background()
-		raw, err := f.txs.SignTransaction(ctx, "p", 7, f.request(1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var first types.Transaction
-		if err := first.UnmarshalBinary(raw); err != nil {
-			t.Fatal(err)
-		}
-		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); f.txs.Run(runCtx) }()
-		defer func() { stop(); <-done }()
-		waitFor(t, func() bool {
-			rec, err := f.txs.Transaction(ctx, "p", first.Hash())
-			return err == nil && rec.State == store.StateReleased
-		})
-		raw2, err := f.txs.SignTransaction(ctx, "p", 7, f.request(2))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var second types.Transaction
-		if err := second.UnmarshalBinary(raw2); err != nil {
-			t.Fatal(err)
-		}
-		if first.Nonce() != 0 || second.Nonce() != 0 {
-			t.Fatalf("nonces %d then %d, want the released 0 reused", first.Nonce(), second.Nonce())
-		}
+	f := newFixture(t, TxConfig{PollInterval: 20 * time.Millisecond, HandOutTTL: time.Second})
+	ctx := context.Background()
+	raw, err := f.txs.SignTransaction(ctx, "p", 7, f.request(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first types.Transaction
+	if err := first.UnmarshalBinary(raw); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); f.txs.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	waitFor(t, func() bool {
+		rec, err := f.txs.Transaction(ctx, "p", first.Hash())
+		return err == nil && rec.State == store.StateReleased
 	})
+	raw2, err := f.txs.SignTransaction(ctx, "p", 7, f.request(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var second types.Transaction
+	if err := second.UnmarshalBinary(raw2); err != nil {
+		t.Fatal(err)
+	}
+	if first.Nonce() != 0 || second.Nonce() != 0 {
+		t.Fatalf("nonces %d then %d, want the released 0 reused", first.Nonce(), second.Nonce())
+	}
 }
 
 func waitFor(t *testing.T, cond func() bool) {
