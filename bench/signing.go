@@ -263,7 +263,7 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 	}
 	okKey := sp.method + " ok"
 	switch {
-	case sp.t.key == "f":
+	case !sp.sends():
 		if ss.firstNonce, err = checkSigned(res, sp.account); err != nil {
 			return ss, fmt.Errorf("check: eth_signTransaction answered %s: %w", res, err)
 		}
@@ -349,7 +349,7 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 	}
 
 	switch {
-	case sp.t.key == "f":
+	case !sp.sends():
 		// err is the function's: checkHandedOut's verdict below must reach the issues.
 		var res json.RawMessage
 		if res, err = rpcResult(&t); err != nil {
