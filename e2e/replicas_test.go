@@ -498,3 +498,35 @@ func checkDistinct(t *testing.T, hashes []string) {
 		seen[h] = true
 	}
 }
+
+// TestReplicasInFlightCap: two replicas with a small in-flight cap (maxInFlight 4, the
+// confirmer polling every 500 ms): 200 concurrent sends over both queue for slots that only
+// the replica holding the confirmer's lease frees; the other's waiting sends see them by
+// reading the store. Every send gets a hash, and the nonces are contiguous.
+func TestReplicasInFlightCap(t *testing.T) {
+	const (
+		chainID = 31337
+		total   = 200
+		workers = 16
+	)
+	rs := startReplicas(t, 2, chainID, "{maxInFlight: 4, pollInterval: 500ms, inFlightWait: 60s}", "")
+	urls := []string{rs.gws[0].API + "/v1/web3/mainnet", rs.gws[1].API + "/v1/web3/mainnet"}
+	from := chainNonce(t, rs.node, rs.acct)
+	res := burst(rs.acct, urls, "eth_sendTransaction", total, workers, nil)
+	if len(res.failed) > 0 {
+		t.Fatalf("%d of %d sends failed; first: %s", len(res.failed), total, res.failed[0])
+	}
+	checkDistinct(t, res.results)
+	waitMined(t, rs.node, rs.acct, res.results, 60*time.Second, nil, nil)
+	checkMinedNonces(t, rs.node, rs.acct, from, from+total, res.results)
+	checkStore(t, rs, from, from+total, res.results, 30*time.Second)
+	held := 0
+	for _, g := range rs.gws {
+		if leaseHeld(t, g, fmt.Sprintf("confirmer/%d", chainID)) {
+			held++
+		}
+	}
+	if held != 1 {
+		t.Fatalf("%d replicas run the confirmer, want 1", held)
+	}
+}
