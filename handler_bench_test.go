@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/web3gate/web3gate/config"
+	"github.com/web3gate/web3gate/middleware/cache"
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/upstreams"
@@ -133,7 +134,7 @@ func benchHandler(b *testing.B, cfgText string, start bool) fasthttp.RequestHand
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	routes, cacheStage, err := buildRoutes(context.Background(), cfg, zap.NewNop(), reg, ups, nil, db)
+	routes, cacheStage, err := buildRoutes(context.Background(), cfg, zap.NewNop(), reg, ups, nil, db, cache.Deps{})
 	if err != nil {
 		b.Fatal(err)
 	}

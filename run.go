@@ -20,6 +20,7 @@ import (
 
 	"github.com/web3gate/web3gate/config"
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/internal/redisx"
 	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
@@ -121,6 +122,15 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return err
 	}
 
+	// Redis, when configured, is the second level of the response cache and the metadata
+	// records' cache, shared by the replicas; it closes after both (defers run last first).
+	rc, err := redisx.New(cfg.Redis, redisx.Deps{Logger: log.Named("redis"), Registry: reg})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	shared := sharedChains(cfg)
+
 	md, err := metadata.New(cfg.Metadata, metadata.Deps{
 		Chain: func(id uint64) (metadata.Chain, bool) {
 			if p, ok := ups.Pool(id); ok {
@@ -128,7 +138,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 			}
 			return nil, false
 		},
-		DB: db, Registry: reg, Logger: log.Named("metadata"),
+		DB: db, Registry: reg, Logger: log.Named("metadata"), Redis: rc, Shared: shared,
 	})
 	if err != nil {
 		return fmt.Errorf("metadata: %w", err)
@@ -177,11 +187,19 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return err
 	}
 
-	routes, cacheStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, db)
+	routes, cacheStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, db, cache.Deps{Redis: rc, Shared: shared})
 	if err != nil {
 		return err
 	}
 	defer cacheStage.Close()
+	forgetCtx, cancelForget := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelForget()
+	for id := range renewed {
+		if n, err := cacheStage.ForgetChain(forgetCtx, id); err != nil {
+			log.Warn("the chain's cached answers in Redis were not all dropped; they expire after redis.maxTtl",
+				zap.Uint64("chain", id), zap.Int("dropped", n), zap.String("error", err.Error()))
+		}
+	}
 	routes = append(routes,
 		&proxy.Route{Name: "token", Method: http.MethodGet, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}/{tokenId}", REST: md.TokenHandler()},
 		&proxy.Route{Name: "contract", Method: http.MethodGet, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}", REST: md.ContractHandler()},
@@ -211,7 +229,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return fmt.Errorf("admin listen %s: %w", cfg.Admin.Listen, err)
 	}
 	// ReadTimeout bounds the bodies of the admin product API as well as the headers.
-	admin := &http.Server{Handler: adminMux(reg, ups, catalog.AdminHandler(), clientsAdmin), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	admin := &http.Server{Handler: adminMux(reg, ups, rc, catalog.AdminHandler(), clientsAdmin), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
@@ -246,8 +264,9 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	return nil
 }
 
-// buildRoutes compiles the stage chains of the public routes, once.
-func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set, signer *sign.Stage, db *store.DB) ([]*proxy.Route, *cache.Stage, error) {
+// buildRoutes compiles the stage chains of the public routes, once. cacheDeps brings the
+// response cache's shared level (Redis and the chains it holds).
+func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set, signer *sign.Stage, db *store.DB, cacheDeps cache.Deps) ([]*proxy.Route, *cache.Stage, error) {
 	tokens, err := auth.NewStaticTokens(cfg.Auth.Tokens)
 	if err != nil {
 		return nil, nil, err
@@ -268,12 +287,14 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 	if err != nil {
 		return nil, nil, err
 	}
-	cacheStage, err := cache.New(cfg.Cache, cache.Deps{Registry: reg, Head: func(id uint64) uint64 {
+	cacheDeps.Registry = reg
+	cacheDeps.Head = func(id uint64) uint64 {
 		if p, ok := ups.Pool(id); ok {
 			return p.Head()
 		}
 		return 0
-	}})
+	}
+	cacheStage, err := cache.New(cfg.Cache, cacheDeps)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -300,7 +321,12 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 
 // adminMux serves /metrics, /healthz (the process is up), /readyz (every chain has a
 // healthy upstream), the admin product API and the OAuth client admin API.
-func adminMux(reg *prometheus.Registry, ups *upstreams.Set, productsAdmin, clientsAdmin http.Handler) http.Handler {
+//
+// /readyz also says, when Redis is configured, whether it is in use. A Redis outage leaves
+// the replica ready (200): it serves from its local caches and the upstreams, and taking
+// every replica out of the load balancer because their shared cache is down would turn a
+// slower service into none.
+func adminMux(reg *prometheus.Registry, ups *upstreams.Set, rc *redisx.Client, productsAdmin, clientsAdmin http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(products.AdminPath, productsAdmin)
 	mux.Handle(products.AdminPath+"/", productsAdmin)
@@ -312,14 +338,36 @@ func adminMux(reg *prometheus.Registry, ups *upstreams.Set, productsAdmin, clien
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
+		redis := ""
+		switch {
+		case rc == nil:
+		case rc.Up():
+			redis = `,"redis":"up"`
+		default:
+			redis = `,"redis":"down: serving from local caches"`
+		}
 		if err := ups.Ready(); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = fmt.Fprintf(w, `{"status":"unavailable","reason":%q}`, err.Error())
+			_, _ = fmt.Fprintf(w, `{"status":"unavailable","reason":%q%s}`, err.Error(), redis)
 			return
 		}
-		_, _ = io.WriteString(w, `{"status":"ok"}`)
+		_, _ = io.WriteString(w, `{"status":"ok"`+redis+`}`)
 	})
 	return mux
+}
+
+// sharedChains reports whether a chain's cached answers and metadata records may go to
+// Redis, which the replicas share: not those of a chain served by the embedded dev chain,
+// which is this process's own (another replica's dev chain has the same id and other blocks,
+// and it starts over at every start).
+func sharedChains(cfg *config.Config) func(uint64) bool {
+	private := map[uint64]bool{}
+	for _, ch := range cfg.Upstreams.Chains {
+		if slices.Contains(ch.URLs, "embedded") {
+			private[ch.ChainID] = true
+		}
+	}
+	return func(id uint64) bool { return !private[id] }
 }
 
 // openKeys opens the keystore (the directory, or db with wallet.keys.backend store).
