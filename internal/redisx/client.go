@@ -28,6 +28,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/redis/rueidis"
 	"go.uber.org/zap"
+
+	"github.com/web3gate/web3gate/internal/rawconn"
 )
 
 // Status is how an operation went.
@@ -67,6 +69,28 @@ type Deps struct {
 // holder lets an atomic.Pointer hold the rueidis.Client interface.
 type holder struct{ c rueidis.Client }
 
+// opDeadline is a context that operations started within timeout/8 of each other share,
+// so that an operation pays for no context and timer of its own (a context with a timeout
+// was 5 % of web3gate's CPU per Redis hit). Each operation gets from 7/8 of the timeout to
+// the whole of it. Its timer releases it at the deadline.
+type opDeadline struct {
+	ctx      context.Context
+	cancel   context.CancelFunc
+	deadline time.Time
+}
+
+// opCtx returns the shared context of an operation starting now.
+func (c *Client) opCtx() context.Context {
+	now := time.Now()
+	if d := c.op.Load(); d != nil && d.deadline.Sub(now) >= c.cfg.Timeout-c.cfg.Timeout/8 {
+		return d.ctx
+	}
+	d := &opDeadline{deadline: now.Add(c.cfg.Timeout)}
+	d.ctx, d.cancel = context.WithDeadline(c.ctx, d.deadline)
+	c.op.Store(d)
+	return d.ctx
+}
+
 // Client is a Redis client with a circuit breaker. A nil *Client is valid: Redis not
 // configured; every lookup is Skipped and every write a no-op.
 type Client struct {
@@ -87,7 +111,8 @@ type Client struct {
 
 	ctx      context.Context // ended by Close
 	cancel   context.CancelFunc
-	wmu      sync.Mutex // guards closed and writes.Add against Close
+	op       atomic.Pointer[opDeadline] // the deadline operations share
+	wmu      sync.Mutex                 // guards closed and writes.Add against Close
 	closed   bool
 	writes   sync.WaitGroup // background writes
 	inflight chan struct{}  // semaphore of background writes
@@ -162,6 +187,9 @@ func (c *Client) options() rueidis.ClientOption {
 		PipelineMultiplex: log2(c.cfg.PoolSize),
 		BlockingPoolSize:  c.cfg.PoolSize,
 		Dialer:            net.Dialer{Timeout: c.cfg.DialTimeout, KeepAlive: 15 * time.Second},
+		// Reads and writes as raw system calls, as the upstream connections make them: a
+		// Redis hit cost ~1.5 µs less CPU (BenchmarkHandleRedisHit, interleaved runs).
+		DialCtxFn: dialRaw,
 		// A connection that answers nothing for this long is closed and dialled anew.
 		ConnWriteTimeout: max(time.Second, c.cfg.DialTimeout),
 		// 64 KiB buffers instead of 0.5 MiB per connection: values are JSON results.
@@ -183,11 +211,29 @@ func log2(n int) int {
 	return l
 }
 
-// connect makes the rueidis client (it dials at once) unless it exists.
-func (c *Client) connect() error {
-	if c.cl.Load() != nil {
-		return nil
+// dialRaw dials dst as rueidis would, with the TCP connection's reads and writes as raw
+// system calls (internal/rawconn), and TLS over it when configured.
+func dialRaw(ctx context.Context, dst string, dialer *net.Dialer, cfg *tls.Config) (net.Conn, error) {
+	c, err := dialer.DialContext(ctx, "tcp", dst)
+	if err != nil {
+		return nil, err
 	}
+	c = rawconn.Wrap(c)
+	if cfg == nil {
+		return c, nil
+	}
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return tc, nil
+}
+
+// connect makes a new rueidis client, which dials, logs in and selects the database at once,
+// and puts it in place of the previous one (closed): after an outage every connection is
+// new, none left broken to fail the first operation sent on it.
+func (c *Client) connect() error {
 	rc, err := rueidis.NewClient(c.options())
 	if err != nil {
 		return err
@@ -198,7 +244,9 @@ func (c *Client) connect() error {
 		rc.Close()
 		return errors.New("closed")
 	}
-	c.cl.Store(&holder{rc})
+	if old := c.cl.Swap(&holder{rc}); old != nil {
+		old.c.Close()
+	}
 	return nil
 }
 
@@ -251,9 +299,7 @@ func (c *Client) Get(key string) ([]byte, Status) {
 	if rc == nil {
 		return nil, Skipped
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.Timeout)
-	v, err := rc.Do(ctx, rc.B().Get().Key(key).Build()).AsBytes()
-	cancel()
+	v, err := rc.Do(c.opCtx(), rc.B().Get().Key(key).Build()).AsBytes()
 	switch {
 	case err == nil:
 		c.ok()
@@ -295,9 +341,7 @@ func (c *Client) Set(key string, value []byte, ttl time.Duration) {
 	go func() {
 		defer c.writes.Done()
 		defer func() { <-c.inflight }()
-		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.Timeout)
-		err := rc.Do(ctx, cmd).Error()
-		cancel()
+		err := rc.Do(c.opCtx(), cmd).Error()
 		if err != nil {
 			c.failed("set", err)
 			return
@@ -319,9 +363,7 @@ func (c *Client) Del(keys ...string) Status {
 	if rc == nil || len(keys) == 0 {
 		return Skipped
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.Timeout)
-	err := rc.Do(ctx, rc.B().Del().Key(keys...).Build()).Error()
-	cancel()
+	err := rc.Do(c.opCtx(), rc.B().Del().Key(keys...).Build()).Error()
 	if err != nil {
 		c.failed("del", err)
 		return Failed
@@ -461,7 +503,7 @@ func (c *Client) probeLoop() {
 	}
 }
 
-// probe connects (when no connection was ever made) and PINGs.
+// probe connects anew and PINGs.
 func (c *Client) probe() error {
 	if err := c.connect(); err != nil {
 		return err

@@ -2,7 +2,13 @@ package redisx
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -313,5 +319,30 @@ func TestPasswordStaysOutOfLogsAndMetrics(t *testing.T) {
 	}
 	if strings.Contains(all.String(), secret) {
 		t.Fatalf("the password appears in logs or metrics:\n%s", all.String())
+	}
+}
+
+// TestDialRawSpeaksTLS: rediss:// goes through dialRaw's TLS over the raw connection.
+func TestDialRawSpeaksTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "over tls") }))
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	c, err := dialRaw(context.Background(), addr, &net.Dialer{Timeout: time.Second}, &tls.Config{RootCAs: pool, ServerName: "example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(c)
+	if !strings.HasSuffix(string(b), "over tls") {
+		t.Fatalf("answer %q", b)
+	}
+	// A certificate the client does not trust fails the dial.
+	if _, err := dialRaw(context.Background(), addr, &net.Dialer{Timeout: time.Second}, &tls.Config{ServerName: "example.com"}); err == nil {
+		t.Fatal("an untrusted certificate was accepted")
 	}
 }
