@@ -67,6 +67,7 @@ func Default() Config {
 	c.Cache.Enabled = true
 	c.Cache.Coalesce = true
 	c.Cache.Local = true
+	c.Redis.MaxFlushDelay = redisx.DefaultMaxFlushDelay
 	return c
 }
 

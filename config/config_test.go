@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestShippedConfigLoads(t *testing.T) {
@@ -52,9 +53,12 @@ func TestRedisDefaultsOff(t *testing.T) {
 	if c.Redis.Enabled() || c.Redis.KeyPrefix != "web3gate:" || !c.Cache.Local || c.Cache.MaxEntryBytes != 4<<20 {
 		t.Fatalf("redis and cache defaults: %+v %+v", c.Redis, c.Cache)
 	}
-	c, err = Parse([]byte(minimal + "redis: {url: 'redis://127.0.0.1:6379/0'}\ncache: {local: false}\n"))
-	if err != nil || !c.Redis.Enabled() || c.Cache.Local {
-		t.Fatalf("redis on, local level off: %v", err)
+	if c.Redis.MaxFlushDelay != 100*time.Microsecond {
+		t.Fatalf("maxFlushDelay %v", c.Redis.MaxFlushDelay)
+	}
+	c, err = Parse([]byte(minimal + "redis: {url: 'redis://127.0.0.1:6379/0', maxFlushDelay: 0s}\ncache: {local: false}\n"))
+	if err != nil || !c.Redis.Enabled() || c.Cache.Local || c.Redis.MaxFlushDelay != 0 {
+		t.Fatalf("redis on, local level off, writes at once: %v", err)
 	}
 }
 

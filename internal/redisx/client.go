@@ -192,6 +192,8 @@ func (c *Client) options() rueidis.ClientOption {
 		DialCtxFn: dialRaw,
 		// A connection that answers nothing for this long is closed and dialled anew.
 		ConnWriteTimeout: max(time.Second, c.cfg.DialTimeout),
+		// Under load, operations written together cost web3gate and Redis fewer system calls.
+		MaxFlushDelay: c.cfg.MaxFlushDelay,
 		// 64 KiB buffers instead of 0.5 MiB per connection: values are JSON results.
 		ReadBufferEachConn:  64 << 10,
 		WriteBufferEachConn: 64 << 10,

@@ -60,6 +60,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"pool", func(c *Config) { c.PoolSize = 3 }, "poolSize: must be a power of two from 1 to 256"},
 		{"pool big", func(c *Config) { c.PoolSize = 512 }, "poolSize: must be a power of two from 1 to 256"},
 		{"ttl", func(c *Config) { c.MaxTTL = time.Millisecond }, "maxTtl: must be at least 1s"},
+		{"flush delay", func(c *Config) { c.MaxFlushDelay = 2 * time.Millisecond }, "maxFlushDelay: must be from 0 to 1ms"},
 		{"threshold", func(c *Config) { c.FailureThreshold = -1 }, "failureThreshold: must be from 1 to 1000"},
 		{"backoff", func(c *Config) { c.Backoff = time.Millisecond }, "backoff: must be at least 10ms"},
 		{"max backoff", func(c *Config) { c.MaxBackoff = 500 * time.Millisecond }, "maxBackoff: must be at least backoff"},
