@@ -116,7 +116,7 @@ func TestRejects(t *testing.T) {
 		{"bad keys backend", minimal + "wallet: {keys: {backend: postgres}}\n", []string{`wallet.keys.backend: must be "dir" or "store", got "postgres"`}},
 		{"personal namespace", minimal + "routing: {extraNamespaces: [personal]}\n", []string{"routing.extraNamespaces[0]: personal holds signing methods"}},
 		{"redis keys", minimal + "redis: {url: 'http://127.0.0.1:6379', timeout: 1m, poolSize: 3}\n", []string{
-			"redis.url: the scheme must be redis or rediss", "redis.timeout: must be from 1ms to 5s", "redis.poolSize: must be a power of two"}},
+			"redis.url: the scheme must be redis or rediss", "redis.timeout: must be from 1ms to 5s", "redis.poolSize: must be 0 (one connection per 4 CPUs) or a power of two"}},
 		{"cache without a level", minimal + "cache: {local: false}\n", []string{"cache.local: false needs redis.url"}},
 		{"cache entry bound", minimal + "cache: {maxEntryBytes: 100}\n", []string{"cache.maxEntryBytes: must be from 1024 to maxBytes"}},
 		{"dev token with real mainnet", strings.Replace(minimal, "clients: [{id: c1}]", "clients: [{id: web3gate-dev}]\n  tokens: [{sha256: b1e46dbebcf3fa8cd6338efbcd8a0e6d8a4efe3e802280151c1bad9eea00a361, principal: dev}]", 1), []string{

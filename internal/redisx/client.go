@@ -184,8 +184,8 @@ func (c *Client) options() rueidis.ClientOption {
 		DisableCache: true,
 		// A failed operation is a miss; a retry would only hold the request longer.
 		DisableRetry:      true,
-		PipelineMultiplex: log2(c.cfg.PoolSize),
-		BlockingPoolSize:  c.cfg.PoolSize,
+		PipelineMultiplex: log2(c.cfg.connections()),
+		BlockingPoolSize:  c.cfg.connections(),
 		Dialer:            net.Dialer{Timeout: c.cfg.DialTimeout, KeepAlive: 15 * time.Second},
 		// Reads and writes as raw system calls, as the upstream connections make them: a
 		// Redis hit cost ~1.5 µs less CPU (BenchmarkHandleRedisHit, interleaved runs).

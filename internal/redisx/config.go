@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -27,7 +28,8 @@ type Config struct {
 	// DialTimeout bounds a connection attempt (TCP and TLS). Default 1s.
 	DialTimeout time.Duration `yaml:"dialTimeout"`
 	// PoolSize is the number of connections to Redis, a power of two from 1 to 256; the
-	// operations of concurrent requests travel pipelined on them. Default 2.
+	// operations of concurrent requests travel pipelined on them. 0 (the default): one per
+	// 4 CPUs (GOMAXPROCS), at least 1, at most 8.
 	PoolSize int `yaml:"poolSize"`
 	// MaxFlushDelay: while operations of several requests are in flight, each write to Redis
 	// waits up to this long for more of them to travel together (fewer system calls in
@@ -57,6 +59,21 @@ type Config struct {
 // DefaultMaxFlushDelay is maxFlushDelay's default.
 const DefaultMaxFlushDelay = 100 * time.Microsecond
 
+// connections is the number of connections to open: PoolSize, or for 0 one per 4 CPUs (the
+// largest power of two at most GOMAXPROCS/4), from 1 to 8. Fewer connections carry larger
+// pipelined batches: on 2 CPUs one connection halved the system calls per operation of two
+// (Redis counted 6.4 commands per read against 3.1) for the same CPU in web3gate.
+func (c *Config) connections() int {
+	if c.PoolSize > 0 {
+		return c.PoolSize
+	}
+	n := 1
+	for n*2 <= min(runtime.GOMAXPROCS(0)/4, 8) {
+		n *= 2
+	}
+	return n
+}
+
 // Enabled reports whether Redis is configured.
 func (c *Config) Enabled() bool { return c.URL != "" }
 
@@ -65,7 +82,6 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.KeyPrefix, "web3gate:")
 	defaults.Set(&c.Timeout, 50*time.Millisecond)
 	defaults.Set(&c.DialTimeout, time.Second)
-	defaults.Set(&c.PoolSize, 2)
 	defaults.Set(&c.MaxTTL, 24*time.Hour)
 	defaults.Set(&c.FailureThreshold, 3)
 	defaults.Set(&c.Backoff, time.Second)
@@ -98,8 +114,8 @@ func (c *Config) Validate() error {
 	if c.DialTimeout < 10*time.Millisecond || c.DialTimeout > time.Minute {
 		errs = append(errs, errors.New("dialTimeout: must be from 10ms to 1m"))
 	}
-	if c.PoolSize < 1 || c.PoolSize > 256 || c.PoolSize&(c.PoolSize-1) != 0 {
-		errs = append(errs, errors.New("poolSize: must be a power of two from 1 to 256"))
+	if c.PoolSize < 0 || c.PoolSize > 256 || c.PoolSize&(c.PoolSize-1) != 0 {
+		errs = append(errs, errors.New("poolSize: must be 0 (one connection per 4 CPUs) or a power of two from 1 to 256"))
 	}
 	if c.MaxFlushDelay < 0 || c.MaxFlushDelay > time.Millisecond {
 		errs = append(errs, errors.New("maxFlushDelay: must be from 0 to 1ms"))

@@ -1,6 +1,7 @@
 package redisx
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -21,8 +22,21 @@ func TestConfigDefaults(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
 	}
-	if c.KeyPrefix != "web3gate:" || c.Timeout != 50*time.Millisecond || c.PoolSize != 2 || c.DownLogInterval != time.Minute {
+	if c.KeyPrefix != "web3gate:" || c.Timeout != 50*time.Millisecond || c.PoolSize != 0 || c.DownLogInterval != time.Minute {
 		t.Errorf("defaults %+v", c)
+	}
+}
+
+func TestPoolSize(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, tc := range []struct{ pool, procs, want int }{
+		{0, 1, 1}, {0, 2, 1}, {0, 7, 1}, {0, 8, 2}, {0, 16, 4}, {0, 64, 8}, {0, 256, 8}, {4, 1, 4}, {1, 64, 1},
+	} {
+		runtime.GOMAXPROCS(tc.procs)
+		c := Config{PoolSize: tc.pool}
+		if got := c.connections(); got != tc.want {
+			t.Errorf("poolSize %d on %d CPUs: %d connections, want %d", tc.pool, tc.procs, got, tc.want)
+		}
 	}
 }
 
@@ -57,8 +71,8 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"timeout", func(c *Config) { c.Timeout = 10 * time.Second }, "timeout: must be from 1ms to 5s"},
 		{"timeout small", func(c *Config) { c.Timeout = time.Microsecond }, "timeout: must be from 1ms to 5s"},
 		{"dial", func(c *Config) { c.DialTimeout = time.Millisecond }, "dialTimeout: must be from 10ms to 1m"},
-		{"pool", func(c *Config) { c.PoolSize = 3 }, "poolSize: must be a power of two from 1 to 256"},
-		{"pool big", func(c *Config) { c.PoolSize = 512 }, "poolSize: must be a power of two from 1 to 256"},
+		{"pool", func(c *Config) { c.PoolSize = 3 }, "poolSize: must be 0 (one connection per 4 CPUs) or a power of two from 1 to 256"},
+		{"pool big", func(c *Config) { c.PoolSize = 512 }, "poolSize: must be 0"},
 		{"ttl", func(c *Config) { c.MaxTTL = time.Millisecond }, "maxTtl: must be at least 1s"},
 		{"flush delay", func(c *Config) { c.MaxFlushDelay = 2 * time.Millisecond }, "maxFlushDelay: must be from 0 to 1ms"},
 		{"threshold", func(c *Config) { c.FailureThreshold = -1 }, "failureThreshold: must be from 1 to 1000"},
