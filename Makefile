@@ -72,9 +72,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFill$$' -fuzztime 20000x ./wallet/txreq
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePrivateKeyHex$$' -fuzztime 20000x ./wallet
 
-# Load benchmark: ratios against baselines measured in the same run (needs Debian's wrk).
+# Load benchmark: ratios against baselines measured in the same run (needs Debian's wrk, and
+# redis-server for (r)).
 bench: deps
 	@command -v wrk >/dev/null || (apt-get update && apt-get install -y wrk)
+	@command -v redis-server >/dev/null || (apt-get update && apt-get install -y redis-server)
 	$(GO) run ./bench
 
 clean:

@@ -22,6 +22,7 @@ import (
 
 	"github.com/web3gate/web3gate/config"
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/internal/redisx"
 	"github.com/web3gate/web3gate/lease"
 	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/middleware/auth"
@@ -139,6 +140,15 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return err
 	}
 
+	// Redis, when configured, is the second level of the response cache and the metadata
+	// records' cache, shared by the replicas; it closes after both (defers run last first).
+	rc, err := redisx.New(cfg.Redis, redisx.Deps{Logger: log.Named("redis"), Registry: reg})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	shared := sharedChains(cfg)
+
 	md, err := metadata.New(cfg.Metadata, metadata.Deps{
 		Chain: func(id uint64) (metadata.Chain, bool) {
 			if p, ok := ups.Pool(id); ok {
@@ -146,7 +156,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 			}
 			return nil, false
 		},
-		DB: db, Registry: reg, Logger: log.Named("metadata"),
+		DB: db, Registry: reg, Logger: log.Named("metadata"), Redis: rc, Shared: shared,
 	})
 	if err != nil {
 		return fmt.Errorf("metadata: %w", err)
@@ -195,11 +205,19 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return err
 	}
 
-	routes, cacheStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, db)
+	routes, cacheStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, db, cache.Deps{Redis: rc, Shared: shared})
 	if err != nil {
 		return err
 	}
 	defer cacheStage.Close()
+	forgetCtx, cancelForget := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelForget()
+	for id := range renewed {
+		if n, err := cacheStage.ForgetChain(forgetCtx, id); err != nil {
+			log.Warn("the chain's cached answers in Redis were not all dropped; they expire after redis.maxTtl",
+				zap.Uint64("chain", id), zap.Int("dropped", n), zap.String("error", err.Error()))
+		}
+	}
 	routes = append(routes,
 		&proxy.Route{Name: "token", Method: http.MethodGet, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}/{tokenId}", REST: md.TokenHandler()},
 		&proxy.Route{Name: "contract", Method: http.MethodGet, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}", REST: md.ContractHandler()},
@@ -229,7 +247,8 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return fmt.Errorf("admin listen %s: %w", cfg.Admin.Listen, err)
 	}
 	// ReadTimeout bounds the bodies of the admin product API as well as the headers.
-	admin := &http.Server{Handler: adminMux(reg, ups, leases, catalog.AdminHandler(), clientsAdmin), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+	admin := &http.Server{Handler: adminMux(adminDeps{reg: reg, ups: ups, db: db, readyTimeout: cfg.Admin.ReadyTimeout, redis: rc, leases: leases,
+		products: catalog.AdminHandler(), clients: clientsAdmin}), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
@@ -264,8 +283,9 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	return nil
 }
 
-// buildRoutes compiles the stage chains of the public routes, once.
-func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set, signer *sign.Stage, db *store.DB) ([]*proxy.Route, *cache.Stage, error) {
+// buildRoutes compiles the stage chains of the public routes, once. cacheDeps brings the
+// response cache's shared level (Redis and the chains it holds).
+func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set, signer *sign.Stage, db *store.DB, cacheDeps cache.Deps) ([]*proxy.Route, *cache.Stage, error) {
 	tokens, err := auth.NewStaticTokens(cfg.Auth.Tokens)
 	if err != nil {
 		return nil, nil, err
@@ -286,12 +306,14 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 	if err != nil {
 		return nil, nil, err
 	}
-	cacheStage, err := cache.New(cfg.Cache, cache.Deps{Registry: reg, Head: func(id uint64) uint64 {
+	cacheDeps.Registry = reg
+	cacheDeps.Head = func(id uint64) uint64 {
 		if p, ok := ups.Pool(id); ok {
 			return p.Head()
 		}
 		return 0
-	}})
+	}
+	cacheStage, err := cache.New(cfg.Cache, cacheDeps)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -316,36 +338,81 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 	return routes, cacheStage, nil
 }
 
+// adminDeps are what the admin listener serves from.
+type adminDeps struct {
+	reg               *prometheus.Registry
+	ups               *upstreams.Set
+	db                *store.DB
+	readyTimeout      time.Duration
+	redis             *redisx.Client // nil: no Redis configured
+	leases            *lease.Leases
+	products, clients http.Handler
+}
+
 // adminMux serves /metrics, /healthz (the process is up), /readyz (every chain has a
-// healthy upstream), /leases (the leases this replica holds), the admin product API and the
-// OAuth client admin API.
-func adminMux(reg *prometheus.Registry, ups *upstreams.Set, leases *lease.Leases, productsAdmin, clientsAdmin http.Handler) http.Handler {
+// healthy upstream and the store answers), /leases (the leases this replica holds), the admin
+// product API and the OAuth client admin API.
+//
+// /readyz also says, when Redis is configured, whether it is in use. A Redis outage leaves
+// the replica ready (200): it serves from its local caches and the upstreams, and taking
+// every replica out of the load balancer because their shared cache is down would turn a
+// slower service into none. A store that does not answer within admin.readyTimeout makes it
+// unready (503): every account, nonce and transaction lives there.
+func adminMux(d adminDeps) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /leases", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(struct {
 			Replica string       `json:"replica"`
 			Leases  []lease.Held `json:"leases"`
-		}{leases.Replica(), leases.HeldLeases()})
+		}{d.leases.Replica(), d.leases.HeldLeases()})
 	})
-	mux.Handle(products.AdminPath, productsAdmin)
-	mux.Handle(products.AdminPath+"/", productsAdmin)
-	mux.Handle(auth.ClientsAdminPath+"/", clientsAdmin)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle(products.AdminPath, d.products)
+	mux.Handle(products.AdminPath+"/", d.products)
+	mux.Handle(auth.ClientsAdminPath+"/", d.clients)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`)
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		if err := ups.Ready(); err != nil {
+		redis := ""
+		switch {
+		case d.redis == nil:
+		case d.redis.Up():
+			redis = `,"redis":"up"`
+		default:
+			redis = `,"redis":"down: serving from local caches"`
+		}
+		err := d.ups.Ready()
+		if err == nil {
+			ctx, cancel := context.WithTimeout(r.Context(), d.readyTimeout)
+			err = d.db.Ping(ctx)
+			cancel()
+		}
+		if err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = fmt.Fprintf(w, `{"status":"unavailable","reason":%q}`, err.Error())
+			_, _ = fmt.Fprintf(w, `{"status":"unavailable","reason":%q%s}`, err.Error(), redis)
 			return
 		}
-		_, _ = io.WriteString(w, `{"status":"ok"}`)
+		_, _ = io.WriteString(w, `{"status":"ok"`+redis+`}`)
 	})
 	return mux
+}
+
+// sharedChains reports whether a chain's cached answers and metadata records may go to
+// Redis, which the replicas share: not those of a chain served by the embedded dev chain,
+// which is this process's own (another replica's dev chain has the same id and other blocks,
+// and it starts over at every start).
+func sharedChains(cfg *config.Config) func(uint64) bool {
+	private := map[uint64]bool{}
+	for _, ch := range cfg.Upstreams.Chains {
+		if slices.Contains(ch.URLs, "embedded") {
+			private[ch.ChainID] = true
+		}
+	}
+	return func(id uint64) bool { return !private[id] }
 }
 
 // openKeys opens the keystore (the directory, or db with wallet.keys.backend store).

@@ -27,12 +27,19 @@
 //	(i) ingest: a fresh web3gate indexing 1,000,000 NFT transfers from an anvil node, logs/s
 //	(o) GET /v1/owners over that index: each kind of query, and a mix, at concurrency 1
 //
+// and the replicas' shared cache (redis.go):
+//
+//	(r) a cached eth_getBlockByHash through a web3gate whose local cache is off
+//	    (cache.local: false) and whose Redis (a private redis-server) holds the answer, against
+//	    (b) measured in the same rounds
+//
 // Targets: throughput b/a ≥ 0.85, d/c ≥ 0.60, h/b ≥ 0.80, and the p50 latency at concurrency 1 that web3gate
 // adds in front of anvil (d − c) ≤ 50 µs; (f) ≥ 5,000 signatures/s and (g) ≥ 1,000 sends/s on
-// the machine; (p) p99 ≤ 5 ms; (i) ≥ 50,000 logs/s and (o) p99 ≤ 5 ms. It is a measurement, not a test: it exits 0 whether the targets are met or not,
+// the machine; (p) p99 ≤ 5 ms; (i) ≥ 50,000 logs/s and (o) p99 ≤ 5 ms; r/b ≥ 0.5. It is a measurement, not a test: it exits 0 whether the targets are met or not,
 // and 1 when something could not run, the load got errors, or (g)'s nonces do not add up.
 // -only proxy measures (a)-(e) alone, -only signing (f), (g) and (g') alone, -only products (p) alone,
-// -only owners (i) and (o) alone.
+// -only owners (i) and (o) alone, -only redis (b) and (r) alone (redis-server from Debian's
+// redis-server package).
 //
 // Every server runs as a child process on free 127.0.0.1 ports, built from this module
 // (web3gate with `go build .`, bench/bare), anvil from `npm ci --prefix e2e`; the load is
@@ -78,7 +85,7 @@ type options struct {
 	rounds, threads, conns        int
 	pin, forwarder                bool
 	src                           string
-	only                          string   // "", "proxy", "signing", "products" or "owners"
+	only                          string   // "", "proxy", "signing", "products", "owners" or "redis"
 	signTargets                   []string // the signing measurements to run; none: all
 	postgres                      string   // admin connection string of (f2) and (g2)'s PostgreSQL
 }
@@ -114,7 +121,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.postgres, "postgres", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
 		"PostgreSQL of (f2) and (g2): a connection string of an existing database, from which each of their rounds creates a database of its own (CREATE DATABASE) and drops it after")
 	signTargets := fs.String("sign-targets", "", `the signing measurements to run, comma separated (of f, g, g', f2, g2); empty: all`)
-	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f), (g) and (g'), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index`)
+	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f), (g), (g'), (f2) and (g2), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index; "redis": only (b) and (r), a read answered by Redis`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -134,8 +141,8 @@ func parseFlags(args []string) (options, error) {
 	if o.rounds < 1 || o.threads < 1 || o.conns < o.threads {
 		return o, errors.New("-rounds and -threads must be at least 1, -connections at least -threads")
 	}
-	if o.only != "" && o.only != "proxy" && o.only != "signing" && o.only != "products" && o.only != "owners" {
-		return o, fmt.Errorf(`-only %q: must be "proxy", "signing", "products" or "owners"`, o.only)
+	if o.only != "" && !slices.Contains([]string{"proxy", "signing", "products", "owners", "redis"}, o.only) {
+		return o, fmt.Errorf(`-only %q: must be "proxy", "signing", "products", "owners" or "redis"`, o.only)
 	}
 	if *signTargets != "" {
 		for _, k := range strings.Split(*signTargets, ",") {
@@ -218,7 +225,7 @@ func run(args []string) (err error) {
 
 	info := collectInfo(root, src, wrkVersion, anvilBin)
 	web3gateBin, bareBin := filepath.Join(tmp, "web3gate"), filepath.Join(tmp, "bare")
-	if o.only == "signing" || o.only == "products" || o.only == "owners" {
+	if o.only != "" && o.only != "proxy" {
 		fmt.Printf("building web3gate (%s)...\n", src)
 	} else {
 		fmt.Printf("building web3gate (%s) and bench/bare...\n", src)
@@ -286,11 +293,22 @@ func run(args []string) (err error) {
 			return err
 		}
 	}
+	var shared *redisRun
+	if o.only == "" || o.only == "redis" {
+		shared, err = measureRedis(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin}, anvilBin)
+		if err != nil {
+			return err
+		}
+		if _, err := cs.stopAll(); err != nil {
+			return err
+		}
+	}
 	report(os.Stdout, info, cfg, targets, rounds, specs, signRounds)
 	reportProducts(os.Stdout, cfg, prods)
 	reportOwners(os.Stdout, cfg, owns)
+	shared.report(os.Stdout, cfg)
 	var bad []string
-	for _, b := range []string{failures(rounds), signFailures(signRounds), productsFailures(prods), ownersFailures(owns)} {
+	for _, b := range []string{failures(rounds), signFailures(signRounds), productsFailures(prods), ownersFailures(owns), shared.failures()} {
 		if b != "" {
 			bad = append(bad, b)
 		}

@@ -380,11 +380,15 @@ type counters struct {
 	upstream map[string]float64 // web3gate_upstream_requests_total by outcome
 	// methods is web3gate_rpc_requests_total by method and code, keyed "method code".
 	methods map[string]float64
+	// upstreamMethods is web3gate_upstream_requests_total by method, every outcome.
+	upstreamMethods map[string]float64
+	// redisLookups is web3gate_cache_redis_lookups_total by result, every method.
+	redisLookups map[string]float64
 }
 
 // scrape reads the counters from web3gate's /metrics.
 func scrape(admin string) (counters, error) {
-	c := counters{calls: map[string]float64{}, rest: map[string]float64{}, upstream: map[string]float64{}, methods: map[string]float64{}}
+	c := newCounters()
 	resp, err := probeClient.Get(admin + "/metrics")
 	if err != nil {
 		return c, fmt.Errorf("scrape %s/metrics: %w", admin, err)
@@ -407,6 +411,8 @@ func scrape(admin string) (counters, error) {
 			dst, label = c.upstream, "outcome"
 		case strings.HasPrefix(line, "web3gate_rest_requests_total{"):
 			dst, label = c.rest, "status"
+		case strings.HasPrefix(line, "web3gate_cache_redis_lookups_total{"):
+			dst, label = c.redisLookups, "result"
 		default:
 			continue
 		}
@@ -418,6 +424,9 @@ func scrape(admin string) (counters, error) {
 		dst[labelValue(line[:i], label)] += v
 		if label == "code" {
 			c.methods[labelValue(line[:i], "method")+" "+labelValue(line[:i], "code")] += v
+		}
+		if label == "outcome" {
+			c.upstreamMethods[labelValue(line[:i], "method")] += v
 		}
 	}
 	return c, nil
@@ -433,9 +442,23 @@ func labelValue(series, label string) string {
 	return v
 }
 
+func newCounters() counters {
+	return counters{calls: map[string]float64{}, rest: map[string]float64{}, upstream: map[string]float64{}, methods: map[string]float64{},
+		upstreamMethods: map[string]float64{}, redisLookups: map[string]float64{}}
+}
+
 // sub returns c − before, keeping the keys that changed.
 func (c counters) sub(before counters) counters {
-	d := counters{calls: map[string]float64{}, rest: map[string]float64{}, upstream: map[string]float64{}, methods: map[string]float64{}}
+	d := newCounters()
+	for _, m := range []struct{ d, c, b map[string]float64 }{
+		{d.upstreamMethods, c.upstreamMethods, before.upstreamMethods}, {d.redisLookups, c.redisLookups, before.redisLookups},
+	} {
+		for k, v := range m.c {
+			if n := v - m.b[k]; n != 0 {
+				m.d[k] = n
+			}
+		}
+	}
 	for k, v := range c.methods {
 		if n := v - before.methods[k]; n != 0 {
 			d.methods[k] = n

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/internal/redisx"
 	"github.com/web3gate/web3gate/lease"
 	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/middleware/auth"
@@ -45,6 +46,7 @@ type Config struct {
 	Owners    owners.Config     `yaml:"owners"`
 	Products  products.Config   `yaml:"products"`
 	Cluster   lease.Config      `yaml:"cluster"`
+	Redis     redisx.Config     `yaml:"redis"`
 }
 
 // LogConfig is the `log:` section.
@@ -66,6 +68,8 @@ func Default() Config {
 	c.Upstreams = upstreams.DefaultConfig()
 	c.Cache.Enabled = true
 	c.Cache.Coalesce = true
+	c.Cache.Local = true
+	c.Redis.MaxFlushDelay = redisx.DefaultMaxFlushDelay
 	return c
 }
 
@@ -115,6 +119,7 @@ func (c *Config) SetDefaults() {
 	c.Owners.SetDefaults()
 	c.Products.SetDefaults()
 	c.Cluster.SetDefaults()
+	c.Redis.SetDefaults()
 }
 
 // ValidationError lists every problem found, each naming its key path.
@@ -161,6 +166,7 @@ func (c *Config) Validate() error {
 	add("owners", c.Owners.Validate(c.Upstreams.Chains))
 	add("products", c.Products.Validate())
 	add("cluster", c.Cluster.Validate())
+	add("redis", c.Redis.Validate())
 	problems = append(problems, c.crossCheck()...)
 	if len(problems) > 0 {
 		return &ValidationError{Problems: problems}
@@ -198,6 +204,9 @@ func (c *Config) crossCheck() []string {
 				problems = append(problems, fmt.Sprintf("routing.extraNamespaces[%d]: %s is refused while the embedded dev chain runs: its in-process node would act on the web3gate process itself", i, ns))
 			}
 		}
+	}
+	if c.Cache.Enabled && !c.Cache.Local && !c.Redis.Enabled() {
+		problems = append(problems, "cache.local: false needs redis.url (with neither level nothing is cached; to cache nothing set cache.enabled: false)")
 	}
 	if mainnetEmbedded {
 		return problems

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestShippedConfigLoads(t *testing.T) {
@@ -49,6 +50,42 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+func TestRedisDefaultsOff(t *testing.T) {
+	c, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Redis.Enabled() || c.Redis.KeyPrefix != "web3gate:" || !c.Cache.Local || c.Cache.MaxEntryBytes != 4<<20 {
+		t.Fatalf("redis and cache defaults: %+v %+v", c.Redis, c.Cache)
+	}
+	if c.Redis.MaxFlushDelay != 100*time.Microsecond {
+		t.Fatalf("maxFlushDelay %v", c.Redis.MaxFlushDelay)
+	}
+	c, err = Parse([]byte(minimal + "redis: {url: 'redis://127.0.0.1:6379/0', maxFlushDelay: 0s}\ncache: {local: false}\n"))
+	if err != nil || !c.Redis.Enabled() || c.Cache.Local || c.Redis.MaxFlushDelay != 0 {
+		t.Fatalf("redis on, local level off, writes at once: %v", err)
+	}
+}
+
+// TestRedisPasswordFromEnvNeverInErrors: the password comes from the environment; a URL
+// the loader refuses is reported without it.
+func TestRedisPasswordFromEnvNeverInErrors(t *testing.T) {
+	t.Setenv("W3G_TEST_REDIS_PASSWORD", "Sup3rSecretValue")
+	for _, u := range []string{"redis://:${W3G_TEST_REDIS_PASSWORD}@127.0.0.1:bad", "redis://:${W3G_TEST_REDIS_PASSWORD}/x@127.0.0.1"} {
+		_, err := Parse([]byte(minimal + "redis: {url: '" + u + "'}\n"))
+		if err == nil || !strings.Contains(err.Error(), "redis.url: ") {
+			t.Fatalf("%s: %v", u, err)
+		}
+		if strings.Contains(err.Error(), "Sup3r") {
+			t.Fatalf("the error shows the password: %v", err)
+		}
+	}
+	c, err := Parse([]byte(minimal + "redis: {url: 'redis://:${W3G_TEST_REDIS_PASSWORD}@127.0.0.1:6379'}\n"))
+	if err != nil || c.Redis.URL != "redis://:Sup3rSecretValue@127.0.0.1:6379" {
+		t.Fatalf("expanded: %v", err)
+	}
+}
+
 func TestEnvExpansion(t *testing.T) {
 	t.Setenv("W3G_TEST_URL", "http://127.0.0.1:2/")
 	c, err := Parse([]byte(strings.Replace(minimal, "http://127.0.0.1:1/", "${W3G_TEST_URL}", 1) + "log: {level: ${W3G_TEST_LEVEL:-warn}}\n# ${NOT_SET_BUT_A_COMMENT}\n"))
@@ -86,6 +123,10 @@ func TestRejects(t *testing.T) {
 			`cluster.replicaId: must be 1 to 63 letters`, "cluster.leaseTimeout: must be at least 1s", "cluster.leaseCheckInterval: must be at most leaseTimeout/4",
 		}},
 		{"personal namespace", minimal + "routing: {extraNamespaces: [personal]}\n", []string{"routing.extraNamespaces[0]: personal holds signing methods"}},
+		{"redis keys", minimal + "redis: {url: 'http://127.0.0.1:6379', timeout: 1m, poolSize: 3}\n", []string{
+			"redis.url: the scheme must be redis or rediss", "redis.timeout: must be from 1ms to 5s", "redis.poolSize: must be 0 (one connection per 4 CPUs) or a power of two"}},
+		{"cache without a level", minimal + "cache: {local: false}\n", []string{"cache.local: false needs redis.url"}},
+		{"cache entry bound", minimal + "cache: {maxEntryBytes: 100}\n", []string{"cache.maxEntryBytes: must be from 1024 to maxBytes"}},
 		{"dev token with real mainnet", strings.Replace(minimal, "clients: [{id: c1}]", "clients: [{id: web3gate-dev}]\n  tokens: [{sha256: b1e46dbebcf3fa8cd6338efbcd8a0e6d8a4efe3e802280151c1bad9eea00a361, principal: dev}]", 1), []string{
 			`auth.tokens[0]: the dev token "dev-access-token" is accepted only while the embedded dev chain serves mainnet`,
 			`auth.clients[0]: the dev client id "web3gate-dev" is accepted only while the embedded dev chain serves mainnet`,

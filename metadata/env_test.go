@@ -114,6 +114,8 @@ type env struct {
 	gateway *docServer
 	batches atomic.Int64
 	chainID uint64
+	// pool is the dev chain's upstream pool, for Services besides svc.
+	pool func(uint64) (Chain, bool)
 }
 
 func newEnv(t *testing.T, mutate func(*Config)) *env {
@@ -137,6 +139,13 @@ func newEnv(t *testing.T, mutate func(*Config)) *env {
 	}
 	ups.Start(ctx)
 	t.Cleanup(ups.Close)
+	e.pool = func(id uint64) (Chain, bool) {
+		p, ok := ups.Pool(id)
+		if !ok {
+			return nil, false
+		}
+		return p, true
+	}
 	for ups.Ready() != nil {
 		if ctx.Err() != nil {
 			t.Fatal("upstream pool never became ready")

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/web3gate/web3gate/internal/redisx"
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
@@ -31,6 +32,12 @@ type Deps struct {
 	Registry prometheus.Registerer
 	Logger   *zap.Logger
 	Now      func() time.Time // nil: time.Now
+	// Redis is the second level, shared by the replicas, between memory and the store; nil:
+	// none.
+	Redis *redisx.Client
+	// Shared reports whether a chain's records go to Redis: false for a chain only this
+	// process serves (the embedded dev chain). nil: every chain.
+	Shared func(chainID uint64) bool
 }
 
 // Service answers the /v1/tokens routes: chain reads through the upstream pools, documents
@@ -42,6 +49,8 @@ type Service struct {
 	resolver *Resolver
 	fetcher  *Fetcher
 	mem      *ristretto.Cache[string, *entry]
+	redis    *redisx.Client // nil: no shared level
+	shared   func(uint64) bool
 	flight   singleflight.Group
 	log      *zap.Logger
 	now      func() time.Time
@@ -88,6 +97,8 @@ func New(cfg Config, deps Deps) (*Service, error) {
 		resolver: NewResolver(fetcher, cfg.IPFSGateways, cfg.ArweaveGateway, cfg.Fetcher.MaxBytes),
 		fetcher:  fetcher,
 		mem:      mem,
+		redis:    deps.Redis,
+		shared:   deps.Shared,
 		log:      deps.Logger,
 		now:      deps.Now,
 		metrics:  newMetrics(deps.Registry),
@@ -98,6 +109,9 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.shared == nil {
+		s.shared = func(uint64) bool { return true }
 	}
 	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
 	return s, nil
@@ -111,10 +125,10 @@ func (s *Service) Close() {
 	s.fetcher.CloseIdleConnections()
 }
 
-// ForgetChain drops every record of chainID, from the store (memory holds none yet: it is
-// called at start). It is called for a chain that started over (a new genesis; the embedded
-// dev chain at every start): the records of the previous chain describe contracts that no
-// longer exist.
+// ForgetChain drops every record of chainID, from the store and Redis (memory holds none
+// yet: it is called at start). It is called for a chain that started over (a new genesis;
+// the embedded dev chain at every start): the records of the previous chain describe
+// contracts that no longer exist. Redis failing is logged, not returned: its entries expire.
 func (s *Service) ForgetChain(ctx context.Context, chainID uint64) error {
 	var n int64
 	err := s.db.Write(ctx, func(tx *store.Tx) error {
@@ -124,6 +138,15 @@ func (s *Service) ForgetChain(ctx context.Context, chainID uint64) error {
 	})
 	if err == nil && n > 0 {
 		s.log.Info("dropped the metadata records of the chain's previous genesis", zap.Uint64("chain", chainID), zap.Int64("records", n))
+	}
+	if err == nil && s.redis != nil && s.shared(chainID) {
+		pattern := s.redis.KeyPrefix() + "md:" + strconv.FormatUint(chainID, 10) + "/*"
+		if k, rerr := s.redis.DeleteMatching(ctx, pattern); rerr != nil {
+			s.log.Warn("the chain's metadata records in Redis were not all dropped; they expire after redis.maxTtl",
+				zap.Uint64("chain", chainID), zap.Int("dropped", k), zap.String("error", rerr.Error()))
+		} else if k > 0 {
+			s.log.Info("dropped the metadata records of the chain's previous genesis from Redis", zap.Uint64("chain", chainID), zap.Int("records", k))
+		}
 	}
 	return err
 }
@@ -309,8 +332,16 @@ func (s *Service) backoff(n int) time.Duration {
 	return min(d, s.cfg.MaxFailureBackoff)
 }
 
-// stored returns the record of it from the store (then kept in memory), else nil.
+// stored returns the record of it from Redis or else the store (then kept in memory, and a
+// record from the store in Redis too), else nil.
 func (s *Service) stored(ctx context.Context, it item, key string) (*entry, error) {
+	shared := s.redis != nil && s.shared(it.chainID)
+	if shared {
+		if e := s.sharedGet(it, key); e != nil {
+			s.mem.Set(key, e, e.cost(key))
+			return e, nil
+		}
+	}
 	var rec *store.MetadataRecord
 	err := s.db.Read(ctx, func(tx *store.Tx) error {
 		var err error
@@ -325,6 +356,9 @@ func (s *Service) stored(ctx context.Context, it item, key string) (*entry, erro
 	}
 	e := newEntry(it, rec.Body, rec.UpdatedAt, rec.Failures)
 	s.mem.Set(key, e, e.cost(key))
+	if shared {
+		s.sharedSet(it, key, e)
+	}
 	return e, nil
 }
 
@@ -422,6 +456,9 @@ func (s *Service) fetch(ctx context.Context, it item, key string, prev *entry) (
 		return nil, err
 	}
 	s.mem.Set(key, e, e.cost(key))
+	if s.redis != nil && s.shared(it.chainID) {
+		s.sharedSet(it, key, e)
+	}
 	if it.id != nil {
 		s.mem.Del(it.addressKey()) // the address holds this token: whatever 404 it had is over
 	}
@@ -437,6 +474,9 @@ func (s *Service) forget(ctx context.Context, it item, key string) {
 	})
 	if err != nil {
 		s.log.Warn("forget metadata record", zap.String("item", key), zap.Error(err))
+	}
+	if s.redis != nil && s.shared(it.chainID) {
+		s.redis.Del(s.redisKey(key))
 	}
 }
 

@@ -1,112 +1,59 @@
 package testengine
 
 import (
-	"context"
-	"fmt"
-	"net"
-	"runtime"
-	"strings"
 	"testing"
-
-	"github.com/redis/go-redis/v9"
+	"time"
 )
 
-// TestRedis: the keys a test writes under its prefix are gone after it, more than one SCAN
-// page of them; a key outside the prefix is left alone; two tests get different prefixes.
+// TestRedis: the keys under a test's prefix exist while it runs and are gone after; keys
+// outside it are left alone.
 func TestRedis(t *testing.T) {
-	ctx := context.Background()
-	addr := RedisAddr()
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer func() { _ = c.Close() }()
-	outside := "w3g_test_outside:" + randomHex(8)
-	if err := c.Set(ctx, outside, "kept", 0).Err(); err != nil {
+	var prefix string
+	outside := "w3g-testengine-outside-" + randomHex(4)
+	if _, err := RedisCommand(RedisAddr(), "SET", outside, "x", "EX", "60"); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Del(ctx, outside)
-
-	const n = 2500
-	var prefixes []string
-	for i := range 2 {
-		t.Run(fmt.Sprint("use", i), func(t *testing.T) {
-			gotAddr, prefix := Redis(t)
-			if gotAddr != addr {
-				t.Fatalf("addr %q, want %q", gotAddr, addr)
-			}
-			prefixes = append(prefixes, prefix)
-			pipe := c.Pipeline()
-			for k := range n {
-				pipe.Set(ctx, fmt.Sprintf("%s%d", prefix, k), k, 0)
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
+	defer RedisCommand(RedisAddr(), "DEL", outside)
+	t.Run("use", func(t *testing.T) {
+		_, prefix = Redis(t)
+		for _, k := range []string{"a", "b:c"} {
+			if _, err := RedisCommand(RedisAddr(), "SET", prefix+k, "v"); err != nil {
 				t.Fatal(err)
 			}
-			if got := countKeys(t, c, prefix); got != n {
-				t.Fatalf("%d keys under %s, want %d", got, prefix, n)
-			}
-		})
-	}
-	if len(prefixes) != 2 || prefixes[0] == prefixes[1] {
-		t.Fatalf("prefixes %q: want two different ones", prefixes)
-	}
-	for _, p := range prefixes {
-		if got := countKeys(t, c, p); got != 0 {
-			t.Errorf("%d keys under %s after its test, want 0", got, p)
 		}
+	})
+	if keys, err := RedisKeys(RedisAddr(), prefix); err != nil || len(keys) != 0 {
+		t.Fatalf("left after the test: %v %v", keys, err)
 	}
-	if v, err := c.Get(ctx, outside).Result(); err != nil || v != "kept" {
-		t.Errorf("key outside the prefixes: %q, %v; want it kept", v, err)
+	if line, err := RedisCommand(RedisAddr(), "EXISTS", outside); err != nil || line != ":1" {
+		t.Fatalf("a key outside the prefix: %q %v", line, err)
+	}
+	if err := DeleteRedisPrefix(RedisAddr(), "w3g:"); err == nil {
+		t.Fatal("a broad prefix was accepted for deletion")
 	}
 }
 
-func countKeys(t *testing.T, c *redis.Client, prefix string) int {
-	t.Helper()
-	n := 0
-	iter := c.Scan(context.Background(), 0, prefix+"*", 1000).Iterator()
-	for iter.Next(context.Background()) {
-		n++
-	}
-	if err := iter.Err(); err != nil {
+// TestPrivateRedis: killed, it answers nothing; restarted on its port, empty; stalled, it
+// answers once the sleep is over.
+func TestPrivateRedis(t *testing.T) {
+	s := PrivateRedis(t)
+	if _, err := RedisCommand(s.Addr(), "SET", "k", "v"); err != nil {
 		t.Fatal(err)
 	}
-	return n
-}
-
-// fatalRecorder is a testing.TB whose Fatalf records the message and ends the goroutine, as
-// the real one does, so that a test can check what Redis says when it fails.
-type fatalRecorder struct {
-	testing.TB
-	msg string
-}
-
-func (r *fatalRecorder) Helper() {}
-
-func (r *fatalRecorder) Fatalf(format string, args ...any) {
-	r.msg = fmt.Sprintf(format, args...)
-	runtime.Goexit()
-}
-
-// TestRedisUnreachable: no Redis at WEB3GATE_TEST_REDIS fails the test with the address and
-// what to do, instead of skipping it.
-func TestRedisUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	s.Kill()
+	if _, err := RedisCommand(s.Addr(), "PING"); err == nil {
+		t.Fatal("answers after the kill")
 	}
-	closed := l.Addr().String()
-	_ = l.Close()
-	t.Setenv("WEB3GATE_TEST_REDIS", closed)
-
-	rec := &fatalRecorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Redis(rec)
-		t.Error("Redis returned with no Redis at its address")
-	}()
-	<-done
-	for _, want := range []string{"Redis at " + closed + " is not reachable", "WEB3GATE_TEST_REDIS", "make test"} {
-		if !strings.Contains(rec.msg, want) {
-			t.Errorf("failure %q does not say %q", rec.msg, want)
-		}
+	s.Restart()
+	if line, err := RedisCommand(s.Addr(), "EXISTS", "k"); err != nil || line != ":0" {
+		t.Fatalf("after the restart: %q %v", line, err)
+	}
+	over := s.Stall(time.Second)
+	if _, err := redisCommand(s.Addr(), 100*time.Millisecond, "PING"); err == nil {
+		t.Fatal("answers while stalled")
+	}
+	<-over
+	if _, err := RedisCommand(s.Addr(), "PING"); err != nil {
+		t.Fatalf("after the stall: %v", err)
 	}
 }

@@ -1,9 +1,11 @@
 // Package cache is the response-cache stage: an allow-list of methods whose answers are
 // immutable once they exist (by-hash lookups), kept in ristretto and aware of finality, plus
-// coalescing of identical read calls in flight at once.
+// coalescing of identical read calls in flight at once. With Redis configured, Redis is the
+// second level that the replicas share (shared.go).
 package cache
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"time"
@@ -15,17 +17,23 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/web3gate/web3gate/internal/defaults"
+	"github.com/web3gate/web3gate/internal/redisx"
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
 
 // Config is the `cache:` section.
 type Config struct {
-	Enabled        bool          `yaml:"enabled"`
+	Enabled bool `yaml:"enabled"`
+	// Local keeps answers in process (ristretto, MaxBytes). false: no in-process level, every
+	// lookup asks Redis (redis.url must be set).
+	Local          bool          `yaml:"local"`
 	MaxBytes       int64         `yaml:"maxBytes"`
 	FinalityDepth  uint64        `yaml:"finalityDepth"`
 	UnfinalizedTTL time.Duration `yaml:"unfinalizedTtl"`
 	Coalesce       bool          `yaml:"coalesce"`
+	// MaxEntryBytes: a larger answer is cached at neither level. Default 4 MiB.
+	MaxEntryBytes int64 `yaml:"maxEntryBytes"`
 }
 
 // SetDefaults fills unset fields with their defaults.
@@ -33,6 +41,7 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.MaxBytes, 64<<20)
 	defaults.Set(&c.FinalityDepth, 12)
 	defaults.Set(&c.UnfinalizedTTL, 2*time.Second)
+	defaults.Set(&c.MaxEntryBytes, 4<<20)
 }
 
 // Validate checks c; each message names its key within the section.
@@ -40,6 +49,9 @@ func (c *Config) Validate() error {
 	var errs []error
 	if c.MaxBytes < 1<<20 {
 		errs = append(errs, errors.New("maxBytes: must be at least 1048576 (1 MiB)"))
+	}
+	if c.MaxEntryBytes < 1<<10 || c.MaxEntryBytes > c.MaxBytes {
+		errs = append(errs, errors.New("maxEntryBytes: must be from 1024 to maxBytes"))
 	}
 	if c.UnfinalizedTTL < 0 {
 		errs = append(errs, errors.New("unfinalizedTtl: must not be negative"))
@@ -52,6 +64,11 @@ type Deps struct {
 	Registry prometheus.Registerer
 	// Head returns the best known head block of a chain, for finality decisions.
 	Head func(chainID uint64) uint64
+	// Redis is the second level shared by the replicas; nil: none.
+	Redis *redisx.Client
+	// Shared reports whether a chain's answers go to Redis: false for a chain only this
+	// process serves (the embedded dev chain). nil: every chain.
+	Shared func(chainID uint64) bool
 }
 
 // policy decides, from a non-error result, whether to cache it and for how long
@@ -89,11 +106,14 @@ var coalesced = map[string]bool{
 type Stage struct {
 	cfg    Config
 	head   func(uint64) uint64
-	cache  *ristretto.Cache[string, []byte]
+	cache  *ristretto.Cache[string, []byte] // nil: no local level
+	redis  *redisx.Client                   // nil: no shared level
+	shared func(uint64) bool
 	flight singleflight.Group
 
-	lookups   *prometheus.CounterVec
-	coalesces prometheus.Counter
+	lookups      *prometheus.CounterVec
+	redisLookups *prometheus.CounterVec
+	coalesces    prometheus.Counter
 }
 
 var _ proxy.Stage = (*Stage)(nil)
@@ -103,8 +123,14 @@ func New(cfg Config, deps Deps) (*Stage, error) {
 	if deps.Registry == nil || deps.Head == nil {
 		return nil, errors.New("cache: registry and head are required")
 	}
-	s := &Stage{cfg: cfg, head: deps.Head}
+	s := &Stage{cfg: cfg, head: deps.Head, shared: deps.Shared}
 	if cfg.Enabled {
+		s.redis = deps.Redis
+	}
+	if s.shared == nil {
+		s.shared = func(uint64) bool { return true }
+	}
+	if cfg.Enabled && cfg.Local {
 		c, err := ristretto.NewCache(&ristretto.Config[string, []byte]{
 			NumCounters: max(cfg.MaxBytes/100, 1000), // ~10x the entries expected at ~1 KiB each
 			MaxCost:     cfg.MaxBytes,
@@ -120,6 +146,10 @@ func New(cfg Config, deps Deps) (*Stage, error) {
 		Name: "web3gate_cache_lookups_total",
 		Help: "Response cache lookups of cacheable methods, by method and result (hit or miss).",
 	}, []string{"method", "result"})
+	s.redisLookups = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "web3gate_cache_redis_lookups_total",
+		Help: "Response cache lookups in Redis (after a local miss), by method and result: hit, miss, error (failed or timed out), skipped (Redis marked down), invalid (not an entry of this version).",
+	}, []string{"method", "result"})
 	s.coalesces = f.NewCounter(prometheus.CounterOpts{
 		Name: "web3gate_cache_coalesced_total",
 		Help: "Calls answered by sharing an identical upstream request already in flight.",
@@ -134,11 +164,23 @@ func (s *Stage) Close() {
 	}
 }
 
-// Wait blocks until buffered cache writes are applied (ristretto applies them asynchronously).
+// Wait blocks until buffered cache writes are applied (ristretto applies them
+// asynchronously, Redis fills are sent in the background).
 func (s *Stage) Wait() {
 	if s.cache != nil {
 		s.cache.Wait()
 	}
+	s.redis.WaitWrites()
+}
+
+// ForgetChain removes chainID's answers from Redis: it is called at start for a chain that
+// started over (a new genesis), whose answers by hash may no longer hold. The local level
+// starts empty.
+func (s *Stage) ForgetChain(ctx context.Context, chainID uint64) (int, error) {
+	if s.redis == nil || !s.shared(chainID) {
+		return 0, nil
+	}
+	return s.redis.DeleteMatching(ctx, s.redis.KeyPrefix()+"rc:"+strconv.FormatUint(chainID, 10)+":*")
 }
 
 // Serve implements proxy.Stage.
@@ -157,27 +199,47 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 		}
 		s.lookups.WithLabelValues(label, "miss").Inc()
 	}
-	var (
-		resp *proxy.Response
-		err  error
-	)
-	if s.cfg.Coalesce && coalesced[m] {
-		var shared bool
-		var v any
-		v, err, shared = s.flight.Do(key, func() (any, error) { return next.Serve(c) })
+	if pol == nil || !s.cfg.Enabled {
+		pol = nil // coalesced only
+	}
+	shared := pol != nil && s.redis != nil && s.shared(c.ChainID)
+	// serve asks Redis, then the upstream, and fills both levels. Identical calls in flight
+	// share one run of it (one Redis lookup, one upstream request).
+	serve := func() (*proxy.Response, error) {
 		if shared {
-			s.coalesces.Inc()
+			if v, ttl, ok := s.sharedGet(c, label); ok {
+				s.fillLocal(key, v, ttl)
+				return &proxy.Response{Result: v}, nil
+			}
 		}
-		resp, _ = v.(*proxy.Response)
-	} else {
-		resp, err = next.Serve(c)
-	}
-	if err == nil && resp != nil && pol != nil && s.cache != nil {
+		resp, err := next.Serve(c)
+		if err != nil || resp == nil || pol == nil || int64(len(resp.Result)) > s.cfg.MaxEntryBytes {
+			return resp, err
+		}
 		if ok, ttl := pol(s, c.ChainID, resp.Result); ok {
-			s.cache.SetWithTTL(key, resp.Result, int64(len(key)+len(resp.Result)), ttl)
+			s.fillLocal(key, resp.Result, ttl)
+			if shared {
+				s.sharedSet(c, resp.Result, ttl)
+			}
 		}
+		return resp, nil
 	}
+	if !s.cfg.Coalesce || !coalesced[m] {
+		return serve()
+	}
+	v, err, dup := s.flight.Do(key, func() (any, error) { return serve() })
+	if dup {
+		s.coalesces.Inc()
+	}
+	resp, _ := v.(*proxy.Response)
 	return resp, err
+}
+
+// fillLocal keeps result under key in the local level for ttl (0: until evicted).
+func (s *Stage) fillLocal(key string, result []byte, ttl time.Duration) {
+	if s.cache != nil {
+		s.cache.SetWithTTL(key, result, int64(len(key)+len(result)), ttl)
+	}
 }
 
 // minedTTL caches a transaction or receipt once it has a block: forever when the block is

@@ -24,7 +24,7 @@ func (h *counting) Serve(*proxy.Call) (*proxy.Response, error) {
 }
 
 func newStage(t *testing.T, head uint64) *Stage {
-	cfg := Config{Enabled: true, Coalesce: true}
+	cfg := Config{Enabled: true, Local: true, Coalesce: true}
 	cfg.SetDefaults()
 	s, err := New(cfg, Deps{Registry: prometheus.NewRegistry(), Head: func(uint64) uint64 { return head }})
 	if err != nil {
