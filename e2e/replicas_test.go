@@ -24,8 +24,8 @@ import (
 	"github.com/web3gate/web3gate/internal/testengine"
 )
 
-// Several web3gate replicas on one PostgreSQL database, signing for one account whose key is
-// in the store: nonces handed out by any of them are one contiguous sequence, and whatever a
+// Several web3gate replicas on one PostgreSQL database (and one Redis), signing for one account
+// whose key is in the store: nonces handed out by any of them are one contiguous sequence, and whatever a
 // client was answered with a hash is mined.
 
 // replicaMaxConns is each test replica's store pool: the shared PostgreSQL serves 100
@@ -354,7 +354,16 @@ func TestReplicasSend(t *testing.T) {
 		total   = 1000
 		workers = 48
 	)
-	rs := startReplicas(t, 3, chainID, "{maxInFlight: 2000, pollInterval: 100ms, rebroadcastAfter: 2s}", "")
+	// The replicas share a Redis too (a prefix of the test's own on the shared one), as
+	// deployed: the second cache level must not change what a send gets.
+	redisURL, prefix := testengine.Redis(t)
+	rs := startReplicas(t, 3, chainID, "{maxInFlight: 2000, pollInterval: 100ms, rebroadcastAfter: 2s}",
+		fmt.Sprintf("redis: {url: %q, keyPrefix: %q}\n", redisURL, prefix))
+	for i, g := range rs.gws {
+		if up := metric(t, g, "web3gate_redis_up"); len(up) != 1 || !strings.HasSuffix(up[0], " 1") {
+			t.Fatalf("replica %d: Redis not up: %v", i, up)
+		}
+	}
 	var urls, chainURLs []string
 	for _, g := range rs.gws {
 		urls = append(urls, g.API+"/v1/web3/mainnet")
