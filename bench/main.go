@@ -85,7 +85,9 @@ type options struct {
 	rounds, threads, conns        int
 	pin, forwarder                bool
 	src                           string
-	only                          string // "", "proxy", "signing", "products", "owners" or "redis"
+	only                          string   // "", "proxy", "signing", "products", "owners" or "redis"
+	signTargets                   []string // the signing measurements to run; none: all
+	postgres                      string   // admin connection string of (f2) and (g2)'s PostgreSQL
 }
 
 func main() {
@@ -116,7 +118,10 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.forwarder, "forwarder", false, "also measure (e), a plain fasthttp forwarder (bench/bare -upstream) in front of the same anvil, one upstream request per call")
 	fs.StringVar(&o.src, "src", "", "web3gate module to build and measure (default: this module); e.g. a patched copy")
 	fs.DurationVar(&o.sendDuration, "send-duration", 10*time.Second, "measured load of (g) and (g'), the sustained eth_sendTransaction rate (whole seconds); (f) runs for -duration")
-	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f), (g) and (g'), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index; "redis": only (b) and (r), a read answered by Redis`)
+	fs.StringVar(&o.postgres, "postgres", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
+		"PostgreSQL of (f2) and (g2): a connection string of an existing database, from which each of their rounds creates a database of its own (CREATE DATABASE) and drops it after")
+	signTargets := fs.String("sign-targets", "", `the signing measurements to run, comma separated (of f, g, g', f2, g2); empty: all`)
+	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f), (g), (g'), (f2) and (g2), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index; "redis": only (b) and (r), a read answered by Redis`)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -138,6 +143,14 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.only != "" && !slices.Contains([]string{"proxy", "signing", "products", "owners", "redis"}, o.only) {
 		return o, fmt.Errorf(`-only %q: must be "proxy", "signing", "products", "owners" or "redis"`, o.only)
+	}
+	if *signTargets != "" {
+		for _, k := range strings.Split(*signTargets, ",") {
+			if !slices.Contains(signKeys, k) {
+				return o, fmt.Errorf("-sign-targets: %q is not one of %s", k, strings.Join(signKeys, ", "))
+			}
+			o.signTargets = append(o.signTargets, k)
+		}
 	}
 	if o.forwarder && o.only != "" && o.only != "proxy" {
 		return o, fmt.Errorf("-forwarder is a proxy target: it does not go with -only %s", o.only)
@@ -264,7 +277,7 @@ func run(args []string) (err error) {
 				return err
 			}
 		}
-		if signRounds, err = measureSigning(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin}, specs); err != nil {
+		if signRounds, err = measureSigning(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin, postgres: o.postgres}, specs); err != nil {
 			return err
 		}
 	}

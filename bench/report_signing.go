@@ -29,10 +29,18 @@ func signHeader(tw io.Writer, cfg runConfig, specs []*signSpec) {
 			set = append(set, s[0]+" "+s[1])
 		}
 		what := "the same body every call, each taking its own nonce"
-		if sp.t.key == "g'" {
+		if sp.postgres {
+			what = fmt.Sprintf("as (%s), the store a fresh PostgreSQL database per round (CREATE DATABASE, dropped after; maxConns %d per replica)", strings.TrimSuffix(sp.t.key, "2"), benchMaxConns)
+			if sp.replicas > 1 {
+				what += fmt.Sprintf(", %d replicas: wrk's threads load one each; the first runs the embedded dev chain, the other has it as its node (through the first one's /v1/web3/chains/%d); the account's key in the store; the nonce check over both replicas' calls", sp.replicas, devChainID)
+			}
+		} else if sp.t.key == "g'" {
 			what = "the transaction object a wallet sends ({from, to, value}: web3gate fills gas by eth_estimateGas, the EIP-1559 fees and data); otherwise as (g)"
 		} else if sp.sends() {
 			what = fmt.Sprintf("the dev chain mining them; eth_getTransactionCount latest before the load, and after it once latest = pending and neither moved for %v: it must have risen by the sends answered ok", settleQuiet)
+		}
+		if sp.replicas > 1 {
+			l.threads = max(l.threads, sp.replicas)
 		}
 		fmt.Fprintf(tw, "(%s)\t%s after a %v warm-up: %s from %s, 1 wei to %s; %s; wallet.transactions: %s\n",
 			sp.t.key, l, cfg.warmup, sp.method, sp.account, sinkAddress, what, strings.Join(set, ", "))
@@ -55,12 +63,11 @@ func reportSigning(w io.Writer, cfg runConfig, specs []*signSpec, rounds []signR
 	fmt.Fprintln(w, "\nsigning, per round (calls/s; 1-s rates by web3gate's count of calls answered ok, each whole second of the run):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "round\t"
-	if has["f"] {
-		head += "(f) sign/s\t1-s first → last, min\t"
-	}
-	for _, k := range []string{"g", "g'"} {
-		if has[k] {
-			head += "(" + k + ") send/s\t1-s first → last, min\tsends ok\tnonces mined\tpending − latest\tchain caught up after\t"
+	for _, sp := range specs {
+		if sp.sends() {
+			head += "(" + sp.t.key + ") send/s\t1-s first → last, min\tsends ok\tnonces mined\tpending − latest\tchain caught up after\t"
+		} else {
+			head += "(" + sp.t.key + ") sign/s\t1-s first → last, min\t"
 		}
 	}
 	fmt.Fprintln(tw, head+"web3gate start\tmost CPU of other processes\t")
@@ -133,11 +140,21 @@ func reportSigning(w io.Writer, cfg runConfig, specs []*signSpec, rounds []signR
 			if len(series["min1s g"]) > 0 {
 				fmt.Fprintf(tw, "(g) lowest 1-s rate in the run\t%.0f/s\t%s/s\t\t\t\n", med("min1s g"), rng("min1s g", "%.0f"))
 			}
-			gaps, result := "0", "PASS"
-			if len(gapRounds) > 0 {
-				gaps, result = "MISMATCH in round "+strings.Join(gapRounds, ", "), "FAIL"
+		case "f2":
+			fmt.Fprintf(tw, "(f2) eth_signTransaction rate on PostgreSQL, %v\t%.0f/s\t%s/s\t\t%s\t\n", sp.duration, med("rate f2"), rng("rate f2", "%.0f"), result("f2", true))
+			if has["f"] && med("rate f") > 0 {
+				fmt.Fprintf(tw, "f2/f: PostgreSQL against SQLite\t%.3f\t\t\t\t\n", med("rate f2")/med("rate f"))
+				fmt.Fprintf(tw, "(f2) − (f) web3gate CPU per signature\t%+.1f µs\t\t\t\t\n", med("cpu/req f2")-med("cpu/req f"))
 			}
-			fmt.Fprintf(tw, "(g), (g') nonce gaps\t%s\tevery round checked\t0\t%s\t\n", gaps, result)
+		case "g2":
+			fmt.Fprintf(tw, "(g2) eth_sendTransaction rate, %d replicas on PostgreSQL, %v sustained\t%.0f/s\t%s/s\t≥ %.0f/s\t%s\t\n", sp.replicas, sp.duration, med("rate g2"), rng("rate g2", "%.0f"), targetSendRate, result("g2", med("rate g2") >= targetSendRate))
+			if len(series["min1s g2"]) > 0 {
+				fmt.Fprintf(tw, "(g2) lowest 1-s rate in the run\t%.0f/s\t%s/s\t\t\t\n", med("min1s g2"), rng("min1s g2", "%.0f"))
+			}
+			if has["g"] && med("rate g") > 0 {
+				fmt.Fprintf(tw, "g2/g: two replicas on PostgreSQL against one on SQLite\t%.3f\t\t\t\t\n", med("rate g2")/med("rate g"))
+				fmt.Fprintf(tw, "(g2) − (g) web3gate CPU per send (both replicas)\t%+.1f µs\t\t\t\t\n", med("cpu/req g2")-med("cpu/req g"))
+			}
 		case "g'":
 			fmt.Fprintf(tw, "(g') eth_sendTransaction of {from, to, value}, filled, %v\t%.0f/s\t%s/s\t\t%s\t\n", sp.duration, med("rate g'"), rng("rate g'", "%.0f"), result("g'", true))
 			if has["g"] && med("rate g") > 0 {
@@ -146,11 +163,30 @@ func reportSigning(w io.Writer, cfg runConfig, specs []*signSpec, rounds []signR
 			}
 		}
 	}
+	var sends []string
+	for _, sp := range specs {
+		if sp.sends() {
+			sends = append(sends, "("+sp.t.key+")")
+		}
+	}
+	if len(sends) > 0 {
+		gaps, result := "0", "PASS"
+		if len(gapRounds) > 0 {
+			gaps, result = "MISMATCH in round "+strings.Join(gapRounds, ", "), "FAIL"
+		}
+		fmt.Fprintf(tw, "%s nonce gaps\t%s\tevery round checked\t0\t%s\t\n", strings.Join(sends, ", "), gaps, result)
+	}
 	tw.Flush()
 
 	var notes []string
 	if o := slices.Max(series["other"]); o > 0.1 {
 		notes = append(notes, fmt.Sprintf("other processes used up to %.2f CPU during a signing run: the rates are noisy; compare the ranges", o))
+	}
+	for _, sp := range specs {
+		if sp.postgres {
+			notes = append(notes, "(f2), (g2): PostgreSQL's own CPU is not web3gate's: it counts under other processes")
+			break
+		}
 	}
 	for _, sp := range specs {
 		k := sp.t.key

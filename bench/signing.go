@@ -85,6 +85,10 @@ type signSpec struct {
 	duration time.Duration
 	// settings are the wallet.transactions keys set in the config, with their values.
 	settings [][2]string
+	// postgres: the store is a fresh PostgreSQL database (replicas.go), served by replicas
+	// web3gate processes (1 or 2); else one web3gate on a SQLite file.
+	postgres bool
+	replicas int
 }
 
 // signSpecs are (f) and (g): (f) loaded for -duration like the proxy targets, (g) for
@@ -93,7 +97,7 @@ type signSpec struct {
 // run, so that no slot is released and reused during it: the nonce check relies on that),
 // and (g)'s confirmer follows the chain every 100 ms.
 func signSpecs(o options) []*signSpec {
-	return []*signSpec{
+	all := []*signSpec{
 		{
 			t:       &target{key: "f", name: "eth_signTransaction", body: txBody("eth_signTransaction", signAccount), headers: devHeaders},
 			method:  "eth_signTransaction",
@@ -112,8 +116,36 @@ func signSpecs(o options) []*signSpec {
 			account: sendAccount, duration: o.sendDuration,
 			settings: [][2]string{{"maxInFlight", "1000000"}, {"pollInterval", "100ms"}},
 		},
+		{
+			t:       &target{key: "f2", name: "eth_signTransaction pg", body: txBody("eth_signTransaction", signAccount), headers: devHeaders},
+			method:  "eth_signTransaction",
+			account: signAccount, duration: o.duration,
+			settings: [][2]string{{"maxInFlight", "10000000"}, {"handOutTTL", "1h"}},
+			postgres: true, replicas: 1,
+		},
+		{
+			// The headers are the run's own credentials (replicas.go), set per round.
+			t:       &target{key: "g2", name: "eth_sendTransaction 2×pg", body: txBody("eth_sendTransaction", sendAccount)},
+			method:  "eth_sendTransaction",
+			account: sendAccount, duration: o.sendDuration,
+			settings: [][2]string{{"maxInFlight", "1000000"}, {"pollInterval", "100ms"}},
+			postgres: true, replicas: 2,
+		},
 	}
+	if len(o.signTargets) == 0 {
+		return all
+	}
+	var out []*signSpec
+	for _, sp := range all {
+		if slices.Contains(o.signTargets, sp.t.key) {
+			out = append(out, sp)
+		}
+	}
+	return out
 }
+
+// signKeys are the keys of the signing measurements, for -sign-targets.
+var signKeys = []string{"f", "g", "g'", "f2", "g2"}
 
 // sends reports whether sp measures eth_sendTransaction: (g) and (g').
 func (sp *signSpec) sends() bool { return sp.method == "eth_sendTransaction" }
@@ -155,6 +187,7 @@ type signRound map[string]signSample
 // signEnv is what every signing measurement starts web3gate with.
 type signEnv struct {
 	root, tmp, bin string
+	postgres       string // the admin connection string of (f2) and (g2)'s server
 }
 
 // measureSigning runs the rounds of the signing measurements, the order reversed every
@@ -206,19 +239,22 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 	}
 	defer os.RemoveAll(dir)
 	started := time.Now()
-	c, api, admin, err := startWeb3gate(ctx, cs, cfg.serverCPUs, env.bin, fmt.Sprintf("web3gate (%s) round %d", sp.t.key, r+1),
-		signConfig(env.root, dir, sp.settings))
+	t := *sp.t
+	servers, cleanup, err := startSigners(ctx, cs, cfg, env, sp, r, dir, &t)
+	defer func() {
+		for _, c := range servers {
+			if serr := cs.stop(c); serr != nil && err == nil {
+				err = serr
+			}
+		}
+		if cerr := cleanup(); cerr != nil && err == nil {
+			err = fmt.Errorf("drop the round's database: %w", cerr)
+		}
+	}()
 	if err != nil {
 		return ss, err
 	}
-	defer func() {
-		if serr := cs.stop(c); serr != nil && err == nil {
-			err = serr
-		}
-	}()
 	ss.startup = time.Since(started)
-	t := *sp.t
-	t.url, t.admin, t.servers = api+"/v1/web3/mainnet", admin, []*child{c}
 
 	// One call before the load, checked: a load of error answers would measure the error path.
 	res, err := rpcResult(&t)
@@ -227,7 +263,7 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 	}
 	okKey := sp.method + " ok"
 	switch {
-	case sp.t.key == "f":
+	case !sp.sends():
 		if ss.firstNonce, err = checkSigned(res, sp.account); err != nil {
 			return ss, fmt.Errorf("check: eth_signTransaction answered %s: %w", res, err)
 		}
@@ -246,11 +282,14 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 		ss.startCount = n.latest
 	}
 
-	before, err := scrape(t.admin)
+	before, err := scrapeAll(&t)
 	if err != nil {
 		return ss, err
 	}
 	l := load{threads: cfg.load.threads, conns: cfg.load.conns, duration: sp.duration}
+	if sp.replicas > 1 {
+		l.threads = max(l.threads, sp.replicas) // one thread's connections per replica (splitScript)
+	}
 	if cfg.warmup > 0 {
 		w := l
 		w.duration = cfg.warmup
@@ -264,7 +303,7 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 	}
 	stopTicks := make(chan struct{})
 	ticks := make(chan []tick, 1)
-	go func() { ticks <- countTicks(t.admin, okKey, stopTicks) }()
+	go func() { ticks <- countTicks(&t, okKey, stopTicks) }()
 	ss.wrk, err = runWrk(ctx, cs, cfg.wrk, cfg.loadCPUs, &t, l)
 	end := time.Now()
 	close(stopTicks)
@@ -290,11 +329,11 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 		ss.endCount, ss.endPending = after.latest, after.pending
 	} else {
 		// The calls wrk left in flight finish within their latency; wait for them.
-		if err := quiet(ctx, t.admin, okKey); err != nil {
+		if err := quiet(ctx, &t, okKey); err != nil {
 			return ss, err
 		}
 	}
-	last, err := scrape(t.admin)
+	last, err := scrapeAll(&t)
 	if err != nil {
 		return ss, err
 	}
@@ -310,7 +349,7 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 	}
 
 	switch {
-	case sp.t.key == "f":
+	case !sp.sends():
 		// err is the function's: checkHandedOut's verdict below must reach the issues.
 		var res json.RawMessage
 		if res, err = rpcResult(&t); err != nil {
@@ -424,7 +463,7 @@ func readNonces(t *target, account, okKey string) (nonceState, error) {
 			return n, fmt.Errorf("eth_getTransactionCount %s: %s: %w", q.tag, res, err)
 		}
 	}
-	c, err := scrape(t.admin)
+	c, err := scrapeAll(t)
 	if err != nil {
 		return n, err
 	}
@@ -466,11 +505,11 @@ func settle(ctx context.Context, t *target, account, okKey string) (nonceState, 
 
 // quiet waits until web3gate's count of okKey calls has not moved for settleQuiet, bounded
 // by settleTimeout.
-func quiet(ctx context.Context, admin, okKey string) error {
+func quiet(ctx context.Context, t *target, okKey string) error {
 	start := time.Now()
 	last, changed := -1.0, start
 	for {
-		c, err := scrape(admin)
+		c, err := scrapeAll(t)
 		if err != nil {
 			return err
 		}
@@ -499,10 +538,10 @@ type tick struct {
 }
 
 // countTicks scrapes okKey from /metrics now and every second until stop is closed.
-func countTicks(admin, okKey string, stop <-chan struct{}) []tick {
+func countTicks(t *target, okKey string, stop <-chan struct{}) []tick {
 	var ticks []tick
 	read := func() {
-		if c, err := scrape(admin); err == nil {
+		if c, err := scrapeAll(t); err == nil {
 			ticks = append(ticks, tick{time.Now(), c.methods[okKey]})
 		}
 	}

@@ -32,6 +32,9 @@ type target struct {
 	script  string   // the wrk Lua script
 	servers []*child // the processes whose CPU is the target's server side
 	admin   string   // web3gate's admin base URL, for /metrics; "" for other servers
+	// moreAdmins are the admin base URLs of the other web3gate replicas of the target
+	// ((g2)): their counters add up with admin's (scrapeAll).
+	moreAdmins []string
 }
 
 // The requests of the load.

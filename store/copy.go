@@ -52,7 +52,9 @@ func Copy(ctx context.Context, src, dst *DB) ([]TableCount, error) {
 			src.schema, want)
 	}
 	var counts []TableCount
-	err = dst.Write(ctx, func(dtx *Tx) error {
+	// One transaction for the whole copy, however long it takes: not bounded by the
+	// target's transactionTimeout.
+	err = dst.runFor(ctx, 0, dst.write, dst.writeStmts, dst.writeOpts(), func(dtx *Tx) error {
 		return src.Read(ctx, func(stx *Tx) error {
 			if err := checkTables(ctx, stx); err != nil {
 				return fmt.Errorf("source: %w", err)

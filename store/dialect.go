@@ -35,6 +35,9 @@ type dialect struct {
 	// groupCommit: WriteGrouped shares transactions between callers. Without it each call is
 	// a transaction of its own (see group.go for why PostgreSQL does not group).
 	groupCommit bool
+	// unavailable tells a failure of the database to serve (down, unreachable, too slow)
+	// from a refusal of the statement (unavailable.go); nil: no failure is classified so.
+	unavailable func(err error) bool
 }
 
 // migrations is the embedded migration set of the dialect: migrations/<name>/NNNN_name.sql.

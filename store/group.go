@@ -22,8 +22,13 @@ import (
 // fsyncs. It would cost more than that: a group runs its functions one after the other,
 // holding every lock each took (a nonce reservation's account lock, its rows) until the
 // group commits, and two groups of two replicas that lock two accounts in opposite orders
-// deadlock, which PostgreSQL resolves by aborting one whole group. WriteGroupedLater still
-// groups there: its writes take no account lock, and losing one is harmless.
+// deadlock, which PostgreSQL resolves by aborting one whole group (after deadlock_timeout,
+// a second during which both wait). The same holds for WriteGroupedLater's writes (a
+// transaction's broadcast mark): a group of them updating rows in arrival order and the
+// confirmer's transaction marking a block's rows mined in block order lock the same rows in
+// two orders. So on PostgreSQL each deferred write is one statement committing on its own,
+// run by one of laterWorkers goroutines (WriteOne's round trip). Nonce reservations are
+// grouped per account by the wallet itself, under the account's lock only.
 
 // maxGroup bounds how many functions share one commit.
 const maxGroup = 512
@@ -82,7 +87,8 @@ func (db *DB) WriteGrouped(ctx context.Context, fn func(tx *Tx) error) error {
 
 // WriteGroupedLater queues fn like WriteGrouped and returns without waiting for the commit:
 // for writes whose loss in a crash is harmless (they are redone from other state). A
-// failure is logged. After Close the write is dropped.
+// failure is logged. After Close the write is dropped. On PostgreSQL fn makes one statement,
+// which commits on its own (see above).
 func (db *DB) WriteGroupedLater(fn func(tx *Tx) error) {
 	g := &db.group
 	op := groupOp{ctx: context.Background(), fn: fn, done: make(chan error, 1), later: true}
@@ -110,6 +116,34 @@ func (db *DB) writeAlone(ctx context.Context, fn func(tx *Tx) error) (err error)
 		}()
 		return fn(tx)
 	})
+}
+
+// laterWorkers run the deferred writes on PostgreSQL, each on its own.
+const laterWorkers = 4
+
+// laterLoop runs deferred writes one statement at a time (PostgreSQL), until Close.
+func (db *DB) laterLoop() {
+	g := &db.group
+	defer g.wg.Done()
+	for {
+		select {
+		case op := <-g.ops:
+			err := db.runOne(context.Background(), func(tx *Tx) (err error) {
+				defer func() {
+					if r := recover(); r != nil {
+						err = fmt.Errorf("store: deferred write panicked: %v", r)
+					}
+				}()
+				return op.fn(tx)
+			})
+			if err != nil {
+				db.log.Warn("store: a deferred write failed", zap.Error(err))
+			}
+			op.done <- err
+		case <-g.quit:
+			return
+		}
+	}
 }
 
 func (db *DB) commitLoop() {

@@ -36,6 +36,7 @@ var postgresDialect = &dialect{
 	},
 	lockQuery:          `SELECT pg_advisory_xact_lock(?)`,
 	hasMigrationsTable: `SELECT to_regclass('schema_migrations') IS NOT NULL`,
+	unavailable:        pgUnavailable,
 }
 
 // TLS modes of store.tls.mode, as libpq's sslmode names them.
@@ -224,7 +225,8 @@ func openPostgres(ctx context.Context, cfg Config, db *DB, migs []migration) err
 	if err != nil {
 		return err
 	}
-	db.target = pgTarget(cc)
+	db.target, db.password = pgTarget(cc), cc.Password
+	db.txTimeout = cfg.TransactionTimeout
 	db.pgConf = cc.Copy()
 	pool := stdlib.OpenDB(*cc)
 	pool.SetMaxOpenConns(cfg.MaxConns)

@@ -256,6 +256,22 @@ func (db *DB) Products(ctx context.Context, f ProductFilter) ([]ListedProduct, e
 	}
 	q, args := productsQuery(db.d, f)
 	q = db.d.rebind(q)
+	began := time.Now()
+	if db.txTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, db.txTimeout)
+		defer cancel()
+	}
+	out, err := db.products(ctx, q, args, f.Limit)
+	if err != nil {
+		return nil, db.failed(err)
+	}
+	db.served(began)
+	return out, nil
+}
+
+// products runs the product list's query q.
+func (db *DB) products(ctx context.Context, q string, args []any, limit int) ([]ListedProduct, error) {
 	var st *sql.Stmt
 	if db.d.prepare {
 		var err error
@@ -276,7 +292,7 @@ func (db *DB) Products(ctx context.Context, f ProductFilter) ([]ListedProduct, e
 		return nil, fmt.Errorf("list products: %w", err)
 	}
 	defer rows.Close()
-	out := make([]ListedProduct, 0, f.Limit)
+	out := make([]ListedProduct, 0, limit)
 	for rows.Next() {
 		var p ListedProduct
 		if err := rows.Scan(&p.Body, &p.StoredSold, &p.Sold); err != nil {

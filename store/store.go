@@ -66,6 +66,11 @@ type Config struct {
 	StatementTimeout time.Duration `yaml:"statementTimeout"`
 	// LockTimeout is the sessions' lock_timeout (0: none; statementTimeout still bounds a wait).
 	LockTimeout time.Duration `yaml:"lockTimeout"`
+	// TransactionTimeout bounds each store transaction, from the wait for a connection to
+	// the commit, as web3gate measures it: a server that stopped answering (hung, cut off by
+	// the network), where statementTimeout cannot fire, fails the call with "store
+	// unavailable" then instead of holding its request.
+	TransactionTimeout time.Duration `yaml:"transactionTimeout"`
 	// TLS overrides the DSN's sslmode when its mode is set.
 	TLS TLSConfig `yaml:"tls"`
 
@@ -89,6 +94,7 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.MaxConns, 20)
 	defaults.Set(&c.ConnectTimeout, 5*time.Second)
 	defaults.Set(&c.StatementTimeout, 30*time.Second)
+	defaults.Set(&c.TransactionTimeout, 30*time.Second)
 	defaults.Set(&c.Migrate, MigrateAuto)
 }
 
@@ -145,6 +151,9 @@ func (c *Config) validatePostgres() []error {
 	if c.StatementTimeout < time.Millisecond {
 		errs = append(errs, errors.New("statementTimeout: must be at least 1ms"))
 	}
+	if c.TransactionTimeout < time.Millisecond {
+		errs = append(errs, errors.New("transactionTimeout: must be at least 1ms"))
+	}
 	if c.LockTimeout < 0 {
 		errs = append(errs, errors.New("lockTimeout: must not be negative (0: no lock timeout)"))
 	}
@@ -178,8 +187,13 @@ type DB struct {
 	read   *sql.DB
 	target string          // what is open, for messages: the SQLite path, or postgres user@host/db
 	pgConf *pgx.ConnConfig // driver postgres: the connections' configuration (TLS included)
-	log    *zap.Logger
-	schema int // schema version after migrations
+	// password is the DSN's, kept only to scrub it from the errors logged (PostgreSQL).
+	password string
+	// txTimeout bounds each transaction (store.transactionTimeout, PostgreSQL); 0: none.
+	txTimeout time.Duration
+	avail     availability // outages of the database, each logged once (unavailable.go)
+	log       *zap.Logger
+	schema    int // schema version after migrations
 	// opened is the schema version found at Open, before any migration.
 	opened      int
 	autoMigrate bool // apply pending migrations (store.migrate: auto)
@@ -240,8 +254,16 @@ func open(ctx context.Context, cfg Config, deps Deps, o options) (*DB, error) {
 		db.writeStmts = prepareAll(ctx, db.write, d)
 		db.readStmts = prepareAll(ctx, db.read, d)
 	}
-	db.group.wg.Add(1)
-	go db.commitLoop()
+	if d.groupCommit {
+		db.group.wg.Add(1)
+		go db.commitLoop()
+	} else {
+		// Only deferred writes are queued (WriteGrouped writes alone): group.go.
+		db.group.wg.Add(laterWorkers)
+		for range laterWorkers {
+			go db.laterLoop()
+		}
+	}
 	log.Info("store opened", zap.String("driver", cfg.Driver), zap.String("database", db.target),
 		zap.Int("schema_version", db.schema))
 	return db, nil
@@ -316,6 +338,10 @@ func (db *DB) SchemaVersion() int { return db.schema }
 // OpenedAtVersion is the schema version the database had when Open found it, before the
 // migrations Open applied.
 func (db *DB) OpenedAtVersion() int { return db.opened }
+
+// TransactionTimeout is the bound of each store transaction (store.transactionTimeout), 0
+// when there is none (SQLite).
+func (db *DB) TransactionTimeout() time.Duration { return db.txTimeout }
 
 // Driver is the database's driver: DriverSQLite or DriverPostgres.
 func (db *DB) Driver() string { return db.d.name }

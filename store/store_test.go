@@ -46,7 +46,7 @@ func TestConfigSetDefaults(t *testing.T) {
 	var c Config
 	c.SetDefaults()
 	want := Config{Driver: "sqlite", Path: "web3gate.db", BusyTimeout: 5 * time.Second,
-		MaxConns: 20, ConnectTimeout: 5 * time.Second, StatementTimeout: 30 * time.Second, Migrate: "auto"}
+		MaxConns: 20, ConnectTimeout: 5 * time.Second, StatementTimeout: 30 * time.Second, TransactionTimeout: 30 * time.Second, Migrate: "auto"}
 	if c != want {
 		t.Fatalf("defaults = %+v, want %+v", c, want)
 	}
@@ -61,12 +61,12 @@ func TestConfigValidateAccepts(t *testing.T) {
 		{Driver: "sqlite", Path: "/var/lib/web3gate/state.db", BusyTimeout: time.Millisecond, Migrate: "never"},
 		{Driver: "sqlite", Path: "data dir/with space.db", BusyTimeout: time.Minute, Migrate: "auto"},
 		{Driver: "postgres", DSN: "postgres://web3gate:pw@db.internal:5432/web3gate?sslmode=verify-full", MaxConns: 1,
-			ConnectTimeout: time.Millisecond, StatementTimeout: time.Millisecond, Migrate: "auto"},
+			ConnectTimeout: time.Millisecond, StatementTimeout: time.Millisecond, TransactionTimeout: time.Millisecond, Migrate: "auto"},
 		{Driver: "postgres", DSN: "host=db user=w dbname=w password=secret", MaxConns: 50, ConnectTimeout: time.Second,
-			StatementTimeout: time.Minute, LockTimeout: time.Second, TLS: TLSConfig{Mode: "verify-ca", CAFile: "/etc/ca.pem",
+			StatementTimeout: time.Minute, TransactionTimeout: time.Minute, LockTimeout: time.Second, TLS: TLSConfig{Mode: "verify-ca", CAFile: "/etc/ca.pem",
 				CertFile: "/etc/c.pem", KeyFile: "/etc/c.key"}, Migrate: "never"},
 		{Driver: "postgres", DSN: "postgres:///w3g", MaxConns: 1, ConnectTimeout: time.Second, StatementTimeout: time.Second,
-			TLS: TLSConfig{Mode: "disable"}, Migrate: "auto"},
+			TransactionTimeout: time.Second, TLS: TLSConfig{Mode: "disable"}, Migrate: "auto"},
 	} {
 		t.Run(c.Driver+" "+c.Path+c.DSN, func(t *testing.T) {
 			if err := c.Validate(); err != nil {
@@ -108,7 +108,7 @@ func TestConfigValidateRejects(t *testing.T) {
 
 func TestConfigValidateRejectsPostgres(t *testing.T) {
 	ok := Config{Driver: "postgres", DSN: "postgres://w3g@127.0.0.1/w3g", MaxConns: 20, ConnectTimeout: 5 * time.Second,
-		StatementTimeout: 30 * time.Second, Migrate: "auto"}
+		StatementTimeout: 30 * time.Second, TransactionTimeout: 30 * time.Second, Migrate: "auto"}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("base config: %v", err)
 	}
@@ -125,6 +125,7 @@ func TestConfigValidateRejectsPostgres(t *testing.T) {
 		{"zero conns", func(c *Config) { c.MaxConns = 0 }, "maxConns: must be at least 1, got 0"},
 		{"zero connect timeout", func(c *Config) { c.ConnectTimeout = 0 }, "connectTimeout: must be at least 1ms"},
 		{"zero statement timeout", func(c *Config) { c.StatementTimeout = 0 }, "statementTimeout: must be at least 1ms"},
+		{"zero transaction timeout", func(c *Config) { c.TransactionTimeout = 0 }, "transactionTimeout: must be at least 1ms"},
 		{"negative lock timeout", func(c *Config) { c.LockTimeout = -time.Second }, "lockTimeout: must not be negative (0: no lock timeout)"},
 		{"tls mode", func(c *Config) { c.TLS.Mode = "prefer" },
 			`tls.mode: must be "disable", "require", "verify-ca" or "verify-full", got "prefer"`},

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"go.uber.org/zap"
@@ -20,9 +21,43 @@ import (
 // Open (SQLite spends more time parsing a small statement than running it); any other query
 // runs unprepared.
 type Tx struct {
-	tx    *sql.Tx
+	tx *sql.Tx
+	// one, instead of tx, is the pool of a single statement run on its own (ReadOne,
+	// WriteOne on PostgreSQL): it commits by itself.
+	one   *sql.DB
 	d     *dialect
 	stmts *stmtCache
+	// outer is the context the transaction was begun with, and bounded that context with the
+	// store's transaction deadline (nil: none). Statements run under the deadline whatever
+	// context they are given (bound).
+	outer, bounded context.Context
+	cancels        []context.CancelFunc // of contexts bound derived, released at the end
+}
+
+// bound is ctx limited by the transaction's deadline: a statement on a server that stopped
+// answering ends with it, whatever context its caller gave.
+func (t *Tx) bound(ctx context.Context) context.Context {
+	if t.bounded == nil || ctx == t.bounded {
+		return ctx
+	}
+	if ctx == t.outer {
+		return t.bounded
+	}
+	d, _ := t.bounded.Deadline()
+	if cd, ok := ctx.Deadline(); ok && !cd.After(d) {
+		return ctx
+	}
+	c, cancel := context.WithDeadline(ctx, d)
+	t.cancels = append(t.cancels, cancel)
+	return c
+}
+
+// release ends the contexts bound derived.
+func (t *Tx) release() {
+	for _, c := range t.cancels {
+		c()
+	}
+	t.cancels = nil
 }
 
 // stmtCache holds the prepared statements of one pool, by query text.
@@ -122,7 +157,7 @@ func (c *lazyStmts) close() {
 // stmt is the transaction's handle on the prepared form of query, or nil.
 func (t *Tx) stmt(ctx context.Context, query string) *sql.Stmt {
 	st := t.stmts.get(query)
-	if st == nil {
+	if st == nil || t.tx == nil {
 		return nil
 	}
 	return t.tx.StmtContext(ctx, st)
@@ -130,11 +165,14 @@ func (t *Tx) stmt(ctx context.Context, query string) *sql.Stmt {
 
 // ExecContext runs a statement that returns no rows.
 func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	ctx = t.bound(ctx)
 	query = t.d.rebind(query)
 	var r sql.Result
 	var err error
 	if st := t.stmt(ctx, query); st != nil {
 		r, err = st.ExecContext(ctx, args...)
+	} else if t.one != nil {
+		r, err = t.one.ExecContext(ctx, query, args...)
 	} else {
 		r, err = t.tx.ExecContext(ctx, query, args...)
 	}
@@ -146,18 +184,26 @@ func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Re
 
 // QueryContext runs a query that returns rows.
 func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = t.bound(ctx)
 	query = t.d.rebind(query)
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
+	}
+	if t.one != nil {
+		return t.one.QueryContext(ctx, query, args...)
 	}
 	return t.tx.QueryContext(ctx, query, args...)
 }
 
 // QueryRowContext runs a query expected to return at most one row.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	ctx = t.bound(ctx)
 	query = t.d.rebind(query)
 	if st := t.stmt(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
+	}
+	if t.one != nil {
+		return t.one.QueryRowContext(ctx, query, args...)
 	}
 	return t.tx.QueryRowContext(ctx, query, args...)
 }
@@ -190,7 +236,10 @@ func (t *Tx) lock(ctx context.Context, parts ...string) error {
 	if t.d.lockQuery == "" {
 		return nil
 	}
-	_, err := t.tx.ExecContext(ctx, t.d.rebind(t.d.lockQuery), lockKey(parts...))
+	if t.tx == nil {
+		return errors.New("store: a lock needs a transaction (ReadOne and WriteOne run one statement alone)")
+	}
+	_, err := t.tx.ExecContext(t.bound(ctx), t.d.rebind(t.d.lockQuery), lockKey(parts...))
 	return err
 }
 
@@ -240,30 +289,98 @@ func (db *DB) Read(ctx context.Context, fn func(tx *Tx) error) error {
 	return db.run(ctx, db.read, db.readStmts, db.readOpts(), fn)
 }
 
+// run runs fn in a transaction of pool. With a transaction timeout (PostgreSQL), the wait for
+// a connection, every statement and the commit end by its deadline; a failure that means the
+// database cannot serve is returned as ErrUnavailable (unavailable.go).
 func (db *DB) run(ctx context.Context, pool *sql.DB, stmts *stmtCache, opts *sql.TxOptions, fn func(tx *Tx) error) error {
+	return db.runFor(ctx, db.txTimeout, pool, stmts, opts, fn)
+}
+
+// ReadOne runs fn, which makes exactly one query, like Read. On PostgreSQL the query runs on
+// its own, without BEGIN and COMMIT around it: one round trip instead of three, and a single
+// statement reads one snapshot anyway. On SQLite it is Read.
+func (db *DB) ReadOne(ctx context.Context, fn func(tx *Tx) error) error {
+	if db.d != postgresDialect {
+		return db.Read(ctx, fn)
+	}
+	return db.runOne(ctx, fn)
+}
+
+// WriteOne runs fn, which makes exactly one statement, durably, like WriteGrouped: its
+// outcome is waited for whatever happens to ctx once it started. On PostgreSQL the statement
+// commits on its own (one round trip, no BEGIN and COMMIT; PostgreSQL flushes the WAL of
+// concurrent commits together); on SQLite it is WriteGrouped, sharing the group's commit.
+func (db *DB) WriteOne(ctx context.Context, fn func(tx *Tx) error) error {
+	if db.d != postgresDialect {
+		return db.WriteGrouped(ctx, fn)
+	}
+	select {
+	case <-db.group.quit:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	default:
+	}
+	return db.runOne(context.WithoutCancel(ctx), fn)
+}
+
+// runOne runs fn's one statement on the pool, under the transaction timeout.
+func (db *DB) runOne(ctx context.Context, fn func(tx *Tx) error) error {
+	began := time.Now()
+	t := &Tx{one: db.write, d: db.d}
+	if db.txTimeout > 0 {
+		var cancel context.CancelFunc
+		t.outer = ctx
+		ctx, cancel = context.WithTimeout(ctx, db.txTimeout)
+		t.bounded = ctx
+		defer cancel()
+	}
+	defer t.release()
+	if err := fn(t); err != nil {
+		return db.failed(err)
+	}
+	db.served(began)
+	return nil
+}
+
+// runFor is run with the transaction timeout timeout (0: none).
+func (db *DB) runFor(ctx context.Context, timeout time.Duration, pool *sql.DB, stmts *stmtCache, opts *sql.TxOptions, fn func(tx *Tx) error) error {
+	t := &Tx{d: db.d, stmts: stmts}
+	began := time.Now()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		t.outer = ctx
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		t.bounded = ctx
+		defer cancel()
+	}
+	defer t.release()
 	stx, err := pool.BeginTx(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return db.failed(fmt.Errorf("begin: %w", err))
 	}
+	t.tx = stx
 	done := false
 	defer func() {
 		if done {
 			return
 		}
-		// fn returned an error or panicked: undo its work, then let the panic continue.
-		if rerr := stx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
+		// fn returned an error or panicked: undo its work, then let the panic continue. A
+		// connection the server dropped has nothing left to undo.
+		if rerr := stx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) && (db.d.unavailable == nil || !db.d.unavailable(rerr)) {
 			db.log.Error("store rollback failed", zap.Error(rerr))
 		}
 	}()
-	if err := fn(&Tx{tx: stx, d: db.d, stmts: stmts}); err != nil {
-		return err
+	if err := fn(t); err != nil {
+		return db.failed(err)
 	}
 	done = true
 	if err := stx.Commit(); err != nil {
 		if cerr := ctx.Err(); cerr != nil {
-			return fmt.Errorf("commit: %w", cerr)
+			return db.failed(fmt.Errorf("commit: %w", cerr))
 		}
-		return fmt.Errorf("commit: %w", err)
+		return db.failed(fmt.Errorf("commit: %w", err))
 	}
+	db.served(began)
 	return nil
 }

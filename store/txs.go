@@ -216,14 +216,96 @@ func (t *Tx) InFlight(ctx context.Context, chainID uint64, addr common.Address) 
 	return int(n), sum, nil
 }
 
-// InsertTx records r and sets r.ID, r.CreatedAt and r.UpdatedAt. A live row at the same
-// nonce, or the principal's idempotency key used already, is ErrExists.
-func (t *Tx) InsertTx(ctx context.Context, r *TxRecord) error {
-	if err := checkTexts("insert tx: principal", r.Principal, "insert tx: idempotency key", r.IdempotencyKey,
-		"insert tx: fields", string(r.Fields), "insert tx: request", string(r.Request), "insert tx: filled", strings.Join(r.Filled, ",")); err != nil {
-		return err
+// NonceState is what a nonce reservation reads of one account before it decides, in one
+// statement (ReservationState).
+type NonceState struct {
+	Next     uint64   // the nonce head
+	HasHead  bool     // false: the account has no nonce head yet (Next is 0)
+	Released bool     // a released slot no live transaction holds exists (ReusableSlot finds one)
+	InFlight int      // transactions in flight
+	Cost     *big.Int // the sum of their max costs
+}
+
+// ReservationState reads the nonce head of (chainID, addr), whether a reusable slot exists
+// and the in-flight count and cost, in one statement: what NextNonce, ReusableSlot and
+// InFlight read one by one.
+func (t *Tx) ReservationState(ctx context.Context, chainID uint64, addr common.Address) (NonceState, error) {
+	var (
+		s    NonceState
+		next sql.NullInt64
+		n    sql.NullInt64
+		c    [8]sql.NullInt64
+	)
+	a := addressKey(addr)
+	err := t.QueryRowContext(ctx, qReservationState, int64(chainID), a, int64(chainID), a, int64(chainID), a).Scan(
+		&next, &s.Released, &n, &c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6], &c[7])
+	if err != nil {
+		return s, fmt.Errorf("reservation state: %w", err)
+	}
+	s.Next, s.HasHead, s.InFlight = uint64(next.Int64), next.Valid, int(n.Int64)
+	s.Cost = new(big.Int)
+	for i := 7; i >= 0; i-- {
+		s.Cost.Lsh(s.Cost, 32)
+		s.Cost.Add(s.Cost, big.NewInt(c[i].Int64))
+	}
+	return s, nil
+}
+
+// InsertTxs records every row of rs in one statement, in their order, and sets their ID,
+// CreatedAt and UpdatedAt. A row that conflicts (a live row at its nonce, an idempotency key
+// used already) fails the whole statement with ErrExists: it is for rows that cannot (a
+// reservation group under the account's lock, without idempotency keys).
+func (t *Tx) InsertTxs(ctx context.Context, rs []*TxRecord) error {
+	if len(rs) == 0 {
+		return nil
 	}
 	now := time.Now()
+	args := make([]any, 0, len(rs)*25)
+	var q strings.Builder
+	q.WriteString(insertTxHead)
+	for i, r := range rs {
+		row, err := insertTxArgs(r, now)
+		if err != nil {
+			return err
+		}
+		args = append(args, row...)
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(" + placeholders(len(row)) + ")")
+	}
+	q.WriteString(" RETURNING id")
+	rows, err := t.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return fmt.Errorf("insert txs: %w", t.classify(err))
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		if i == len(rs) {
+			return fmt.Errorf("insert txs: more ids returned than rows inserted")
+		}
+		if err := rows.Scan(&rs[i].ID); err != nil {
+			return fmt.Errorf("insert txs: %w", err)
+		}
+		rs[i].CreatedAt, rs[i].UpdatedAt = now, now
+		i++
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("insert txs: %w", t.classify(err))
+	}
+	if i != len(rs) {
+		return fmt.Errorf("insert txs: %d ids returned for %d rows", i, len(rs))
+	}
+	return nil
+}
+
+// insertTxArgs are the values of r's row, in insertTxHead's columns.
+func insertTxArgs(r *TxRecord, now time.Time) ([]any, error) {
+	if err := checkTexts("insert tx: principal", r.Principal, "insert tx: idempotency key", r.IdempotencyKey,
+		"insert tx: fields", string(r.Fields), "insert tx: request", string(r.Request), "insert tx: filled", strings.Join(r.Filled, ",")); err != nil {
+		return nil, err
+	}
 	var hash, expires sql.NullString
 	if r.HasHash() {
 		hash = nullString(hashKey(r.Hash))
@@ -237,13 +319,23 @@ func (t *Tx) InsertTx(ctx context.Context, r *TxRecord) error {
 	}
 	l, err := costLimbs(cost)
 	if err != nil {
-		return fmt.Errorf("insert tx: %w", err)
+		return nil, fmt.Errorf("insert tx: %w", err)
 	}
-	err = t.QueryRowContext(ctx, qInsertTx,
-		int64(r.ChainID), addressKey(r.Address), int64(r.Nonce), r.Principal, r.Kind, r.State, string(r.Fields),
+	return []any{int64(r.ChainID), addressKey(r.Address), int64(r.Nonce), r.Principal, r.Kind, r.State, string(r.Fields),
 		cost.String(), l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7],
 		r.Raw, hash, nullString(r.IdempotencyKey), nullString(cleanText(r.Error)),
-		formatTime(now), formatTime(now), expires, nullString(string(r.Request)), nullString(strings.Join(r.Filled, ","))).Scan(&r.ID)
+		formatTime(now), formatTime(now), expires, nullString(string(r.Request)), nullString(strings.Join(r.Filled, ","))}, nil
+}
+
+// InsertTx records r and sets r.ID, r.CreatedAt and r.UpdatedAt. A live row at the same
+// nonce, or the principal's idempotency key used already, is ErrExists.
+func (t *Tx) InsertTx(ctx context.Context, r *TxRecord) error {
+	now := time.Now()
+	args, err := insertTxArgs(r, now)
+	if err != nil {
+		return err
+	}
+	err = t.QueryRowContext(ctx, qInsertTx, args...).Scan(&r.ID)
 	if err != nil {
 		return fmt.Errorf("insert tx: %w", t.classify(err))
 	}
@@ -451,6 +543,12 @@ func (t *Tx) HasOpenTxs(ctx context.Context, chainID uint64) (bool, error) {
 	return err == nil, err
 }
 
+// insertTxHead is the INSERT of txs rows up to their VALUES.
+const insertTxHead = `INSERT INTO txs (chain_id, address, nonce, principal, kind, state, fields,
+		max_cost, cost0, cost1, cost2, cost3, cost4, cost5, cost6, cost7,
+		raw, hash, idempotency_key, error, created_at, updated_at, expires_at, request, filled)
+		VALUES `
+
 // Queries prepared once at Open (see prepared).
 var (
 	qNextNonce      = prepared(`SELECT next_nonce FROM nonce_heads WHERE chain_id = ? AND address = ?`)
@@ -463,11 +561,14 @@ var (
 		  AND NOT EXISTS (SELECT 1 FROM txs l WHERE l.chain_id = r.chain_id AND l.address = r.address
 		                  AND l.nonce = r.nonce AND l.state NOT IN ('released', 'failed', 'abandoned'))
 		ORDER BY r.nonce LIMIT 1`)
-	qInFlight = prepared(`SELECT n, c0, c1, c2, c3, c4, c5, c6, c7 FROM inflight WHERE chain_id = ? AND address = ?`)
-	qInsertTx = prepared(`INSERT INTO txs (chain_id, address, nonce, principal, kind, state, fields,
-		max_cost, cost0, cost1, cost2, cost3, cost4, cost5, cost6, cost7,
-		raw, hash, idempotency_key, error, created_at, updated_at, expires_at, request, filled)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
+	qInFlight         = prepared(`SELECT n, c0, c1, c2, c3, c4, c5, c6, c7 FROM inflight WHERE chain_id = ? AND address = ?`)
+	qInsertTx         = prepared(insertTxHead + `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
+	qReservationState = prepared(`SELECT (SELECT next_nonce FROM nonce_heads WHERE chain_id = ? AND address = ?),
+		EXISTS (SELECT 1 FROM txs r WHERE r.chain_id = ? AND r.address = ? AND r.state = 'released'
+		          AND NOT EXISTS (SELECT 1 FROM txs l WHERE l.chain_id = r.chain_id AND l.address = r.address
+		                          AND l.nonce = r.nonce AND l.state NOT IN ('released', 'failed', 'abandoned'))),
+		i.n, i.c0, i.c1, i.c2, i.c3, i.c4, i.c5, i.c6, i.c7
+		FROM (SELECT 1 AS one) d LEFT JOIN inflight i ON i.chain_id = ? AND i.address = ?`)
 	qSetSigned = prepared(`UPDATE txs SET raw = ?, hash = ?, state = ?, updated_at = ?
 		WHERE id = ? AND state = 'reserved'`)
 	// +chain_id keeps the planner on txs_hash: without statistics SQLite may otherwise take

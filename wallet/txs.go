@@ -88,6 +88,10 @@ type Transactions struct {
 	heads  sync.Map // headKey -> struct{}: nonce heads known to exist in the store
 	slots  map[uint64]*slotSignal
 	queued sync.Map // headKey -> *atomic.Int32: sends waiting for a slot
+	// groupReservations: reservations of one account share transactions (reserve_group.go;
+	// PostgreSQL), queued in reserveQueues (headKey -> *reserveQueue).
+	groupReservations bool
+	reserveQueues     sync.Map
 
 	genesis sync.Map // chain id -> *genesisGate: checked before the chain's first nonce (genesis.go)
 }
@@ -115,7 +119,7 @@ func NewTransactions(cfg TxConfig, deps TxDeps) (*Transactions, error) {
 		hold = func(ctx context.Context, _ string, job func(context.Context)) { job(ctx) }
 	}
 	return &Transactions{cfg: cfg, rules: rules, keys: deps.Keys, db: deps.DB, chains: deps.Chains, log: log, slots: slots,
-		hold: hold, shared: deps.Shared, created: time.Now()}, nil
+		hold: hold, shared: deps.Shared, created: time.Now(), groupReservations: deps.DB.Driver() == store.DriverPostgres}, nil
 }
 
 // Fill reports whether requests are read in the form clients send (ParseFill) rather than
@@ -212,14 +216,12 @@ func (t *Transactions) SignTransaction(ctx context.Context, principal string, ch
 		return nil, jsonrpc.ErrInternal.With("signing failed")
 	}
 	expires := time.Now().Add(t.cfg.HandOutTTL)
-	err = t.db.WriteGrouped(wctx, func(tx *store.Tx) error {
+	err = t.db.WriteOne(wctx, func(tx *store.Tx) error {
 		return tx.SetHandedOut(wctx, rec.ID, raw, hash, expires)
 	})
 	if err != nil {
 		// Not handed out: the confirmer releases the reserved slot (kind sign is never sent).
-		t.log.Error("persisting a signed transaction failed", zap.Uint64("chain", chainID),
-			zap.String("from", r.From.Hex()), zap.Uint64("nonce", rec.Nonce), zap.Error(err))
-		return nil, jsonrpc.ErrInternal.With("storing the signed transaction failed")
+		return nil, t.notStored(rec, err, "it is not handed out; retry")
 	}
 	return raw, nil
 }
@@ -292,7 +294,7 @@ func (t *Transactions) prepareAndReserve(ctx context.Context, ch Chain, principa
 // inFlight is the number of transactions of addr in flight on chainID.
 func (t *Transactions) inFlight(ctx context.Context, chainID uint64, addr common.Address) (int, error) {
 	var n int
-	err := t.db.Read(ctx, func(tx *store.Tx) error {
+	err := t.db.ReadOne(ctx, func(tx *store.Tx) error {
 		var err error
 		n, _, err = tx.InFlight(ctx, chainID, addr)
 		return err
@@ -395,7 +397,7 @@ func (t *Transactions) check(ctx context.Context, ch Chain, chainID uint64, b *b
 	}
 	var n int
 	var inflight *big.Int
-	err = t.db.Read(ctx, func(tx *store.Tx) error {
+	err = t.db.ReadOne(ctx, func(tx *store.Tx) error {
 		var err error
 		n, inflight, err = tx.InFlight(ctx, chainID, r.From)
 		return err
@@ -501,6 +503,14 @@ func (t *Transactions) reserve(ctx context.Context, ch Chain, chainID uint64, r 
 	rec := &store.TxRecord{
 		ChainID: chainID, Address: r.From, Principal: res.principal, Kind: res.kind, State: store.StateReserved,
 		Fields: res.fields, Request: res.request, Filled: res.filled, MaxCost: cost, IdempotencyKey: res.idemKey,
+	}
+	if t.groupReservations {
+		op := &reserveOp{r: r, res: res, rec: rec, chainNonce: chainNonce, readChain: !known}
+		if err := t.reserveInGroup(ctx, hk, op); err != nil {
+			return nil, err
+		}
+		t.heads.Store(hk, struct{}{})
+		return rec, nil
 	}
 	err := t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
 		// What follows reads the nonce state, then writes on it: another reservation of the
@@ -618,17 +628,30 @@ func (t *Transactions) complete(ctx context.Context, ch Chain, rec *store.TxReco
 		t.giveUp(ctx, ch, rec, err.Error())
 		return common.Hash{}, false, jsonrpc.ErrInternal.With("signing failed")
 	}
-	err = t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+	err = t.db.WriteOne(ctx, func(tx *store.Tx) error {
 		return tx.SetSigned(ctx, rec.ID, raw, hash, store.StateSigned)
 	})
 	if err != nil {
 		// Nothing was sent; the row stays reserved and the confirmer signs and sends it.
-		t.log.Error("persisting a signed transaction failed", zap.Uint64("chain", rec.ChainID),
-			zap.String("from", rec.Address.Hex()), zap.Uint64("nonce", rec.Nonce), zap.Error(err))
-		return common.Hash{}, false, jsonrpc.ErrInternal.With("storing the signed transaction failed")
+		return common.Hash{}, false, t.notStored(rec, err,
+			"nothing was sent yet: the nonce stays reserved and web3gate signs and sends the transaction once the store answers (a retry with the same Idempotency-Key gets its hash)")
 	}
 	rec.Raw, rec.Hash, rec.State = raw, hash, store.StateSigned
 	return t.broadcast(ctx, ch, rec)
+}
+
+// notStored is the answer to a request whose signed transaction could not be stored (what
+// follows says what becomes of it). A store that cannot serve answers -32002 "store
+// unavailable" (its outage is logged by the store); any other failure is internal, logged
+// here.
+func (t *Transactions) notStored(rec *store.TxRecord, err error, what string) error {
+	if errors.Is(err, store.ErrUnavailable) {
+		return jsonrpc.ErrStoreUnavailable.Withf("store unavailable: the signed transaction could not be stored; %s", what).
+			WithData(map[string]any{"nonce": hexutil.Uint64(rec.Nonce), "state": store.StateReserved})
+	}
+	t.log.Error("persisting a signed transaction failed", zap.Uint64("chain", rec.ChainID),
+		zap.String("from", rec.Address.Hex()), zap.Uint64("nonce", rec.Nonce), zap.Error(err))
+	return jsonrpc.ErrInternal.With("storing the signed transaction failed")
 }
 
 // signRecord signs the transaction of rec (built from r, or from the stored fields when r is
@@ -875,7 +898,7 @@ func (t *Transactions) fillGap(ctx context.Context, ch Chain, chainID uint64, ad
 
 func (t *Transactions) byIdempotencyKey(ctx context.Context, principal, key string) (*store.TxRecord, error) {
 	var rec *store.TxRecord
-	err := t.db.Read(ctx, func(tx *store.Tx) error {
+	err := t.db.ReadOne(ctx, func(tx *store.Tx) error {
 		var err error
 		rec, err = tx.TxByIdempotencyKey(ctx, principal, key)
 		return err
@@ -913,7 +936,7 @@ func (t *Transactions) awaitIdempotent(ctx context.Context, rec *store.TxRecord,
 		case <-time.After(idempotencyPoll):
 		}
 		var err error
-		if err = t.db.Read(ctx, func(tx *store.Tx) error {
+		if err = t.db.ReadOne(ctx, func(tx *store.Tx) error {
 			rec, err = tx.TxByID(ctx, rec.ID)
 			return err
 		}); err != nil {
@@ -926,7 +949,7 @@ func (t *Transactions) awaitIdempotent(ctx context.Context, rec *store.TxRecord,
 // principal's transaction).
 func (t *Transactions) Transaction(ctx context.Context, principal string, hash common.Hash) (*store.TxRecord, error) {
 	var recs []*store.TxRecord
-	if err := t.db.Read(ctx, func(tx *store.Tx) error {
+	if err := t.db.ReadOne(ctx, func(tx *store.Tx) error {
 		var err error
 		recs, err = tx.TxsByHash(ctx, hash)
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 
+	"github.com/web3gate/web3gate/internal/testengine"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/wallet/txreq"
@@ -179,7 +180,32 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg TxConfig) *fixture {
 	t.Helper()
-	scfg := testStoreConfig(t, filepath.Join(t.TempDir(), "w.db"))
+	return newFixtureWith(t, cfg, testStoreConfig(t, filepath.Join(t.TempDir(), "w.db")))
+}
+
+// forEachStore runs test on a SQLite store and on a PostgreSQL one (whose reservations are
+// grouped per account, reserve_group.go), as subtests named after the drivers, whatever
+// WEB3GATE_TEST_STORE says.
+func forEachStore(t *testing.T, test func(t *testing.T, driver string)) {
+	t.Helper()
+	for _, d := range []string{store.DriverSQLite, store.DriverPostgres} {
+		t.Run(d, func(t *testing.T) { test(t, d) })
+	}
+}
+
+// newFixtureOn is newFixture on a store of driver: a SQLite file in a temporary directory, or
+// a fresh PostgreSQL database (internal/testengine).
+func newFixtureOn(t *testing.T, cfg TxConfig, driver string) *fixture {
+	t.Helper()
+	scfg := store.Config{Path: filepath.Join(t.TempDir(), "w.db")}
+	if driver == store.DriverPostgres {
+		scfg = store.Config{Driver: store.DriverPostgres, DSN: testengine.Postgres(t), MaxConns: 8}
+	}
+	return newFixtureWith(t, cfg, scfg)
+}
+
+func newFixtureWith(t *testing.T, cfg TxConfig, scfg store.Config) *fixture {
+	t.Helper()
 	scfg.SetDefaults()
 	db, err := store.Open(context.Background(), scfg, store.Deps{})
 	if err != nil {

@@ -88,6 +88,10 @@ var (
 	ErrLimitExceeded       = &Error{Code: -32005, Message: "limit exceeded", HTTPStatus: http.StatusTooManyRequests}
 	ErrUpstreamTimeout     = &Error{Code: -32002, Message: "upstream timeout", HTTPStatus: http.StatusGatewayTimeout}
 	ErrUpstreamUnavailable = &Error{Code: -32011, Message: "no healthy upstream", HTTPStatus: http.StatusServiceUnavailable}
+	// ErrStoreUnavailable: web3gate's own database (store) cannot serve the request: stopped,
+	// restarting, unreachable, or not answering within store.transactionTimeout. EIP-1474's
+	// -32002 "resource unavailable"; retry later.
+	ErrStoreUnavailable = &Error{Code: -32002, Message: "store unavailable", HTTPStatus: http.StatusServiceUnavailable}
 )
 
 // FromUpstream builds the error an upstream node answered, to pass through unchanged.
