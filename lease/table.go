@@ -23,7 +23,11 @@ import (
 //     last third of the ttl to stop before anyone else may start it;
 //   - a renewal that finds the row taken over (another holder or epoch) cancels at once.
 //
-// A holder that dies is replaced within ttl + leaseCheckInterval = leaseTimeout. Every
+// A holder that dies is replaced within ttl + leaseCheckInterval = leaseTimeout, except by a
+// later process of the same replica (the same cluster.replicaId), which takes the lease of its
+// crashed predecessor at once: a single process restarted after a crash runs its jobs at
+// start, as it did before leases (had the predecessor survived, its next renewal finds the
+// row taken over and cancels its job). Every
 // process compares times of its own clock with the row's, which is sound on SQLite (every
 // process of one file runs on one host); stores shared across hosts use advisory locks.
 
@@ -32,14 +36,17 @@ func NewTable(db *store.DB, cfg Config, deps Deps) (*Leases, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("lease: cluster: %w", err)
 	}
-	b := &table{db: db, holder: cfg.ReplicaID + "/" + instanceTag(), t: cfg.timings()}
+	b := &table{db: db, replica: cfg.ReplicaID, holder: cfg.ReplicaID + "/" + instanceTag(), t: cfg.timings()}
 	return newLeases(cfg, b, deps), nil
 }
 
 type table struct {
 	db     *store.DB
 	holder string
-	t      timings
+	// replica is the replica id: a lease held by another process of the same replica (an
+	// earlier one, which crashed holding it) is taken over at once, not after its expiry.
+	replica string
+	t       timings
 
 	// stalled, set by tests, keeps the holder's writes of a lease (acquisition, renewals,
 	// release) from happening while it reports true (a holder that hangs or cannot write).
@@ -61,7 +68,7 @@ func (b *table) acquire(ctx context.Context, name string, log *zap.Logger) (*gra
 				return errors.New("stalled by a test")
 			}
 			var err error
-			l, ok, err = tx.AcquireLease(wctx, name, b.holder, start, start.Add(b.t.ttl))
+			l, ok, err = tx.AcquireLeaseFrom(wctx, name, b.holder, b.replica+"/", start, start.Add(b.t.ttl))
 			return err
 		})
 		switch {

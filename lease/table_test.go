@@ -196,3 +196,28 @@ func TestTableReleaseOnStop(t *testing.T) {
 	}
 	t.Logf("b took over %s after a stopped", took.Round(time.Millisecond))
 }
+
+// TestTableSameReplicaTakesOverAtOnce: a process of the same replica as a holder that died
+// holding the lease (a single process restarted after a crash) takes the lease at once,
+// before its expiry; its job runs at start, as it did before leases.
+func TestTableSameReplicaTakesOverAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	const name = "confirmer/1"
+	first, second := &runs{}, &runs{}
+	a := newTableHolder(t, dir, steadyConfig("r"))
+	hold(t, a.leases, name, first, "a")
+	waitFor(t, 10*time.Second, "the first process runs the job", func() bool { return first.runningHolder() == "a" })
+	a.hang.Store(true) // dead: no renewal, no release
+	db := openStore(t, dir)
+	expires := leaseRow(t, db, name).ExpiresAt
+
+	b := newTableHolder(t, dir, steadyConfig("r"))
+	hold(t, b.leases, name, second, "b")
+	waitFor(t, 10*time.Second, "the restarted process runs the job", func() bool { return second.runningHolder() == "b" })
+	if started := second.lastEvent("b", true); !started.Before(expires) {
+		t.Fatalf("the restarted process started the job at %s, after its predecessor's lease expired (%s)", started, expires)
+	}
+	if row := leaseRow(t, db, name); !strings.HasPrefix(row.Holder, "r/") || row.Epoch != 2 {
+		t.Fatalf("lease row %+v, want the restarted process at epoch 2", row)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -32,6 +33,13 @@ type Lease struct {
 // expiry is not after now, or when holder holds it already; the epoch grows by one. ok is
 // false when another holder's unexpired lease stands; l is then that lease.
 func (t *Tx) AcquireLease(ctx context.Context, name, holder string, now, expires time.Time) (l *Lease, ok bool, err error) {
+	return t.AcquireLeaseFrom(ctx, name, holder, "", now, expires)
+}
+
+// AcquireLeaseFrom is AcquireLease that also takes an unexpired lease whose holder starts
+// with predecessors (when not empty): an earlier process of the same replica, which a crash
+// left holding it.
+func (t *Tx) AcquireLeaseFrom(ctx context.Context, name, holder, predecessors string, now, expires time.Time) (l *Lease, ok bool, err error) {
 	if name == "" || holder == "" {
 		return nil, false, errors.New("acquire lease: name and holder must not be empty")
 	}
@@ -52,7 +60,7 @@ func (t *Tx) AcquireLease(ctx context.Context, name, holder string, now, expires
 	case err != nil:
 		return nil, false, err
 	}
-	if cur.Holder != holder && cur.ExpiresAt.After(now) {
+	if cur.Holder != holder && cur.ExpiresAt.After(now) && (predecessors == "" || !strings.HasPrefix(cur.Holder, predecessors)) {
 		return cur, false, nil
 	}
 	l = &Lease{Name: name, Holder: holder, Epoch: cur.Epoch + 1, ExpiresAt: expires, AcquiredAt: now, RenewedAt: now}
