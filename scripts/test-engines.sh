@@ -302,12 +302,13 @@ stop_redis() {
 # ---- commands ----
 
 cmd_start() {
+	# The binaries are needed even where an engine answers already: tests start private
+	# servers of their own to stop, kill and freeze (internal/testengine).
 	local missing=()
-	if [ -n "$PG_PORT" ] && ! pg_answers "$PG_PORT" && ! [ -f "$BASE/pg-$PG_PORT/started" ] && ! find_pg_bin; then
+	if ! find_pg_bin; then
 		missing+=(postgresql)
 	fi
-	if [ -n "$REDIS_PORT" ] && ! port_open "$REDIS_PORT" && ! [ -f "$BASE/redis-$REDIS_PORT/started" ] &&
-		! { command -v redis-server >/dev/null && command -v redis-cli >/dev/null; }; then
+	if ! { command -v redis-server >/dev/null && command -v redis-cli >/dev/null; }; then
 		missing+=(redis-server)
 	fi
 	if [ "${#missing[@]}" -gt 0 ]; then
