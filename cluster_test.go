@@ -2,32 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-// syncWriter collects a server's log lines.
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
 
 // TestReplicaAndLeases: every log line carries the replica id; a single process takes the
 // lease of each chain's confirmer and owners indexer at start (within the grace of a
@@ -39,7 +19,7 @@ func TestReplicaAndLeases(t *testing.T) {
 	if !strings.Contains(cfg, "replicaId: replica-7") || !strings.Contains(cfg, "level: info") {
 		t.Fatal("config.yaml changed: the cluster test settings were not applied")
 	}
-	logs := &syncWriter{}
+	logs := &lockedLog{}
 	ts := startServerIn(t, cfg, t.TempDir(), logs)
 
 	// On PostgreSQL a new holder starts its job after a grace of half a check interval.

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -65,7 +64,7 @@ func TestDeployLoadBalancer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var logs lockedBuffer
+	var logs lockedLog
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, haproxy, "-db", "-f", cfgPath)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -208,20 +207,3 @@ func hostPort(t *testing.T, base string) string {
 	return u.Host
 }
 
-// lockedBuffer collects a process's output written from its copying goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}

@@ -29,19 +29,7 @@ func TestAccountsCLI(t *testing.T) {
 	const servicePass = "service-passphrase-e2e"
 	run := func(env []string, args ...string) (string, int) {
 		t.Helper()
-		cmd := exec.Command(binary, append(args, "--config", cfgPath)...)
-		cmd.Env = append(os.Environ(), env...)
-		out, err := cmd.CombinedOutput()
-		if strings.Contains(string(out), servicePass) {
-			t.Fatalf("the keystore passphrase appeared in the output:\n%s", out)
-		}
-		if ee, ok := err.(*exec.ExitError); ok {
-			return string(out), ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out), 0
+		return runCLI(t, env, "", []string{servicePass}, append(args, "--config", cfgPath)...)
 	}
 	withPass := []string{"WEB3GATE_KEYSTORE_PASSPHRASE=" + servicePass}
 	addrRE := regexp.MustCompile(`0x[0-9a-fA-F]{40}`)
@@ -260,22 +248,7 @@ func TestAccountsImportFromTools(t *testing.T) {
 
 	run := func(env []string, stdin string, args ...string) (string, int) {
 		t.Helper()
-		cmd := exec.Command(binary, append(args, "--config", cfgPath)...)
-		cmd.Env = append(os.Environ(), env...)
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
-		for _, s := range append(secrets, signingPassphrase, filePass) {
-			if strings.Contains(strings.ToLower(string(out)), strings.ToLower(s)) {
-				t.Fatalf("a secret appeared in the output of %q:\n%s", args, out)
-			}
-		}
-		if ee, ok := err.(*exec.ExitError); ok {
-			return string(out), ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out), 0
+		return runCLI(t, env, stdin, append(secrets, signingPassphrase, filePass), append(args, "--config", cfgPath)...)
 	}
 
 	importOK := func(s importSource) {
@@ -412,20 +385,7 @@ func TestAccountsCLIStoreBackend(t *testing.T) {
 	cfgPath := filepath.Join(dir, "config.yaml")
 	run := func(env []string, stdin string, args ...string) (string, int) {
 		t.Helper()
-		cmd := exec.Command(binary, append(args, "--config", cfgPath)...)
-		cmd.Env = append(os.Environ(), env...)
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
-		if strings.Contains(string(out), servicePass) {
-			t.Fatalf("the keystore passphrase appeared in the output:\n%s", out)
-		}
-		if ee, ok := err.(*exec.ExitError); ok {
-			return string(out), ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out), 0
+		return runCLI(t, env, stdin, []string{servicePass}, append(args, "--config", cfgPath)...)
 	}
 	addrRE := regexp.MustCompile(`0x[0-9a-fA-F]{40}`)
 
@@ -506,19 +466,7 @@ func TestAccountsKeystoreMigration(t *testing.T) {
 	storeCfg := writeConfigAs(t, dir, "store.yaml", storeText)
 	run := func(env []string, args ...string) (string, int) {
 		t.Helper()
-		cmd := exec.Command(binary, args...)
-		cmd.Env = append(os.Environ(), env...)
-		out, err := cmd.CombinedOutput()
-		if strings.Contains(string(out), servicePass) {
-			t.Fatalf("the keystore passphrase appeared in the output:\n%s", out)
-		}
-		if ee, ok := err.(*exec.ExitError); ok {
-			return string(out), ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(out), 0
+		return runCLI(t, env, "", []string{servicePass}, args...)
 	}
 	addrRE := regexp.MustCompile(`0x[0-9a-fA-F]{40}`)
 	var created []string
@@ -602,6 +550,29 @@ func TestAccountsKeystoreMigration(t *testing.T) {
 			t.Fatalf("personal_sign as %s after the migration: %v", addr, err)
 		}
 	}
+}
+
+// runCLI runs the binary with args, the environment plus env and stdin, and returns its
+// combined output and exit code; the test fails if any of secrets (compared without case)
+// appears in the output.
+func runCLI(t *testing.T, env []string, stdin string, secrets []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	for _, s := range secrets {
+		if strings.Contains(strings.ToLower(string(out)), strings.ToLower(s)) {
+			t.Fatalf("a secret appeared in the output of %q:\n%s", args, out)
+		}
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(out), ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), 0
 }
 
 // writeConfigAs writes text to dir/name and returns its path.

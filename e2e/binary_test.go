@@ -251,9 +251,5 @@ func shippedConfig(t *testing.T, dir string, replace ...string) string {
 // writeConfig writes text to dir/config.yaml and returns its path.
 func writeConfig(t *testing.T, dir, text string) string {
 	t.Helper()
-	p := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return writeConfigAs(t, dir, "config.yaml", text)
 }
