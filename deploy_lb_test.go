@@ -206,4 +206,3 @@ func hostPort(t *testing.T, base string) string {
 	}
 	return u.Host
 }
-
