@@ -182,8 +182,9 @@ func burst(acct common.Address, urls []string, method string, total, workers int
 
 // waitMined waits until every hash has a successful receipt on node, clearing anvil's stuck
 // pool when needed (anvilUnsticker); resend, when set, is called with the hashes still
-// missing after each clearing (a client submitting its raw transactions again).
-func waitMined(t *testing.T, node *anvil.Node, acct common.Address, hashes []string, within time.Duration, resend func([]string), dump func(missing []string)) {
+// missing after each clearing (a client submitting its raw transactions again). It returns the
+// unsticker, for callers that go on watching the pool.
+func waitMined(t *testing.T, node *anvil.Node, acct common.Address, hashes []string, within time.Duration, resend func([]string), dump func(missing []string)) *anvilUnsticker {
 	t.Helper()
 	until := time.Now().Add(within)
 	stuck := &anvilUnsticker{node: node, addr: acct}
@@ -205,7 +206,7 @@ func waitMined(t *testing.T, node *anvil.Node, acct common.Address, hashes []str
 		}
 		pending = still
 		if len(pending) == 0 {
-			return
+			return stuck
 		}
 		if resend != nil && (stuck.cleared != cleared || time.Since(lastResend) > 2*time.Second) {
 			resend(pending)
@@ -219,6 +220,7 @@ func waitMined(t *testing.T, node *anvil.Node, acct common.Address, hashes []str
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	return stuck
 }
 
 // checkMinedNonces checks that the account's mined nonces on node from nonce from on are

@@ -380,30 +380,9 @@ func TestCrashRecoveryKill9(t *testing.T) {
 
 	// Every returned hash is mined, successfully.
 	until := time.Now().Add(deadline)
-	stuck := &anvilUnsticker{node: node, addr: acct}
-	pending := slices.Clone(hashes)
-	for len(pending) > 0 {
-		stuck.check(t)
-		var still []string
-		for _, h := range pending {
-			rc := receiptOf(t, node, h)
-			if rc == nil {
-				still = append(still, h)
-				continue
-			}
-			if rc.Status != "0x1" {
-				t.Fatalf("%s mined with status %s", h, rc.Status)
-			}
-		}
-		pending = still
-		if len(pending) > 0 && time.Now().After(until) {
-			dumpCrashState(t, node, acct, filepath.Join(dir, "web3gate.db"), pending)
-			t.Fatalf("%d of the %d returned hashes have no receipt %v after the restart, e.g. %s", len(pending), len(hashes), deadline, pending[0])
-		}
-		if len(pending) > 0 {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	stuck := waitMined(t, node, acct, hashes, deadline, nil, func(missing []string) {
+		dumpCrashState(t, node, acct, filepath.Join(dir, "web3gate.db"), missing)
+	})
 
 	// Recovery finished: anvil's pool is empty (a gap would leave later nonces queued) and the
 	// account's count is stable.
