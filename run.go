@@ -78,7 +78,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	// The jobs that run on one replica at a time hold leases: advisory locks of the
 	// PostgreSQL store, rows of any other (README "Running several replicas"). They stop
 	// before the leases close (defers run last first), and the leases before the store.
-	leases, err := lease.Open(cfg.Cluster, lease.Backend{Driver: cfg.Store.Driver, Postgres: db.PostgresConfig(), DB: db},
+	leases, err := lease.Open(cfg.Cluster, db,
 		lease.Deps{Logger: log.Named("lease"), Registry: reg})
 	if err != nil {
 		return err

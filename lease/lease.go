@@ -23,9 +23,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5"
 	"slices"
 	"strings"
 	"sync"
@@ -48,33 +46,14 @@ type Deps struct {
 	Registry prometheus.Registerer
 }
 
-// Backend says where the leases are kept: by the store's driver, advisory locks of its
-// PostgreSQL database, else rows of the store.
-type Backend struct {
-	// Driver is the store's driver (store.Config.Driver).
-	Driver string
-	// DSN is the PostgreSQL connection string (driver postgres). The leases open a
-	// connection of their own with it; it never appears in a log line or an error.
-	DSN string
-	// Postgres, when set, is the connection configuration to use instead of DSN: the
-	// store's own (store.DB.PostgresConfig), with its TLS and timeouts.
-	Postgres *pgx.ConnConfig
-	// DB is the store (any other driver: the leases table).
-	DB *store.DB
-}
-
-// Open returns the Leases of backend: NewPostgres for the postgres driver, NewTable otherwise.
-func Open(cfg Config, b Backend, deps Deps) (*Leases, error) {
-	if b.Driver == store.DriverPostgres {
-		if b.Postgres != nil {
-			return NewPostgresConfig(b.Postgres, cfg, deps)
-		}
-		return NewPostgres(b.DSN, cfg, deps)
+// Open returns the Leases of the store db: advisory locks of its database on a connection of
+// their own, opened with the store's own configuration (TLS and timeouts included), when db
+// is on PostgreSQL; rows of its leases table otherwise.
+func Open(cfg Config, db *store.DB, deps Deps) (*Leases, error) {
+	if conf := db.PostgresConfig(); conf != nil {
+		return NewPostgresConfig(conf, cfg, deps)
 	}
-	if b.DB == nil {
-		return nil, errors.New("lease: a store is required")
-	}
-	return NewTable(b.DB, cfg, deps)
+	return NewTable(db, cfg, deps)
 }
 
 // Leases runs jobs under leases. Close it after every Hold has returned.

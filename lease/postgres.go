@@ -52,9 +52,6 @@ func Key(database, namespace, name string) int64 {
 // connection is opened in the background (and again after each loss); a database that cannot
 // be reached holds the Holds waiting, logged once per outage.
 func NewPostgres(dsn string, cfg Config, deps Deps) (*Leases, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("lease: cluster: %w", err)
-	}
 	if dsn == "" {
 		return nil, errors.New("lease: the PostgreSQL connection string is empty")
 	}
