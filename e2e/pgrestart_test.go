@@ -162,19 +162,32 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 		time.Sleep(d)
 	}
 
+	// /readyz follows the store: 503 while it cannot serve (a load balancer sends the replica
+	// no new requests), 200 again once it does.
+	ready := func(want int, when, says string) {
+		t.Helper()
+		if code, body := httpGet(t, g.Admin+"/readyz"); code != want || !strings.Contains(body, says) {
+			t.Errorf("readyz %s: %d %s, want %d with %q", when, code, body, want, says)
+		}
+	}
 	steady("up", 3*time.Second)
+	ready(200, "up", `"status":"ok"`)
 	for _, mode := range []string{"fast", "immediate"} {
 		phase.Store("stopped " + mode)
 		pg.Stop(mode)
 		time.Sleep(4 * time.Second)
+		ready(503, "stopped "+mode, "store unavailable")
 		pg.Start()
 		steady("restarted after "+mode, 3*time.Second)
+		ready(200, "restarted after "+mode, `"status":"ok"`)
 	}
 	phase.Store("frozen")
 	pg.Freeze()
 	time.Sleep(freezeFor)
+	ready(503, "frozen", `"status":"unavailable"`)
 	pg.Thaw()
 	steady("thawed", 3*time.Second)
+	ready(200, "thawed", `"status":"ok"`)
 	stop.Store(true)
 	wg.Wait()
 

@@ -386,16 +386,11 @@ func (db *DB) Close() error {
 	return nil
 }
 
-// Ping checks that the database answers a query within ctx (for /readyz). Its error names the
-// database as Open's messages do, never a password.
+// Ping checks that the database answers a query within ctx (for /readyz), as any store call
+// does: an unavailable PostgreSQL is ErrUnavailable, its outage logged once.
 func (db *DB) Ping(ctx context.Context) error {
-	var one int
-	err := db.read.QueryRowContext(ctx, "SELECT 1").Scan(&one)
-	if err != nil {
-		if db.pgConf != nil {
-			err = scrubPassword(err, db.pgConf.Password)
-		}
-		return fmt.Errorf("store %s does not answer: %w", db.target, err)
-	}
-	return nil
+	return db.ReadOne(ctx, func(tx *Tx) error {
+		var one int
+		return tx.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+	})
 }
