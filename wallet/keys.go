@@ -217,21 +217,8 @@ func (k *Keys) unlockAll() (keys, workers int, err error) {
 	if len(files) == 0 {
 		return 0, 0, nil
 	}
-	workers = min(len(files), runtime.GOMAXPROCS(0), maxUnlockWorkers)
-	unlocked := make([]*ecdsa.PrivateKey, len(files))
-	g, ctx := errgroup.WithContext(context.Background())
-	g.SetLimit(workers)
-	for i, f := range files {
-		g.Go(func() error {
-			if ctx.Err() != nil {
-				return nil // another file failed: do not spend scrypt time on the rest
-			}
-			key, err := k.unlock(f)
-			unlocked[i] = key
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
+	unlocked, workers, err := k.unlockFiles(context.Background(), files)
+	if err != nil {
 		return 0, 0, err
 	}
 	seen := make(map[common.Address]string, len(files))
@@ -249,6 +236,32 @@ func (k *Keys) unlockAll() (keys, workers int, err error) {
 		}
 	}
 	return len(k.keys), workers, nil
+}
+
+// unlockFiles decrypts files with the service passphrase, up to maxUnlockWorkers at once, and
+// stops at the first failure (or when ctx ends).
+func (k *Keys) unlockFiles(ctx context.Context, files []keyFile) (unlocked []*ecdsa.PrivateKey, workers int, err error) {
+	workers = min(max(len(files), 1), runtime.GOMAXPROCS(0), maxUnlockWorkers)
+	unlocked = make([]*ecdsa.PrivateKey, len(files))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for i, f := range files {
+		g.Go(func() error {
+			if gctx.Err() != nil {
+				return nil // another file failed: do not spend scrypt time on the rest
+			}
+			key, err := k.unlock(f)
+			unlocked[i] = key
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	return unlocked, workers, nil
 }
 
 // unlock decrypts one key file with the service passphrase.

@@ -5,12 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 	"go.uber.org/zap"
-	"golang.org/x/sync/errgroup"
 )
 
 // CopyResult says what CopyKeys did.
@@ -71,33 +69,15 @@ func CopyKeys(ctx context.Context, from, to KeysConfig, deps Deps) (CopyResult, 
 	// Decrypting proves the passphrase and the file, and gives the address to file it under.
 	k := newKeys(src, log)
 	k.pass, k.passFrom = pass, passFrom
-	addrs := make([]common.Address, len(files))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(min(max(len(files), 1), runtime.GOMAXPROCS(0), maxUnlockWorkers))
-	for i, f := range files {
-		g.Go(func() error {
-			if gctx.Err() != nil {
-				return nil
-			}
-			key, err := k.unlock(f)
-			if err != nil {
-				return err
-			}
-			addrs[i] = crypto.PubkeyToAddress(key.PublicKey)
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return CopyResult{}, err
-	}
-	if err := ctx.Err(); err != nil {
+	keys, _, err := k.unlockFiles(ctx, files)
+	if err != nil {
 		return CopyResult{}, err
 	}
 
 	var res CopyResult
 	seen := make(map[common.Address]bool, len(files))
 	for i, f := range files {
-		addr := addrs[i]
+		addr := crypto.PubkeyToAddress(keys[i].PublicKey)
 		if seen[addr] {
 			log.Warn("keystore: two files hold the same key; copied once", zap.Stringer("address", addr), zap.String("file", f.where))
 			continue
