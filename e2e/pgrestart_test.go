@@ -56,7 +56,10 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	pg := testengine.PrivatePostgres(t)
 	node := anvil.Start(t, chainID)
 	t.Setenv("WEB3GATE_KEYSTORE_PASSPHRASE", signingPassphrase)
-	cfg := replicaConfig(pg.DSN(), chainID, "{maxInFlight: 1000, pollInterval: 100ms, rebroadcastAfter: 2s, broadcastTimeout: 3s}", "", node.URL)
+	// The account's in-flight cap is not what this test is about: high enough that a confirmer
+	// catching up after an outage on a slow machine never makes a send wait for a slot
+	// (inFlightWait is longer than requestBound).
+	cfg := replicaConfig(pg.DSN(), chainID, "{maxInFlight: 100000, pollInterval: 100ms, rebroadcastAfter: 2s, broadcastTimeout: 3s}", "", node.URL)
 	cfg = strings.Replace(cfg, "  maxConns: 8\n", "  maxConns: 8\n"+pgStoreTimeouts, 1)
 	acct := newAccount(t, writeConfig(t, t.TempDir(), cfg))
 	fund(t, node, acct)

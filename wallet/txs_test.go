@@ -16,6 +16,8 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/web3gate/web3gate/internal/testengine"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
@@ -215,7 +217,8 @@ func newFixtureWith(t *testing.T, cfg TxConfig, scfg store.Config) *fixture {
 	keys, from := inMemoryKeys(t, "nonce manager")
 	ch := newFakeChain()
 	cfg.BroadcastTimeout = 500 * time.Millisecond
-	txs, err := NewTransactions(cfg, TxDeps{Keys: keys, DB: db, Chains: map[uint64]Chain{7: ch}})
+	// The log shows on failure: an internal error names its cause only there.
+	txs, err := NewTransactions(cfg, TxDeps{Keys: keys, DB: db, Chains: map[uint64]Chain{7: ch}, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
 	if err != nil {
 		t.Fatal(err)
 	}
