@@ -67,6 +67,7 @@ func Default() Config {
 	var c Config
 	c.Upstreams = upstreams.DefaultConfig()
 	c.Cache.Enabled = true
+	c.Server.WebSocket.Enabled = true
 	c.Cache.Coalesce = true
 	c.Cache.Local = true
 	c.Redis.MaxFlushDelay = redisx.DefaultMaxFlushDelay
