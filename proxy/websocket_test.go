@@ -361,6 +361,15 @@ type collectorFunc func(ch chan<- prometheus.Metric)
 func (f collectorFunc) Describe(chan<- *prometheus.Desc)    {}
 func (f collectorFunc) Collect(ch chan<- prometheus.Metric) { f(ch) }
 
+// With server.websocket.enabled false, an upgrade is a GET like any other: 405.
+func TestWebSocketDisabled(t *testing.T) {
+	addr, _, _ := wsServer(t, 0, func(c *Config) { c.WebSocket.Enabled = false })
+	_, resp, err := wsDialer().Dial("ws://"+addr+"/v1/web3/mainnet", wsHeader())
+	if err == nil || resp == nil || resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+		t.Fatalf("upgrade with WebSockets off: %v %v", err, resp)
+	}
+}
+
 // A bearer token offered as a subprotocol authenticates the socket; the server selects
 // web3gate and never echoes the token.
 func TestWebSocketBearerSubprotocol(t *testing.T) {
