@@ -667,7 +667,9 @@ func (k *socket) tick() {
 	case !k.expires.IsZero() && !now.Before(k.expires):
 		k.closeWith(websocket.ClosePolicyViolation, closeTokenExpired, dropTokenExpired)
 		return
-	case now.UnixNano()-k.lastRead.Load() > int64(2*cfg.PingInterval):
+	case k.inflight.Load() == 0 && now.UnixNano()-k.lastRead.Load() > int64(2*cfg.PingInterval):
+		// (While the reader serves a message itself it reads no pong: a socket with messages
+		// in progress is not a silent peer.)
 		k.closeWith(websocket.CloseGoingAway, closePingTimeout, dropPingTimeout)
 		return
 	case idle && k.inflight.Load() == 0 && now.UnixNano()-k.lastMsg.Load() >= int64(cfg.IdleTimeout):
