@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -373,3 +376,35 @@ func describe(evs []Event) string {
 	}
 	return strings.Join(s, " ")
 }
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+func bigInt(n int64) *big.Int { return big.NewInt(n) }
+
+// sendRaw sends a transaction calling to with data from s's account without waiting for it
+// to be mined (anvil with automine off); first: the first of a series, whose nonce is read
+// from the node, the others taking the next ones.
+func sendRaw(t *testing.T, ctx context.Context, s *contracts.Session, to common.Address, data []byte, first bool) {
+	t.Helper()
+	from := crypto.PubkeyToAddress(s.Key.PublicKey)
+	if first {
+		nonce, err := s.Client.NonceAt(ctx, from, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nextNonce[from] = nonce
+	}
+	tx := types.NewTx(&types.DynamicFeeTx{ChainID: s.ChainID, Nonce: nextNonce[from], GasTipCap: big.NewInt(1e9),
+		GasFeeCap: big.NewInt(100e9), Gas: 500_000, To: &to, Data: data})
+	nextNonce[from]++
+	signed, err := types.SignTx(tx, types.LatestSignerForChainID(s.ChainID), s.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Client.SendTransaction(ctx, signed); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nextNonce is sendRaw's next nonce by account (tests using it do not run in parallel).
+var nextNonce = map[common.Address]uint64{}
