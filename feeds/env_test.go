@@ -33,7 +33,7 @@ import (
 func TestMain(m *testing.M) { leaktest.Main(m) }
 
 // waitTimeout bounds every wait of the tests for the chain or the feed.
-const waitTimeout = 60 * time.Second
+const waitTimeout = 20 * time.Second
 
 // node is a chain the tests follow: an upstream pool over it, and a client for the tests'
 // own transactions and reads.
@@ -247,6 +247,13 @@ func newFeed(t *testing.T, chain Chain, chainID uint64, mutate func(*Config)) *t
 		t.Fatal(err)
 	}
 	t.Cleanup(set.Close)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, e := range logs.All() {
+				t.Logf("feed log: %s %s %v", e.Level, e.Message, e.ContextMap())
+			}
+		}
+	})
 	f, ok := set.Feed(chainID)
 	if !ok {
 		t.Fatalf("no feed for chain %d", chainID)
