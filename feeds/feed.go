@@ -160,6 +160,7 @@ type Feed struct {
 	sinksChanged bool         // sinks changed since the goroutine's last snapshot; guarded by mu
 	running      bool         // the goroutine runs; guarded by mu
 	startFrom    uint64       // the pool's head when a sink woke the idle feed; guarded by mu
+	startSet     bool         // startFrom is set; guarded by mu
 	lastUse      time.Time    // last Changes or Latest; guarded by mu
 	lastLogsUse  time.Time    // last Changes with logs; guarded by mu
 
@@ -218,7 +219,9 @@ func (f *Feed) Subscribe(s Sink, logs bool) (unsubscribe func()) {
 	f.sinksChanged = true
 	f.m.sinks.Set(float64(len(f.sinks)))
 	if !f.running && len(f.hist) == 0 {
-		f.startFrom = f.chain.Head()
+		// 0 is the genesis or, before the pool's first head poll, unknown: begin tells
+		// them apart by maxCatchUp.
+		f.startFrom, f.startSet = f.chain.Head(), true
 	}
 	f.startLocked()
 	f.mu.Unlock()
