@@ -43,7 +43,7 @@ func (s *Stage) subscribe(c *proxy.Call) (*proxy.Response, error) {
 	case kindPending:
 		return nil, errPendingNotOffered
 	default:
-		return nil, jsonrpc.ErrInvalidParams.Withf("no %s subscription in eth namespace", strconv.Quote(clip(kind)))
+		return nil, jsonrpc.ErrMethodNotFound.Withf("no %s subscription in eth namespace", strconv.Quote(clip(kind)))
 	}
 	var feed *feeds.Feed
 	if kind != kindSyncing {

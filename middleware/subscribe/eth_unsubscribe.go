@@ -2,13 +2,15 @@ package subscribe
 
 import (
 	"encoding/json"
+	"net/http"
 
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
 
 // unsubscribe answers eth_unsubscribe on a socket: true when it ended one of the socket's
-// subscriptions, false for any other id (another socket's, one ended already).
+// subscriptions; any other id (another socket's, one ended already) gets geth's error,
+// -32000 "subscription not found".
 func unsubscribe(c *proxy.Call) (*proxy.Response, error) {
 	var args []json.RawMessage
 	if json.Unmarshal(c.Request.Params, &args) != nil || len(args) == 0 {
@@ -24,11 +26,13 @@ func unsubscribe(c *proxy.Call) (*proxy.Response, error) {
 	if c.Exchange.Socket.Unsubscribe(id) {
 		return answerTrue, nil
 	}
-	return answerFalse, nil
+	return nil, errNotFound
 }
 
-// The answers of eth_unsubscribe, shared (read-only).
+// errNotFound is geth's answer to eth_unsubscribe of an id its connection does not hold.
+var errNotFound = &jsonrpc.Error{Code: -32000, Message: "subscription not found", HTTPStatus: http.StatusOK}
+
+// The answer of eth_unsubscribe, shared (read-only).
 var (
-	answerTrue  = &proxy.Response{Result: []byte("true")}
-	answerFalse = &proxy.Response{Result: []byte("false")}
+	answerTrue = &proxy.Response{Result: []byte("true")}
 )

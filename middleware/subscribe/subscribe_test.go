@@ -89,8 +89,8 @@ func TestSubscribeErrors(t *testing.T) {
 		{"object params", "eth_subscribe", `{"a":1}`, -32602, "non-array args"},
 		{"empty", "eth_subscribe", `[]`, -32602, "expected subscription name as first argument"},
 		{"number kind", "eth_subscribe", `[1]`, -32602, "expected subscription name as first argument"},
-		{"unknown kind", "eth_subscribe", `["blocks"]`, -32602, `no "blocks" subscription in eth namespace`},
-		{"long unknown kind", "eth_subscribe", `["aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]`, -32602,
+		{"unknown kind", "eth_subscribe", `["blocks"]`, -32601, `no "blocks" subscription in eth namespace`},
+		{"long unknown kind", "eth_subscribe", `["aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]`, -32601,
 			`no "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa…" subscription in eth namespace`},
 		{"newHeads with an argument", "eth_subscribe", `["newHeads",{}]`, -32602, "too many arguments, want at most 1"},
 		{"logs with two arguments", "eth_subscribe", `["logs",{},{}]`, -32602, "too many arguments, want at most 2"},
@@ -130,7 +130,8 @@ func TestOverHTTP(t *testing.T) {
 	}
 }
 
-// syncing notifies false once; unsubscribe answers true for the socket's own id, then false.
+// syncing notifies false once; unsubscribe answers true for the socket's own id, then geth's
+// -32000 "subscription not found".
 func TestSyncingAndUnsubscribe(t *testing.T) {
 	s := stage(t)
 	sock := &fakeSocket{subs: map[string]*fakeSub{}, limit: 1}
@@ -145,10 +146,10 @@ func TestSyncingAndUnsubscribe(t *testing.T) {
 	if _, err := serve(s, sock, "eth_subscribe", `["syncing"]`); err == nil || err.(*jsonrpc.Error).Code != -32005 {
 		t.Fatalf("over the limit: %v", err)
 	}
-	for _, want := range []string{"true", "false"} {
-		r, err := serve(s, sock, "eth_unsubscribe", `["0x1"]`)
-		if err != nil || string(r.Result) != want {
-			t.Fatalf("eth_unsubscribe: %v %v, want %s", r, err, want)
-		}
+	if r, err := serve(s, sock, "eth_unsubscribe", `["0x1"]`); err != nil || string(r.Result) != "true" {
+		t.Fatalf("eth_unsubscribe: %v %v, want true", r, err)
+	}
+	if _, err := serve(s, sock, "eth_unsubscribe", `["0x1"]`); err == nil || err.(*jsonrpc.Error).Code != -32000 || err.Error() != "subscription not found" {
+		t.Fatalf("eth_unsubscribe again: %v, want -32000 subscription not found", err)
 	}
 }
