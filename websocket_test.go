@@ -329,7 +329,7 @@ func TestWebSocketLogs(t *testing.T) {
 	if r := w.call(t, "eth_subscribe", "newPendingTransactions"); r.Error == nil || r.Error.Code != -32601 || !strings.HasPrefix(r.Error.Message, "newPendingTransactions is not offered on this chain") {
 		t.Fatalf("newPendingTransactions: %+v", r.Error)
 	}
-	if r := w.call(t, "eth_subscribe", "blocks"); r.Error == nil || r.Error.Code != -32602 || r.Error.Message != `no "blocks" subscription in eth namespace` {
+	if r := w.call(t, "eth_subscribe", "blocks"); r.Error == nil || r.Error.Code != -32601 || r.Error.Message != `no "blocks" subscription in eth namespace` {
 		t.Fatalf("unknown kind: %+v", r.Error)
 	}
 }
