@@ -316,6 +316,18 @@ func (r *recorder) waitHead(t *testing.T, n uint64) []Event {
 	return evs
 }
 
+// waitAtLeast waits until r's last event is a block numbered n or more, not removed, and
+// returns every event so far. The dev chain may mine an empty block after a transaction's.
+func (r *recorder) waitAtLeast(t *testing.T, n uint64) []Event {
+	t.Helper()
+	var evs []Event
+	waitFor(t, fmt.Sprintf("block %d or later delivered", n), func() bool {
+		evs = r.all()
+		return len(evs) > 0 && !evs[len(evs)-1].Removed && evs[len(evs)-1].Block.Number >= n
+	})
+	return evs
+}
+
 // waitFor polls cond until it holds, failing the test after waitTimeout.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
