@@ -285,3 +285,19 @@ func TestUnsubscribeStopsTheFeed(t *testing.T) {
 	mine(t, n.anvil, 1)
 	r.waitHead(t, start+1)
 }
+
+// TestPoolHeadWakesTheFeed: with a poll interval of an hour, new blocks are delivered as
+// soon as the pool's own head polling sees them.
+func TestPoolHeadWakesTheFeed(t *testing.T) {
+	n := anvilNode(t)
+	start := n.head(t)
+	waitFor(t, "the pool's head", func() bool { return n.pool.Head() == start })
+	tf := newFeed(t, n.pool, n.chainID, func(c *Config) { c.PollInterval = time.Hour })
+	r := &recorder{}
+	defer tf.Subscribe(r, false)()
+	waitFor(t, "the feed's start", func() bool { return tf.tip() != nil })
+	mine(t, n.anvil, 1)
+	r.waitHead(t, start+1)
+	mine(t, n.anvil, 2)
+	checkAscending(t, r.waitHead(t, start+3), start+1, start+3)
+}
