@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/web3gate/web3gate/e2e/anvil"
 )
@@ -233,5 +234,46 @@ func checkEqual(t *testing.T, what string, got, want []*Block) {
 				t.Fatalf("%s[%d]: log %d differs", what, i, k)
 			}
 		}
+	}
+}
+
+// TestReorgDeeperThanHistory: a reorg deeper than feeds.history removes every block kept
+// (oldest first, with a warning) and delivers the new branch from the oldest height kept.
+func TestReorgDeeperThanHistory(t *testing.T) {
+	n := anvilNode(t)
+	base := n.head(t)
+	waitFor(t, "the pool's head", func() bool { return n.pool.Head() == base })
+	tf := newFeed(t, n.pool, n.chainID, func(c *Config) { c.History = 4 })
+	r := &recorder{}
+	defer tf.Subscribe(r, false)()
+	waitFor(t, "the feed's start", func() bool { return tf.tip() != nil })
+	now := time.Now().Unix()
+	snap := snapshot(t, n.anvil)
+	for i := int64(1); i <= 6; i++ {
+		call(t, n.anvil, "evm_mine", now+1000+i)
+	}
+	seen := len(r.waitHead(t, base+6))
+	revert(t, n.anvil, snap)
+	for i := int64(1); i <= 7; i++ {
+		call(t, n.anvil, "evm_mine", now+5000+i)
+	}
+	evs := r.waitHead(t, base+7)[seen:]
+	want := ""
+	for i := uint64(3); i <= 6; i++ {
+		want += " -" + itoa(base+i)
+	}
+	for i := uint64(3); i <= 7; i++ {
+		want += " +" + itoa(base+i)
+	}
+	if got := describe(evs); got != want[1:] {
+		t.Fatalf("events after the reorg: %s, want %s", got, want[1:])
+	}
+	for _, ev := range evs[4:] {
+		if hash, _ := canonicalBlock(t, n, ev.Block.Number); ev.Block.Hash != hash {
+			t.Fatalf("block %d is not the node's", ev.Block.Number)
+		}
+	}
+	if tf.logs.FilterMessage("feed reorg deeper than feeds.history: every block kept is removed").Len() == 0 {
+		t.Error("no warning about the reorg's depth")
 	}
 }
