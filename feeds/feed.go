@@ -141,7 +141,8 @@ func (s *Set) Feed(chainID uint64) (*Feed, bool) {
 }
 
 // Close stops every feed goroutine and waits for them; sinks get nothing more. Afterwards
-// Subscribe adds nothing, and Changes and Latest fail. It is idempotent.
+// Subscribe adds nothing, and Changes and Latest fail. It is idempotent; it must not be
+// called from a Sink's Deliver (it waits for the goroutine that calls Deliver).
 func (s *Set) Close() {
 	s.mu.Lock()
 	s.closed.Store(true)
