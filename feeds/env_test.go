@@ -261,7 +261,7 @@ func newFeed(t *testing.T, chain Chain, chainID uint64, mutate func(*Config)) *t
 	return &testFeed{Feed: f, set: set, reg: reg, logs: logs}
 }
 
-// gauge reads a metric of the chain "test".
+// metric reads a gauge or counter of the feed, summed over its labels.
 func (tf *testFeed) metric(t *testing.T, name string) float64 {
 	t.Helper()
 	mfs, err := tf.reg.Gather()
@@ -340,7 +340,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// canonical reads block n of the node as the feed would, with its logs.
+// canonicalBlock reads the node's block number: its hash and its logs (eth_getLogs by hash).
 func canonicalBlock(t *testing.T, n *node, number uint64) (hash common.Hash, logs []json.RawMessage) {
 	t.Helper()
 	ctx := context.Background()

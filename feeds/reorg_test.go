@@ -100,14 +100,14 @@ func TestReorgOnAnvil(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkSame(t, "removed", removed, blocksOf(evs[:3]))
-		checkSame(t, "added", addedBlocks, blocksOf(added))
+		checkEqual(t, "removed", removed, blocksOf(evs[:3]))
+		checkEqual(t, "added", addedBlocks, blocksOf(added))
 		removed, addedBlocks, err = tf.Changes(ctx, cursor0, true, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkSame(t, "removed", removed, nil)
-		checkSame(t, "added", addedBlocks, blocksOf(added))
+		checkEqual(t, "removed", removed, nil)
+		checkEqual(t, "added", addedBlocks, blocksOf(added))
 		if _, _, err := tf.Changes(ctx, cursor0, true, 1); err != ErrTooFar {
 			t.Errorf("Changes over 2 blocks with maxBlocks 1: %v, want ErrTooFar", err)
 		}
@@ -119,7 +119,7 @@ func TestReorgOnAnvil(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkSame(t, "removed", removed, nil)
+		checkEqual(t, "removed", removed, nil)
 		checkEqual(t, "added", addedBlocks, blocksOf(added))
 		// The node is at b0+2 and forgot the old b0+3: nothing new yet.
 		removed, addedBlocks, err = other.Changes(ctx, cursorOld, true, 100)
@@ -186,8 +186,8 @@ func TestReorgLongerBranch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkSame(t, "removed", removed, blocksOf(evs[:2]))
-	checkSame(t, "added", added, blocksOf(evs[2:]))
+	checkEqual(t, "removed", removed, blocksOf(evs[:2]))
+	checkEqual(t, "added", added, blocksOf(evs[2:]))
 	total := 0
 	for _, b := range added {
 		hash, logs := canonicalBlock(t, n, b.Number)
@@ -210,12 +210,6 @@ func blocksOf(evs []Event) []*Block {
 		out[i] = ev.Block
 	}
 	return out
-}
-
-// checkSame checks that got are the blocks want (the same objects, or with logs added).
-func checkSame(t *testing.T, what string, got, want []*Block) {
-	t.Helper()
-	checkEqual(t, what, got, want)
 }
 
 // checkEqual checks that got and want are the same blocks: numbers, hashes, headers and logs.
