@@ -8,13 +8,14 @@ import (
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
 
-// TestChangesOnDevchain: the filter polls of HTTP filters on the embedded dev chain, polled
+// TestChanges: the filter polls of HTTP filters (on anvil, where the tests' transactions are
+// the only blocks), polled
 // like eth_getFilterChanges with the cursor kept by the caller: Latest, then Changes from
 // it, from the upstream at first (the feed has no history), then from the history (no
 // upstream call but the feed's own), with logs also for blocks delivered without them;
 // ErrTooFar beyond maxBlocks.
-func TestChangesOnDevchain(t *testing.T) {
-	n := devNode(t)
+func TestChanges(t *testing.T) {
+	n := anvilNode(t)
 	s := n.session(t, 0)
 	at := deployEmitter(t, s)
 	c := newCounting(n.pool)
@@ -58,9 +59,10 @@ func TestChangesOnDevchain(t *testing.T) {
 		}
 		return added
 	}
-	// The feed started with Latest; its history may not cover the cursor yet.
-	if added := poll(true, 100); len(added) == 0 || added[len(added)-1].Number > last || added[0].Number != first {
-		t.Fatalf("the first poll added blocks %s, want %d … up to %d", describe(eventsOf(added)), first, last)
+	// The feed started with Latest; its history may be a poll behind the chain: the first
+	// poll answers some of the blocks, or none.
+	if added := poll(true, 100); len(added) > 0 && added[0].Number != first {
+		t.Fatalf("the first poll added blocks %s, want %d …", describe(eventsOf(added)), first)
 	}
 	waitFor(t, "the feed to deliver the last block", func() bool { b := tf.tip(); return b != nil && b.Number == last })
 	poll(true, 100)
