@@ -197,7 +197,7 @@ func benchHandler(b *testing.B, cfgText string, start bool) fasthttp.RequestHand
 		b.Fatal(err)
 	}
 	b.Cleanup(rc.Close)
-	routes, cacheStage, err := buildRoutes(context.Background(), cfg, zap.NewNop(), reg, ups, nil, db, cache.Deps{Redis: rc})
+	routes, cacheStage, err := buildRoutes(context.Background(), cfg, zap.NewNop(), reg, ups, nil, nil, db, cache.Deps{Redis: rc})
 	if err != nil {
 		b.Fatal(err)
 	}

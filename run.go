@@ -22,11 +22,13 @@ import (
 
 	"github.com/web3gate/web3gate/config"
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/feeds"
 	"github.com/web3gate/web3gate/internal/redisx"
 	"github.com/web3gate/web3gate/lease"
 	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
+	"github.com/web3gate/web3gate/middleware/filters"
 	"github.com/web3gate/web3gate/middleware/route"
 	"github.com/web3gate/web3gate/middleware/sign"
 	"github.com/web3gate/web3gate/owners"
@@ -205,7 +207,34 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return err
 	}
 
-	routes, cacheStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, db, cache.Deps{Redis: rc, Shared: shared})
+	// One live feed per chain, shared by every WebSocket subscription and HTTP filter; it
+	// stops before the upstreams (defers run last first).
+	feedChains := map[uint64]feeds.Chain{}
+	chainNames := map[uint64]string{}
+	for _, p := range ups.Pools() {
+		feedChains[p.ChainID()], chainNames[p.ChainID()] = p, p.Name()
+	}
+	feedSet, err := feeds.New(cfg.Feeds, feeds.Deps{Chains: feedChains, Logger: log.Named("feeds"), Registry: reg})
+	if err != nil {
+		return fmt.Errorf("feeds: %w", err)
+	}
+	defer feedSet.Close()
+	// The HTTP filters live in the store (any replica serves a poll) and read the feeds; the
+	// sweeper stops before the store closes.
+	filterStage, err := filters.New(cfg.Filters, filters.Deps{DB: db, Chains: chainNames, Logger: log.Named("filters"), Registry: reg,
+		Feed: func(id uint64) (filters.Feed, bool) {
+			if f, ok := feedSet.Feed(id); ok {
+				return f, true
+			}
+			return nil, false
+		}})
+	if err != nil {
+		return err
+	}
+	filterStage.Start()
+	defer filterStage.Close()
+
+	routes, cacheStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, filterStage, db, cache.Deps{Redis: rc, Shared: shared})
 	if err != nil {
 		return err
 	}
@@ -284,8 +313,9 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 }
 
 // buildRoutes compiles the stage chains of the public routes, once. cacheDeps brings the
-// response cache's shared level (Redis and the chains it holds).
-func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set, signer *sign.Stage, db *store.DB, cacheDeps cache.Deps) ([]*proxy.Route, *cache.Stage, error) {
+// response cache's shared level (Redis and the chains it holds). filterStage (nil: none)
+// answers the HTTP filter methods before the cache.
+func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set, signer *sign.Stage, filterStage *filters.Stage, db *store.DB, cacheDeps cache.Deps) ([]*proxy.Route, *cache.Stage, error) {
 	tokens, err := auth.NewStaticTokens(cfg.Auth.Tokens)
 	if err != nil {
 		return nil, nil, err
@@ -317,7 +347,11 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 	if err != nil {
 		return nil, nil, err
 	}
-	stages := []proxy.Stage{authStage, routeStage, cacheStage}
+	stages := []proxy.Stage{authStage, routeStage}
+	if filterStage != nil {
+		stages = append(stages, filterStage)
+	}
+	stages = append(stages, cacheStage)
 	if signer != nil {
 		stages = append(stages, signer)
 	}

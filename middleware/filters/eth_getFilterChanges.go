@@ -40,15 +40,15 @@ func (s *Stage) poll(c *proxy.Call) (*proxy.Response, string, error) {
 	if !ok {
 		return nil, pollNotFound, errNotFound
 	}
-	feed, err := s.chainFeed(c)
-	if err != nil {
-		return nil, pollError, err
-	}
 	for range 2 {
 		f, err := s.filter(c, k)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, pollNotFound, errNotFound
 		}
+		if err != nil {
+			return nil, pollError, err
+		}
+		feed, err := s.chainFeed(c)
 		if err != nil {
 			return nil, pollError, err
 		}
