@@ -298,9 +298,8 @@ func (r *replica) call(who caller, method string, params ...any) (json.RawMessag
 	return r.callRaw(who, method, string(raw))
 }
 
-// callRaw is call with the params array as JSON text.
+// callRaw is call with the params array as JSON text. Safe on any goroutine.
 func (r *replica) callRaw(who caller, method, params string) (json.RawMessage, *jsonrpc.Error) {
-	r.t.Helper()
 	chain := who.chain
 	if chain == 0 {
 		chain = r.n.chainID
@@ -314,7 +313,9 @@ func (r *replica) callRaw(who caller, method, params string) (json.RawMessage, *
 	if err != nil {
 		var je *jsonrpc.Error
 		if !errors.As(err, &je) {
-			r.t.Fatalf("%s: %v (not a JSON-RPC error)", method, err)
+			// As the error writer answers it; the message keeps the cause for the test's
+			// failure (callRaw is called from other goroutines too: no t.Fatal here).
+			return nil, &jsonrpc.Error{Code: jsonrpc.ErrInternal.Code, Message: "internal error: " + err.Error()}
 		}
 		return nil, je
 	}

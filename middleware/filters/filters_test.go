@@ -16,6 +16,7 @@ import (
 
 	"github.com/web3gate/web3gate/contracts"
 	"github.com/web3gate/web3gate/internal/testengine"
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
 )
 
@@ -315,9 +316,10 @@ func TestFilterReplicas(t *testing.T) {
 	}
 
 	var (
-		mu  sync.Mutex
-		got [][]string // each poll's answer
-		wg  sync.WaitGroup
+		mu     sync.Mutex
+		got    [][]string // each poll's answer
+		failed []*jsonrpc.Error
+		wg     sync.WaitGroup
 	)
 	done := make(chan struct{})
 	go func() {
@@ -334,15 +336,26 @@ func TestFilterReplicas(t *testing.T) {
 					return
 				default:
 				}
-				if hs := r.blockChanges(alice, id); len(hs) > 0 {
-					mu.Lock()
-					got = append(got, hs)
-					mu.Unlock()
+				// Not blockChanges: t.Fatal only on the test's goroutine.
+				res, err := r.call(alice, "eth_getFilterChanges", id)
+				var hs []string
+				if err == nil && json.Unmarshal(res, &hs) != nil {
+					err = &jsonrpc.Error{Message: "not an array of hashes: " + string(res)}
 				}
+				mu.Lock()
+				if err != nil {
+					failed = append(failed, err)
+				} else if len(hs) > 0 {
+					got = append(got, hs)
+				}
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
+	for _, err := range failed {
+		t.Fatalf("a concurrent poll failed: %d %s", err.Code, err.Message)
+	}
 	got = append(got, a.blockChanges(alice, id), b.blockChanges(alice, id))
 	// Each poll's answer is a run of consecutive blocks; together they are every block once.
 	all := n.hashes(start+1, n.head())
