@@ -33,7 +33,7 @@ import (
 func TestMain(m *testing.M) { leaktest.Main(m) }
 
 // waitTimeout bounds every wait of the tests for the chain or the feed.
-const waitTimeout = 60 * time.Second
+const waitTimeout = 20 * time.Second
 
 // node is a chain the tests follow: an upstream pool over it, and a client for the tests'
 // own transactions and reads.
@@ -247,6 +247,13 @@ func newFeed(t *testing.T, chain Chain, chainID uint64, mutate func(*Config)) *t
 		t.Fatal(err)
 	}
 	t.Cleanup(set.Close)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, e := range logs.All() {
+				t.Logf("feed log: %s %s %v", e.Level, e.Message, e.ContextMap())
+			}
+		}
+	})
 	f, ok := set.Feed(chainID)
 	if !ok {
 		t.Fatalf("no feed for chain %d", chainID)
@@ -305,6 +312,18 @@ func (r *recorder) waitHead(t *testing.T, n uint64) []Event {
 	waitFor(t, fmt.Sprintf("block %d delivered", n), func() bool {
 		evs = r.all()
 		return len(evs) > 0 && !evs[len(evs)-1].Removed && evs[len(evs)-1].Block.Number == n
+	})
+	return evs
+}
+
+// waitAtLeast waits until r's last event is a block numbered n or more, not removed, and
+// returns every event so far. The dev chain may mine an empty block after a transaction's.
+func (r *recorder) waitAtLeast(t *testing.T, n uint64) []Event {
+	t.Helper()
+	var evs []Event
+	waitFor(t, fmt.Sprintf("block %d or later delivered", n), func() bool {
+		evs = r.all()
+		return len(evs) > 0 && !evs[len(evs)-1].Removed && evs[len(evs)-1].Block.Number >= n
 	})
 	return evs
 }
