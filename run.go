@@ -207,31 +207,19 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return err
 	}
 
-	// One live feed per chain, shared by every WebSocket subscription and HTTP filter; it
-	// stops before the upstreams (defers run last first).
-	feedChains := map[uint64]feeds.Chain{}
-	chainNames := map[uint64]string{}
-	for _, p := range ups.Pools() {
-		feedChains[p.ChainID()], chainNames[p.ChainID()] = p, p.Name()
-	}
-	feedSet, err := feeds.New(cfg.Feeds, feeds.Deps{Chains: feedChains, Logger: log.Named("feeds"), Registry: reg})
+	// One live feed per chain, shared by the WebSocket subscriptions; it stops after the
+	// server (its sockets closed first) and before the upstreams (defers run last first).
+	fs, err := feeds.New(cfg.Feeds, feeds.Deps{Chains: feedChains(ups), Logger: log.Named("feeds"), Registry: reg})
 	if err != nil {
 		return fmt.Errorf("feeds: %w", err)
 	}
-	defer feedSet.Close()
-	// The HTTP filters live in the store (any replica serves a poll) and read the feeds; the
-	// sweeper stops before the store closes.
-	filterStage, err := filters.New(cfg.Filters, filters.Deps{DB: db, Chains: chainNames, Logger: log.Named("filters"), Registry: reg,
-		Feed: func(id uint64) (filters.Feed, bool) {
-			if f, ok := feedSet.Feed(id); ok {
-				return f, true
-			}
-			return nil, false
-		}})
+	defer fs.Close()
+	// The HTTP filters: state in the store (any replica serves a poll), changes from the
+	// feeds; the sweeper stops before the feeds and the store close.
+	filterStage, err := newFilterStage(cfg, db, ups, fs, log, reg)
 	if err != nil {
 		return err
 	}
-	filterStage.Start()
 	defer filterStage.Close()
 
 	routes, cacheStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, filterStage, db, cache.Deps{Redis: rc, Shared: shared})
@@ -310,6 +298,36 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// feedChains are the upstream pools by chain id, for the feeds.
+func feedChains(ups *upstreams.Set) map[uint64]feeds.Chain {
+	chains := map[uint64]feeds.Chain{}
+	for _, p := range ups.Pools() {
+		chains[p.ChainID()] = p
+	}
+	return chains
+}
+
+// newFilterStage builds the HTTP filters stage on the store and the chains' feeds, and
+// starts its sweeper (Close stops it).
+func newFilterStage(cfg *config.Config, db *store.DB, ups *upstreams.Set, fs *feeds.Set, log *zap.Logger, reg prometheus.Registerer) (*filters.Stage, error) {
+	names := map[uint64]string{}
+	for _, p := range ups.Pools() {
+		names[p.ChainID()] = p.Name()
+	}
+	st, err := filters.New(cfg.Filters, filters.Deps{DB: db, Chains: names, Logger: log.Named("filters"), Registry: reg,
+		Feed: func(id uint64) (filters.Feed, bool) {
+			if f, ok := fs.Feed(id); ok {
+				return f, true
+			}
+			return nil, false
+		}})
+	if err != nil {
+		return nil, err
+	}
+	st.Start()
+	return st, nil
 }
 
 // buildRoutes compiles the stage chains of the public routes, once. cacheDeps brings the
