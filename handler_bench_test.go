@@ -203,7 +203,7 @@ func benchHandler(b *testing.B, cfgText string, start bool) fasthttp.RequestHand
 		b.Fatal(err)
 	}
 	b.Cleanup(fs.Close)
-	routes, cacheStage, _, err := buildRoutes(context.Background(), cfg, zap.NewNop(), reg, ups, nil, db, fs, cache.Deps{Redis: rc})
+	routes, cacheStage, _, err := buildRoutes(context.Background(), cfg, zap.NewNop(), reg, ups, nil, nil, db, fs, cache.Deps{Redis: rc})
 	if err != nil {
 		b.Fatal(err)
 	}

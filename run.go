@@ -28,6 +28,7 @@ import (
 	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
+	"github.com/web3gate/web3gate/middleware/filters"
 	"github.com/web3gate/web3gate/middleware/route"
 	"github.com/web3gate/web3gate/middleware/sign"
 	"github.com/web3gate/web3gate/middleware/subscribe"
@@ -214,8 +215,15 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return fmt.Errorf("feeds: %w", err)
 	}
 	defer fs.Close()
+	// The HTTP filters: state in the store (any replica serves a poll), changes from the
+	// feeds; the sweeper stops before the feeds and the store close.
+	filterStage, err := newFilterStage(cfg, db, ups, fs, log, reg)
+	if err != nil {
+		return err
+	}
+	defer filterStage.Close()
 
-	routes, cacheStage, authStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, db, fs, cache.Deps{Redis: rc, Shared: shared})
+	routes, cacheStage, authStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, filterStage, db, fs, cache.Deps{Redis: rc, Shared: shared})
 	if err != nil {
 		return err
 	}
@@ -303,10 +311,32 @@ func feedChains(ups *upstreams.Set) map[uint64]feeds.Chain {
 	return chains
 }
 
+// newFilterStage builds the HTTP filters stage on the store and the chains' feeds, and
+// starts its sweeper (Close stops it).
+func newFilterStage(cfg *config.Config, db *store.DB, ups *upstreams.Set, fs *feeds.Set, log *zap.Logger, reg prometheus.Registerer) (*filters.Stage, error) {
+	names := map[uint64]string{}
+	for _, p := range ups.Pools() {
+		names[p.ChainID()] = p.Name()
+	}
+	st, err := filters.New(cfg.Filters, filters.Deps{DB: db, Chains: names, Logger: log.Named("filters"), Registry: reg,
+		Feed: func(id uint64) (filters.Feed, bool) {
+			if f, ok := fs.Feed(id); ok {
+				return f, true
+			}
+			return nil, false
+		}})
+	if err != nil {
+		return nil, err
+	}
+	st.Start()
+	return st, nil
+}
+
 // buildRoutes compiles the stage chains of the public routes, once. cacheDeps brings the
 // response cache's shared level (Redis and the chains it holds); fs the chains' live feeds,
-// for eth_subscribe. It returns the auth stage too, which verifies WebSocket upgrades.
-func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set, signer *sign.Stage, db *store.DB, fs *feeds.Set, cacheDeps cache.Deps) ([]*proxy.Route, *cache.Stage, *auth.Stage, error) {
+// for eth_subscribe; filterStage (nil: none) answers the HTTP filter methods before the
+// cache. It returns the auth stage too, which verifies WebSocket upgrades.
+func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set, signer *sign.Stage, filterStage *filters.Stage, db *store.DB, fs *feeds.Set, cacheDeps cache.Deps) ([]*proxy.Route, *cache.Stage, *auth.Stage, error) {
 	tokens, err := auth.NewStaticTokens(cfg.Auth.Tokens)
 	if err != nil {
 		return nil, nil, nil, err
@@ -342,7 +372,11 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	stages := []proxy.Stage{authStage, routeStage, subscribeStage, cacheStage}
+	stages := []proxy.Stage{authStage, routeStage, subscribeStage}
+	if filterStage != nil {
+		stages = append(stages, filterStage)
+	}
+	stages = append(stages, cacheStage)
 	if signer != nil {
 		stages = append(stages, signer)
 	}

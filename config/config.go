@@ -22,6 +22,7 @@ import (
 	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
+	"github.com/web3gate/web3gate/middleware/filters"
 	"github.com/web3gate/web3gate/middleware/route"
 	"github.com/web3gate/web3gate/owners"
 	"github.com/web3gate/web3gate/products"
@@ -46,6 +47,7 @@ type Config struct {
 	Metadata  metadata.Config   `yaml:"metadata"`
 	Owners    owners.Config     `yaml:"owners"`
 	Feeds     feeds.Config      `yaml:"feeds"`
+	Filters   filters.Config    `yaml:"filters"`
 	Products  products.Config   `yaml:"products"`
 	Cluster   lease.Config      `yaml:"cluster"`
 	Redis     redisx.Config     `yaml:"redis"`
@@ -121,6 +123,7 @@ func (c *Config) SetDefaults() {
 	c.Metadata.SetDefaults()
 	c.Owners.SetDefaults()
 	c.Feeds.SetDefaults()
+	c.Filters.SetDefaults()
 	c.Products.SetDefaults()
 	c.Cluster.SetDefaults()
 	c.Redis.SetDefaults()
@@ -169,6 +172,7 @@ func (c *Config) Validate() error {
 	add("metadata", c.Metadata.Validate())
 	add("owners", c.Owners.Validate(c.Upstreams.Chains))
 	add("feeds", c.Feeds.Validate())
+	add("filters", c.Filters.Validate())
 	add("products", c.Products.Validate())
 	add("cluster", c.Cluster.Validate())
 	add("redis", c.Redis.Validate())
