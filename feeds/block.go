@@ -9,6 +9,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/tidwall/gjson"
+
+	"github.com/web3gate/web3gate/internal/hexfixed"
 )
 
 // Block is one block of the feed. Immutable once delivered: share, never modify.
@@ -283,38 +285,10 @@ func hexQuantity(s string) (uint64, error) {
 func quantity(n uint64) string { return "0x" + strconv.FormatUint(n, 16) }
 
 // decodeHash decodes a 0x-prefixed 32-byte hex string into h.
-func decodeHash(h *common.Hash, s string) bool { return decodeFixed(h[:], s) }
+func decodeHash(h *common.Hash, s string) bool { return hexfixed.Decode(h[:], s) }
 
 // decodeAddress20 decodes a 0x-prefixed 20-byte hex string into a.
-func decodeAddress20(a *common.Address, s string) bool { return decodeFixed(a[:], s) }
-
-// decodeFixed decodes a 0x-prefixed hex string of exactly len(dst) bytes into dst.
-func decodeFixed(dst []byte, s string) bool {
-	if len(s) != 2+2*len(dst) || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') {
-		return false
-	}
-	for i := range dst {
-		hi, lo := nibble(s[2+2*i]), nibble(s[3+2*i])
-		if hi > 15 || lo > 15 {
-			return false
-		}
-		dst[i] = hi<<4 | lo
-	}
-	return true
-}
-
-// nibble is the value of a hex digit, or 255.
-func nibble(c byte) byte {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0'
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10
-	}
-	return 255
-}
+func decodeAddress20(a *common.Address, s string) bool { return hexfixed.Decode(a[:], s) }
 
 // allZeroHex reports whether the 0x-prefixed hex string s is all zero digits.
 func allZeroHex(s string) bool {

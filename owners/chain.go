@@ -11,6 +11,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/tidwall/gjson"
 
+	"github.com/web3gate/web3gate/internal/hexfixed"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/upstreams"
 )
@@ -50,7 +51,7 @@ func parseHeader(r upstreams.BatchResult, n uint64) (header, error) {
 	}
 	h := header{}
 	num, err := hexQuantity(res.Get("number").Str)
-	if err != nil || !decodeFixed(h.hash[:], res.Get("hash").Str) || !decodeFixed(h.parent[:], res.Get("parentHash").Str) {
+	if err != nil || !hexfixed.Decode(h.hash[:], res.Get("hash").Str) || !hexfixed.Decode(h.parent[:], res.Get("parentHash").Str) {
 		return header{}, fmt.Errorf("%w: malformed header of block %d", errInconsistent, n)
 	}
 	if num != n {

@@ -10,6 +10,7 @@ import (
 	"github.com/holiman/uint256"
 	"github.com/tidwall/gjson"
 
+	"github.com/web3gate/web3gate/internal/hexfixed"
 	"github.com/web3gate/web3gate/store"
 )
 
@@ -122,7 +123,7 @@ func (b *logBatch) add(lg gjson.Result, from, to uint64) error {
 		return fmt.Errorf("%w: a removed log in eth_getLogs", errInconsistent)
 	}
 	var bh common.Hash
-	if !decodeFixed(bh[:], hash.Str) {
+	if !hexfixed.Decode(bh[:], hash.Str) {
 		return fmt.Errorf("%w: log blockHash %q", errInconsistent, hash.Raw)
 	}
 	if prev, ok := b.blockHashes[block]; ok && prev != bh {
@@ -131,11 +132,11 @@ func (b *logBatch) add(lg gjson.Result, from, to uint64) error {
 	b.blockHashes[block] = bh
 
 	var contract common.Address
-	if !decodeFixed(contract[:], address.Str) {
+	if !hexfixed.Decode(contract[:], address.Str) {
 		return fmt.Errorf("%w: log address %q", errInconsistent, address.Raw)
 	}
 	var sig common.Hash
-	if len(topics) == 0 || !decodeFixed(sig[:], topics[0].Str) {
+	if len(topics) == 0 || !hexfixed.Decode(sig[:], topics[0].Str) {
 		b.kinds[kindIgnored]++
 		return nil
 	}
@@ -171,7 +172,7 @@ func (b *logBatch) decode(kind int, block uint64, contract common.Address, topic
 	}
 	var words [3]common.Hash
 	for i := range words {
-		if !decodeFixed(words[i][:], topics[i+1].Str) {
+		if !hexfixed.Decode(words[i][:], topics[i+1].Str) {
 			return false
 		}
 	}
@@ -271,34 +272,6 @@ func topicAddress(w common.Hash, dst *common.Address) bool {
 	}
 	copy(dst[:], w[12:])
 	return true
-}
-
-// decodeFixed decodes "0x" and exactly 2*len(dst) hex digits into dst.
-func decodeFixed(dst []byte, s string) bool {
-	if len(s) != 2+2*len(dst) || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') {
-		return false
-	}
-	for i := range dst {
-		hi, lo := nibble(s[2+2*i]), nibble(s[3+2*i])
-		if hi > 15 || lo > 15 {
-			return false
-		}
-		dst[i] = hi<<4 | lo
-	}
-	return true
-}
-
-// nibble is the value of hex digit c, or 255.
-func nibble(c byte) byte {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0'
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10
-	}
-	return 255
 }
 
 // decodeData decodes a 0x-prefixed hex byte string ("0x" is empty).

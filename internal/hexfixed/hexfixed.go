@@ -1,0 +1,33 @@
+// Package hexfixed decodes the fixed-size hex strings of JSON-RPC answers (hashes, addresses,
+// topics) into caller-owned arrays without allocating, for the paths that read every log and
+// block of a chain (the owners indexer, the live feeds).
+package hexfixed
+
+// Decode decodes "0x" (or "0X") and exactly 2*len(dst) hex digits into dst, and reports
+// whether s was that; dst is left partly written when it was not.
+func Decode(dst []byte, s string) bool {
+	if len(s) != 2+2*len(dst) || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') {
+		return false
+	}
+	for i := range dst {
+		hi, lo := nibble(s[2+2*i]), nibble(s[3+2*i])
+		if hi > 15 || lo > 15 {
+			return false
+		}
+		dst[i] = hi<<4 | lo
+	}
+	return true
+}
+
+// nibble is the value of hex digit c, or 255.
+func nibble(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10
+	}
+	return 255
+}
