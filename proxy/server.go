@@ -243,15 +243,10 @@ func plainPath(p []byte) bool {
 
 // serveRPC answers a JSON-RPC request, single or batch.
 func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params, reqID []byte, hdr *reqHeaders, start time.Time) {
-	chainID := route.ChainID
-	if chainID == 0 {
-		raw := params.Get("chain_id")
-		id, err := strconv.ParseUint(raw, 10, 64)
-		if err != nil || id == 0 || !s.known(id) {
-			s.writeRPCError(ctx, route, nil, jsonrpc.ErrUnknownChain.Withf("chain %q is not served here", truncate(raw, 32)), start)
-			return
-		}
-		chainID = id
+	chainID, cerr := s.routeChain(route, params)
+	if cerr != nil {
+		s.writeRPCError(ctx, route, nil, cerr, start)
+		return
 	}
 	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 && !isJSON(ct) {
 		s.writeRPCError(ctx, route, nil, jsonrpc.ErrUnsupportedMedia, start)
@@ -354,6 +349,20 @@ func (s *Server) answer(ex *Exchange, route *Route, chainID uint64, perr *jsonrp
 		return http.StatusNoContent, nil
 	}
 	return http.StatusOK, buf
+}
+
+// routeChain is the chain a request on route is for: the route's own (mainnet), or the
+// {chain_id} of its path when that chain is served here (else 4901 unknown chain).
+func (s *Server) routeChain(route *Route, params Params) (uint64, *jsonrpc.Error) {
+	if route.ChainID != 0 {
+		return route.ChainID, nil
+	}
+	raw := params.Get("chain_id")
+	id, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil || id == 0 || !s.known(id) {
+		return 0, jsonrpc.ErrUnknownChain.Withf("chain %q is not served here", truncate(raw, 32))
+	}
+	return id, nil
 }
 
 // serveCall runs one call through its route's compiled chain and records its metrics,

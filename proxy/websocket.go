@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -107,15 +106,10 @@ type upgrade struct {
 // authentication of the upgrade, then the handover of the connection to startSocket. A
 // refusal is the HTTP answer a POST would get.
 func (s *Server) serveUpgrade(ctx *fasthttp.RequestCtx, route *Route, params Params, reqID []byte, hdr *reqHeaders, start time.Time) {
-	chainID := route.ChainID
-	if chainID == 0 {
-		raw := params.Get("chain_id")
-		id, err := strconv.ParseUint(raw, 10, 64)
-		if err != nil || id == 0 || !s.known(id) {
-			s.writeRPCError(ctx, route, nil, jsonrpc.ErrUnknownChain.Withf("chain %q is not served here", truncate(raw, 32)), start)
-			return
-		}
-		chainID = id
+	chainID, cerr := s.routeChain(route, params)
+	if cerr != nil {
+		s.writeRPCError(ctx, route, nil, cerr, start)
+		return
 	}
 	if len(hdr.origin) > 0 && !s.cors.allows(hdr.origin) {
 		s.writeRPCError(ctx, route, nil, errOriginRefused, start)
