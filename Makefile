@@ -71,6 +71,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20000x ./wallet/txreq
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFill$$' -fuzztime 20000x ./wallet/txreq
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePrivateKeyHex$$' -fuzztime 20000x ./wallet
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCriteria$$' -fuzztime 20000x ./feeds
 
 # Load benchmark: ratios against baselines measured in the same run (needs Debian's wrk, and
 # redis-server for (r)).

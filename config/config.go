@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/feeds"
 	"github.com/web3gate/web3gate/internal/redisx"
 	"github.com/web3gate/web3gate/lease"
 	"github.com/web3gate/web3gate/metadata"
@@ -44,6 +45,7 @@ type Config struct {
 	Wallet    wallet.Config     `yaml:"wallet"`
 	Metadata  metadata.Config   `yaml:"metadata"`
 	Owners    owners.Config     `yaml:"owners"`
+	Feeds     feeds.Config      `yaml:"feeds"`
 	Products  products.Config   `yaml:"products"`
 	Cluster   lease.Config      `yaml:"cluster"`
 	Redis     redisx.Config     `yaml:"redis"`
@@ -67,6 +69,7 @@ func Default() Config {
 	var c Config
 	c.Upstreams = upstreams.DefaultConfig()
 	c.Cache.Enabled = true
+	c.Server.WebSocket.Enabled = true
 	c.Cache.Coalesce = true
 	c.Cache.Local = true
 	c.Redis.MaxFlushDelay = redisx.DefaultMaxFlushDelay
@@ -117,6 +120,7 @@ func (c *Config) SetDefaults() {
 	c.Wallet.SetDefaults()
 	c.Metadata.SetDefaults()
 	c.Owners.SetDefaults()
+	c.Feeds.SetDefaults()
 	c.Products.SetDefaults()
 	c.Cluster.SetDefaults()
 	c.Redis.SetDefaults()
@@ -164,6 +168,7 @@ func (c *Config) Validate() error {
 	add("wallet", c.Wallet.Validate())
 	add("metadata", c.Metadata.Validate())
 	add("owners", c.Owners.Validate(c.Upstreams.Chains))
+	add("feeds", c.Feeds.Validate())
 	add("products", c.Products.Validate())
 	add("cluster", c.Cluster.Validate())
 	add("redis", c.Redis.Validate())
