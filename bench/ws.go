@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/big"
 	"math/rand/v2"
 	"net/http"
@@ -238,18 +239,18 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 	// The blocks.
 	var sent []int64
 	var hashes []common.Hash
-	var cpu0 time.Duration
+	var sights []feedSighting
+	var cpu time.Duration // the server's, from each measured block's send to its last delivery
 	for b := range o.warmups + o.blocks {
-		if b == o.warmups {
-			if cpu0, err = cpuTime(pid); err != nil {
-				return nil, err
-			}
-		}
 		// A pause: the feed's poll is at another phase for every block.
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-time.After(200*time.Millisecond + rand.N(250*time.Millisecond)):
+		}
+		cpu0, err := cpuTime(pid)
+		if err != nil {
+			return nil, err
 		}
 		h, at, err := send.send(ctx)
 		if err != nil {
@@ -261,18 +262,29 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 		if err != nil {
 			return nil, err
 		}
+		cpu1, err := cpuTime(pid)
+		if err != nil {
+			return nil, err
+		}
+		if b >= o.warmups {
+			cpu += cpu1 - cpu0
+		}
+		if srv.sightFromFeed {
+			// Between blocks: the feed has seen this one and no other since.
+			fs, err := feedSight(srv.admin)
+			if err != nil {
+				return nil, err
+			}
+			sights = append(sights, fs)
+		}
 		if got < want {
 			s.problems = append(s.problems, fmt.Sprintf("block %d of the round: %d of %d deliveries within %v",
 				b+1, got-int64(b*o.sockets()), o.sockets(), wsDeliverLimit))
 			break
 		}
 	}
-	cpu1, err := cpuTime(pid)
-	if err != nil {
-		return nil, err
-	}
 	if len(hashes) > o.warmups {
-		s.cpuPerBlock = (cpu1 - cpu0) / time.Duration(len(hashes)-o.warmups)
+		s.cpuPerBlock = cpu / time.Duration(len(hashes)-o.warmups)
 	}
 
 	// What was mined: one block per transaction, 100 Transfer events each.
@@ -292,7 +304,7 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 	}
 	var starts []int64
 	if srv.sightFromFeed {
-		if starts, err = srv.feedSight(numbers); err != nil {
+		if starts, err = sightTimes(sights, numbers); err != nil {
 			return nil, err
 		}
 	} else {
@@ -529,9 +541,56 @@ func wsDropped(admin string) (string, error) {
 	return "web3gate dropped subscribers: " + strings.Join(parts, ", "), nil
 }
 
-// feedSight returns when web3gate's feed saw each of the blocks (Unix ns).
-func (srv *wsServer) feedSight(numbers []uint64) ([]int64, error) {
-	return nil, errors.New("not implemented yet")
+// feedSighting is the head web3gate's feed has seen and when it first saw it.
+type feedSighting struct {
+	block uint64
+	at    int64 // Unix ns
+}
+
+// feedSight reads web3gate's feed head and when the feed first saw it
+// (web3gate_feed_head_block, web3gate_feed_head_seen_timestamp_seconds) of its one chain.
+func feedSight(admin string) (feedSighting, error) {
+	m, err := metricsWithPrefix(admin, "web3gate_feed_head_")
+	if err != nil {
+		return feedSighting{}, err
+	}
+	return parseFeedSight(m)
+}
+
+func parseFeedSight(m map[string]float64) (feedSighting, error) {
+	var fs feedSighting
+	var heads, seens int
+	for k, v := range m {
+		name, _, _ := strings.Cut(k, "{")
+		switch name {
+		case "web3gate_feed_head_block":
+			heads++
+			fs.block = uint64(v)
+		case "web3gate_feed_head_seen_timestamp_seconds":
+			seens++
+			fs.at = int64(math.Round(v * 1e9))
+		}
+	}
+	if heads != 1 || seens != 1 || fs.at <= 0 {
+		return fs, fmt.Errorf("web3gate's /metrics: %d web3gate_feed_head_block and %d web3gate_feed_head_seen_timestamp_seconds series (%v), want one chain's", heads, seens, m)
+	}
+	return fs, nil
+}
+
+// sightTimes matches the feed's sightings, one read after each block was delivered, with the
+// blocks mined: each must be of its block.
+func sightTimes(sights []feedSighting, numbers []uint64) ([]int64, error) {
+	if len(sights) != len(numbers) {
+		return nil, fmt.Errorf("%d sightings of the feed for %d blocks", len(sights), len(numbers))
+	}
+	at := make([]int64, len(numbers))
+	for i, fs := range sights {
+		if fs.block != numbers[i] {
+			return nil, fmt.Errorf("after block %d was delivered, web3gate's feed head was block %d", numbers[i], fs.block)
+		}
+		at[i] = fs.at
+	}
+	return at, nil
 }
 
 // blockSender sends (w)'s block transactions from one account: each a Multicall of 100

@@ -365,3 +365,35 @@ func TestWSConfigBytes(t *testing.T) {
 		t.Fatalf("config: %+v, store %q", s, cfg.Store.Path)
 	}
 }
+
+func TestFeedSight(t *testing.T) {
+	fs, err := parseFeedSight(map[string]float64{
+		`web3gate_feed_head_block{chain="dev"}`:                  42,
+		`web3gate_feed_head_seen_timestamp_seconds{chain="dev"}`: 1.7645e9 + 0.25,
+	})
+	// Seconds in a float64: about a quarter of a microsecond of precision at today's dates.
+	if d := fs.at - 1_764_500_000_250_000_000; err != nil || fs.block != 42 || d < -1000 || d > 1000 {
+		t.Fatalf("parseFeedSight = %+v, %v", fs, err)
+	}
+	for name, m := range map[string]map[string]float64{
+		"none":          {},
+		"never seen":    {`web3gate_feed_head_block{chain="dev"}`: 0, `web3gate_feed_head_seen_timestamp_seconds{chain="dev"}`: 0},
+		"two chains":    {`web3gate_feed_head_block{chain="a"}`: 1, `web3gate_feed_head_block{chain="b"}`: 1, `web3gate_feed_head_seen_timestamp_seconds{chain="a"}`: 1},
+		"no sight time": {`web3gate_feed_head_block{chain="dev"}`: 1},
+	} {
+		if fs, err := parseFeedSight(m); err == nil {
+			t.Errorf("%s: parseFeedSight = %+v, nil; want an error", name, fs)
+		}
+	}
+
+	at, err := sightTimes([]feedSighting{{7, 100}, {8, 200}}, []uint64{7, 8})
+	if err != nil || fmt.Sprint(at) != "[100 200]" {
+		t.Fatalf("sightTimes = %v, %v", at, err)
+	}
+	if _, err := sightTimes([]feedSighting{{7, 100}, {7, 100}}, []uint64{7, 8}); err == nil {
+		t.Error("a sighting of the previous block was taken for the next")
+	}
+	if _, err := sightTimes([]feedSighting{{7, 100}}, []uint64{7, 8}); err == nil {
+		t.Error("a block without a sighting was accepted")
+	}
+}
