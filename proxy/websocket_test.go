@@ -72,9 +72,9 @@ func wsTerminal() Handler {
 				}
 				return &Response{Result: strconv.AppendQuote(nil, sub.ID())}, nil
 			}
-			var size []int
+			size := []int{1}
 			_ = json.Unmarshal(c.Request.Params, &size)
-			payload := []byte(`"` + strings.Repeat("x", size[0]) + `"`)
+			payload := []byte(`"` + strings.Repeat("x", max(size[0], 1)) + `"`)
 			stop := make(chan struct{})
 			done := make(chan struct{})
 			go func() {
@@ -94,7 +94,9 @@ func wsTerminal() Handler {
 			return &Response{Result: strconv.AppendQuote(nil, sub.ID())}, nil
 		case "unsub":
 			var ids []string
-			_ = json.Unmarshal(c.Request.Params, &ids)
+			if json.Unmarshal(c.Request.Params, &ids) != nil || len(ids) != 1 {
+				return nil, jsonrpc.ErrInvalidParams
+			}
 			return &Response{Result: strconv.AppendBool(nil, c.Exchange.Socket.Unsubscribe(ids[0]))}, nil
 		}
 		return nil, jsonrpc.ErrMethodNotFound
