@@ -111,7 +111,10 @@ type wsSample struct {
 	// the block's first delivery, and as this process read them.
 	all, heads, logs, fromSend, spread, seen []int64
 	cpuPerBlock                              time.Duration // the server's CPU time per measured block
-	problems                                 []string
+	// CPUs used on average from the measured blocks' sends to their last deliveries: by the
+	// server, and by processes other than the server and this one.
+	serverCores, otherCores float64
+	problems                []string
 }
 
 func (s wsSample) rssPerSocket(n int) float64 { return float64(s.rssAfter-s.rssBefore) / float64(n) }
@@ -240,7 +243,9 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 	var sent []int64
 	var hashes []common.Hash
 	var sights []feedSighting
-	var cpu time.Duration // the server's, from each measured block's send to its last delivery
+	// From each measured block's send to its last delivery: the time, and the CPU time of the
+	// server, of this process and of the whole machine.
+	var wall, cpu, self, busy time.Duration
 	for b := range o.warmups + o.blocks {
 		// A pause: the feed's poll is at another phase for every block.
 		select {
@@ -248,7 +253,7 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 			return nil, ctx.Err()
 		case <-time.After(200*time.Millisecond + rand.N(250*time.Millisecond)):
 		}
-		cpu0, err := cpuTime(pid)
+		cpu0, self0, ct0, err := wsSnapshot(pid)
 		if err != nil {
 			return nil, err
 		}
@@ -262,12 +267,15 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 		if err != nil {
 			return nil, err
 		}
-		cpu1, err := cpuTime(pid)
+		cpu1, self1, ct1, err := wsSnapshot(pid)
 		if err != nil {
 			return nil, err
 		}
 		if b >= o.warmups {
+			wall += time.Duration(time.Now().UnixNano() - at)
 			cpu += cpu1 - cpu0
+			self += self1 - self0
+			busy += ct1["cpu"].busy - ct0["cpu"].busy
 		}
 		if srv.sightFromFeed {
 			// Between blocks: the feed has seen this one and no other since.
@@ -285,6 +293,8 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 	}
 	if len(hashes) > o.warmups {
 		s.cpuPerBlock = cpu / time.Duration(len(hashes)-o.warmups)
+		s.serverCores = cpu.Seconds() / wall.Seconds()
+		s.otherCores = max(busy-cpu-self, 0).Seconds() / wall.Seconds()
 	}
 
 	// What was mined: one block per transaction, 100 Transfer events each.
@@ -415,6 +425,18 @@ func quantile(sorted []int64, q float64) time.Duration {
 	}
 	i := int(float64(len(sorted))*q+0.999999999) - 1
 	return time.Duration(sorted[min(max(i, 0), len(sorted)-1)])
+}
+
+// wsSnapshot reads the CPU time of the server, of this process and of the machine.
+func wsSnapshot(pid int) (server, self time.Duration, ct cpuTimes, err error) {
+	if server, err = cpuTime(pid); err != nil {
+		return 0, 0, nil, err
+	}
+	if self, err = cpuTime(os.Getpid()); err != nil {
+		return 0, 0, nil, err
+	}
+	ct, err = readCPUTimes()
+	return server, self, ct, err
 }
 
 // startWSServer starts the server of k with its sending account, on the servers' CPUs.
@@ -652,7 +674,7 @@ func newBlockSender(ctx context.Context, client *ethclient.Client, key *ecdsa.Pr
 // it was written to the server.
 func (bs *blockSender) send(ctx context.Context) (common.Hash, int64, error) {
 	tx, err := types.SignTx(types.NewTx(&types.DynamicFeeTx{ChainID: bs.chain, Nonce: bs.nonce,
-		GasTipCap: big.NewInt(1e9), GasFeeCap: big.NewInt(100e9), Gas: bs.gas, To: &bs.multi, Data: bs.data}), bs.signer, bs.key)
+		GasTipCap: big.NewInt(1e9), GasFeeCap: big.NewInt(10e9), Gas: bs.gas, To: &bs.multi, Data: bs.data}), bs.signer, bs.key)
 	if err != nil {
 		return common.Hash{}, 0, err
 	}
@@ -740,10 +762,11 @@ func raiseFileLimit(need int) error {
 func wsProgress(r int, cfg runConfig, k string, s *wsSample, o wsOptions) {
 	name := map[string]string{"w": "web3gate", "w0": "anvil"}[k]
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
-	line := fmt.Sprintf("round %d/%d  (%s) %-8s %d sockets in %v; RSS %+.1f MiB, %.1f KiB/socket; delivery p50 %s ms, p99 %s ms (newHeads %s, logs %s); spread p99 %s ms; from the send p50 %s ms; %s ms server CPU/block",
+	line := fmt.Sprintf("round %d/%d  (%s) %-8s %d sockets in %v; RSS %+.1f MiB, %.1f KiB/socket; delivery p50 %s ms, p99 %s ms (newHeads %s, logs %s); spread p99 %s ms; from the send p50 %s ms; %s ms server CPU/block (%.2f CPU during the blocks; other processes %.2f CPU)",
 		r+1, cfg.rounds, k, name, o.sockets(), s.connect.Round(100*time.Millisecond), float64(s.rssAfter-s.rssBefore)/(1<<20),
 		s.rssPerSocket(o.sockets())/1024, ms(quantile(s.all, 0.5)), ms(quantile(s.all, 0.99)), ms(quantile(s.heads, 0.99)),
-		ms(quantile(s.logs, 0.99)), ms(quantile(s.spread, 0.99)), ms(quantile(s.fromSend, 0.5)), ms(s.cpuPerBlock))
+		ms(quantile(s.logs, 0.99)), ms(quantile(s.spread, 0.99)), ms(quantile(s.fromSend, 0.5)), ms(s.cpuPerBlock),
+		s.serverCores, s.otherCores)
 	if len(s.problems) > 0 {
 		line += "\n    !!! ERRORS: " + strings.Join(s.problems, "; ")
 	}
@@ -780,6 +803,8 @@ func reportWS(w io.Writer, cfg runConfig, run *wsRun) {
 			add("send p99 "+k, msf(quantile(s.fromSend, 0.99)))
 			add("seen p99 "+k, msf(quantile(s.seen, 0.99)))
 			add("cpu "+k, msf(s.cpuPerBlock))
+			add("cores "+k, s.serverCores)
+			add("other "+k, s.otherCores)
 			add("connect "+k, s.connect.Seconds())
 			if s.hasGo {
 				add("heap "+k, s.heapPer)
@@ -789,39 +814,54 @@ func reportWS(w io.Writer, cfg runConfig, run *wsRun) {
 		}
 	}
 	med := func(k string) float64 { return median(series[k]) }
-	rng := func(k, format string) string {
-		if len(series[k]) == 0 {
-			return ""
+	// val is the median of k with its unit, and the range over the rounds; "—" without data.
+	val := func(k, format, unit string, div float64) (string, string) {
+		xs := series[k]
+		if len(xs) == 0 {
+			return "—", ""
 		}
-		return fmt.Sprintf(format+"–"+format, slices.Min(series[k]), slices.Max(series[k]))
+		return fmt.Sprintf(format+" %s", median(xs)/div, unit), fmt.Sprintf(format+"–"+format, slices.Min(xs)/div, slices.Max(xs)/div)
+	}
+	ratio := func(k string) string {
+		if len(series[k+" w"]) == 0 || len(series[k+" w0"]) == 0 || med(k+" w0") == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.2f", med(k+" w")/med(k+" w0"))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "measure (median of the rounds)\t(w) web3gate\trange\t(w0) anvil\trange\tw/w0\ttarget\tresult\t")
-	row := func(name, k, unit, format string, target string, ok *bool) {
+	// row prints measure k; target is "" or the target's text, with pass telling whether the
+	// median of (w) meets it.
+	row := func(name, k, format, unit string, div float64, target string, pass func(float64) bool) {
+		wv, wr := val(k+" w", format, unit, div)
+		av, ar := val(k+" w0", format, unit, div)
 		res := ""
-		if ok != nil {
-			res = verdict(*ok)
+		switch {
+		case target == "":
+		case len(series[k+" w"]) == 0:
+			res = "no data"
+		default:
+			res = verdict(pass(med(k + " w")))
 		}
-		fmt.Fprintf(tw, "%s\t"+format+" %s\t%s\t"+format+" %s\t%s\t%.2f\t%s\t%s\t\n", name, med(k+" w"), unit, rng(k+" w", format),
-			med(k+" w0"), unit, rng(k+" w0", format), med(k+" w")/med(k+" w0"), target, res)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, wv, wr, av, ar, ratio(k), target, res)
 	}
-	p99ok := med("p99 w") <= msf(targetWSP99)
-	rssok := med("rss w") <= targetWSPerSoc
-	fmt.Fprintf(tw, "RSS per idle subscribed socket\t%.1f KiB\t%s\t%.1f KiB\t%s\t%.2f\t≤ %d KiB\t%s\t\n", med("rss w")/1024,
-		rngScaled(series["rss w"], 1024), med("rss w0")/1024, rngScaled(series["rss w0"], 1024), med("rss w")/med("rss w0"),
-		targetWSPerSoc/1024, verdict(rssok))
-	row("delivery p50, every subscriber", "p50", "ms", "%.1f", "", nil)
-	row("delivery p99, every subscriber", "p99", "ms", "%.1f", fmt.Sprintf("≤ %.0f ms", msf(targetWSP99)), &p99ok)
-	row("delivery max", "max", "ms", "%.1f", "", nil)
-	row("delivery p99, newHeads", "heads p99", "ms", "%.1f", "", nil)
-	row("delivery p99, logs (the 100th log)", "logs p99", "ms", "%.1f", "", nil)
-	row("spread p50 (from the block's first delivery)", "spread p50", "ms", "%.1f", "", nil)
-	row("spread p99", "spread p99", "ms", "%.1f", "", nil)
-	row("from the send p50 (web3gate: with the feed's poll)", "send p50", "ms", "%.1f", "", nil)
-	row("from the send p99", "send p99", "ms", "%.1f", "", nil)
-	row("p99 as this process read it", "seen p99", "ms", "%.1f", "", nil)
-	row("server CPU per block", "cpu", "ms", "%.1f", "", nil)
-	row("opening and subscribing every socket", "connect", "s", "%.1f", "", nil)
+	row("RSS per idle subscribed socket", "rss", "%.1f", "KiB", 1024, fmt.Sprintf("≤ %d KiB", targetWSPerSoc/1024),
+		func(v float64) bool { return v <= targetWSPerSoc })
+	row("delivery p50, every subscriber", "p50", "%.1f", "ms", 1, "", nil)
+	row("delivery p99, every subscriber", "p99", "%.1f", "ms", 1, fmt.Sprintf("≤ %.0f ms", msf(targetWSP99)),
+		func(v float64) bool { return v <= msf(targetWSP99) })
+	row("delivery max", "max", "%.1f", "ms", 1, "", nil)
+	row("delivery p99, newHeads", "heads p99", "%.1f", "ms", 1, "", nil)
+	row("delivery p99, logs (the 100th log)", "logs p99", "%.1f", "ms", 1, "", nil)
+	row("spread p50 (from the block's first delivery)", "spread p50", "%.1f", "ms", 1, "", nil)
+	row("spread p99", "spread p99", "%.1f", "ms", 1, "", nil)
+	row("from the send p50 (web3gate: with the feed's poll)", "send p50", "%.1f", "ms", 1, "", nil)
+	row("from the send p99", "send p99", "%.1f", "ms", 1, "", nil)
+	row("p99 as this process read it", "seen p99", "%.1f", "ms", 1, "", nil)
+	row("server CPU per block", "cpu", "%.1f", "ms", 1, "", nil)
+	row("server's CPU use during the blocks", "cores", "%.2f", "CPU", 1, "", nil)
+	row("other processes' CPU use during the blocks", "other", "%.2f", "CPU", 1, "", nil)
+	row("opening and subscribing every socket", "connect", "%.1f", "s", 1, "", nil)
 	tw.Flush()
 	if len(series["heap w"]) > 0 {
 		fmt.Fprintf(w, "web3gate per socket, from its Go metrics: heap in use %.1f KiB, goroutine stacks %.1f KiB, %.2f goroutines\n",
@@ -830,14 +870,6 @@ func reportWS(w io.Writer, cfg runConfig, run *wsRun) {
 	if bad := wsFailures(run); bad != "" {
 		fmt.Fprintf(w, "\n!!!!! THE SUBSCRIBERS GOT ERRORS: these figures are not valid !!!!!\n%s\n", bad)
 	}
-}
-
-// rngScaled is the range of xs divided by div, "%.1f–%.1f".
-func rngScaled(xs []float64, div float64) string {
-	if len(xs) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%.1f–%.1f", slices.Min(xs)/div, slices.Max(xs)/div)
 }
 
 // wsFailures lists the rounds that went wrong, "" when none did.
