@@ -66,11 +66,14 @@ func (f *Feed) freshLocked() bool {
 // by hash (the feed's memory first, then eth_getBlockByHash) to the fork point.
 //
 // What cannot be known is left out: when neither the feed nor the node knows since's block
-// any more, removed holds one block with only its Number and Hash (no Header, no logs) and
-// added starts at since's height; a removed block's parent that is unknown likewise. When
-// added is empty and removed is not, the new cursor is the fork point: removed[0]'s number
-// less one and its ParentHash. A node behind since (the cursor came from a replica that was
-// ahead) answers nothing new yet.
+// any more (a node that dropped it, as anvil does after anvil_revert), removed holds one
+// block with only its Number, Hash and ParentHash (the canonical block below it; no Header,
+// no logs) and the new branch is taken to start at since's height (blocks replaced below it
+// are not seen); a removed block's parent that is unknown likewise. The fork point is always
+// removed[0]'s number less one, with hash removed[0].ParentHash: the new cursor when added
+// is empty. A node without a block at since's height (behind the cursor, which came from a
+// replica that was ahead; or a chain now shorter, if since is unknown) answers nothing new
+// until the chain passes since's height.
 //
 // More than maxBlocks added blocks (maxBlocks > 0) is ErrTooFar, found before they are
 // read. It keeps the feed running, fetching logs for every block when logs is set (see the
@@ -188,32 +191,30 @@ func (f *Feed) changesFromUpstream(ctx context.Context, since Cursor, logs bool,
 	if tooFar(head.Number+1-start, maxBlocks) {
 		return nil, nil, ErrTooFar
 	}
-	var parent common.Hash
-	if start > 0 {
-		hs, err := f.headers(ctx, start-1, start-1)
-		if err != nil {
-			return nil, nil, err
-		}
-		parent = hs[0].Hash
-	}
-	added, err = f.readRange(ctx, start, parent, head, logs)
+	added, err = f.readRange(ctx, start, removed[0].ParentHash, head, logs)
 	return removed, added, err
 }
 
 // readRange reads the canonical blocks from on up to head (from's parent must have hash
-// parent), in runs, with their logs when logs. It stops early, with what it has, where the
-// chain changes under it.
+// parent), in runs, with their logs when logs. A run that fails is tried again at half the
+// length (a node refusing a log range or an answer that large), down to one block. It stops
+// early, with what it has, where the chain changes under it.
 func (f *Feed) readRange(ctx context.Context, from uint64, parent common.Hash, head *Block, logs bool) ([]*Block, error) {
 	var out []*Block
+	span := uint64(maxBatch - 1)
 	for from <= head.Number {
-		to := min(head.Number, from+maxBatch-2)
+		to := min(head.Number, from+span-1)
 		var top *Block
 		if to == head.Number {
 			top = head
 		}
 		run, err := f.fetchRun(ctx, from, to, top, logs)
 		if err != nil {
-			return nil, err
+			if span == 1 || ctx.Err() != nil {
+				return nil, err
+			}
+			span /= 2
+			continue
 		}
 		if len(run) == 0 || run[0].ParentHash != parent {
 			break
@@ -228,40 +229,57 @@ func (f *Feed) readRange(ctx context.Context, from uint64, parent common.Hash, h
 }
 
 // branchOf walks since's branch, which left the chain, back to the chain: the removed blocks
-// oldest first, and start, the first height of the new branch. Blocks come from the feed's
-// memory, else from the upstream by hash; where neither knows one, a block with only its
-// number and hash stands for it and the walk stops there.
+// oldest first, and start, the first height of the new branch; removed[0].ParentHash is the
+// canonical block at start-1. Blocks come from the feed's memory, else from the upstream by
+// hash; where neither knows one, a block with only its number, hash and (canonical) parent
+// hash stands for it, the walk stops there and the new branch is taken to start at its
+// height.
 func (f *Feed) branchOf(ctx context.Context, since Cursor, maxBlocks int) (removed []*Block, start uint64, err error) {
 	limit := f.cfg.History
 	if maxBlocks > 0 {
 		limit = min(limit, maxBlocks)
 	}
 	canon := map[uint64]common.Hash{}
+	canonAt := func(n uint64) (common.Hash, error) {
+		if h, ok := canon[n]; ok {
+			return h, nil
+		}
+		hs, err := f.headers(ctx, n-min(n, walkWindow-1), n)
+		if err != nil {
+			return common.Hash{}, err
+		}
+		for _, b := range hs {
+			canon[b.Number] = b.Hash
+		}
+		return canon[n], nil
+	}
+	stub := func(n uint64, h common.Hash) (*Block, error) {
+		b := &Block{Number: n, Hash: h}
+		if n > 0 {
+			var err error
+			if b.ParentHash, err = canonAt(n - 1); err != nil {
+				return nil, err
+			}
+		}
+		return b, nil
+	}
 	cur, err := f.blockByHash(ctx, since.Hash)
 	if err != nil {
 		return nil, 0, err
 	}
 	if cur == nil || cur.Number != since.Number {
-		return []*Block{{Number: since.Number, Hash: since.Hash}}, since.Number, nil
+		b, err := stub(since.Number, since.Hash)
+		if err != nil {
+			return nil, 0, err
+		}
+		return []*Block{b}, since.Number, nil
 	}
 	branch := []*Block{cur}
-	for {
-		if cur.Number == 0 {
-			start = 0
-			break
-		}
+	for cur.Number > 0 {
 		n := cur.Number - 1
-		h, ok := canon[n]
-		if !ok {
-			lo := n - min(n, walkWindow-1)
-			hs, err := f.headers(ctx, lo, n)
-			if err != nil {
-				return nil, 0, err
-			}
-			for _, b := range hs {
-				canon[b.Number] = b.Hash
-			}
-			h = canon[n]
+		h, err := canonAt(n)
+		if err != nil {
+			return nil, 0, err
 		}
 		if h == cur.ParentHash {
 			start = cur.Number
@@ -275,7 +293,11 @@ func (f *Feed) branchOf(ctx context.Context, since Cursor, maxBlocks int) (remov
 			return nil, 0, err
 		}
 		if parent == nil || parent.Number != n {
-			branch = append(branch, &Block{Number: n, Hash: cur.ParentHash})
+			b, err := stub(n, cur.ParentHash)
+			if err != nil {
+				return nil, 0, err
+			}
+			branch = append(branch, b)
 			start = n
 			break
 		}

@@ -95,18 +95,18 @@ func (f *Feed) follow(ctx context.Context, latest *Block, withLogs bool) error {
 // feed (so that the blocks after it are delivered), else at latest, which is not delivered.
 func (f *Feed) begin(ctx context.Context, latest *Block, withLogs bool) error {
 	f.mu.Lock()
-	from := f.startFrom
-	f.startFrom = 0
+	from, set := f.startFrom, f.startSet
 	f.mu.Unlock()
 	base := latest
-	if from != 0 && from < latest.Number && latest.Number-from <= uint64(f.cfg.MaxCatchUp) {
+	if set && from < latest.Number && latest.Number-from <= uint64(f.cfg.MaxCatchUp) {
 		hs, err := f.headers(ctx, from, from)
 		if err != nil {
-			return err
+			return err // startFrom is kept for the next round
 		}
 		base = hs[0]
 	}
 	f.mu.Lock()
+	f.startFrom, f.startSet = 0, false
 	f.appendLocked(base)
 	f.mu.Unlock()
 	f.m.delivered.Set(float64(base.Number))
