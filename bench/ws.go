@@ -111,6 +111,10 @@ type wsSample struct {
 	// the block's first delivery, and as this process read them.
 	all, heads, logs, fromSend, spread, seen []int64
 	cpuPerBlock                              time.Duration // the server's CPU time per measured block
+	// irqPerBlock is the machine's interrupt time (irq and softirq) per measured block: mostly
+	// the TCP receive path of the notifications, which loopback runs as the server writes
+	// them, but which the kernel counts apart from the processes.
+	irqPerBlock time.Duration
 	// CPUs used on average from the measured blocks' sends to their last deliveries: by the
 	// server, and by processes other than the server and this one.
 	serverCores, otherCores float64
@@ -244,8 +248,8 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 	var hashes []common.Hash
 	var sights []feedSighting
 	// From each measured block's send to its last delivery: the time, and the CPU time of the
-	// server, of this process and of the whole machine.
-	var wall, cpu, self, busy time.Duration
+	// server, of this process, of interrupts and of the whole machine.
+	var wall, cpu, self, irq, busy time.Duration
 	for b := range o.warmups + o.blocks {
 		// A pause: the feed's poll is at another phase for every block.
 		select {
@@ -253,7 +257,7 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 			return nil, ctx.Err()
 		case <-time.After(200*time.Millisecond + rand.N(250*time.Millisecond)):
 		}
-		cpu0, self0, ct0, err := wsSnapshot(pid)
+		cpu0, self0, irq0, ct0, err := wsSnapshot(pid)
 		if err != nil {
 			return nil, err
 		}
@@ -267,7 +271,7 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 		if err != nil {
 			return nil, err
 		}
-		cpu1, self1, ct1, err := wsSnapshot(pid)
+		cpu1, self1, irq1, ct1, err := wsSnapshot(pid)
 		if err != nil {
 			return nil, err
 		}
@@ -275,6 +279,7 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 			wall += time.Duration(time.Now().UnixNano() - at)
 			cpu += cpu1 - cpu0
 			self += self1 - self0
+			irq += irq1 - irq0
 			busy += ct1["cpu"].busy - ct0["cpu"].busy
 		}
 		if srv.sightFromFeed {
@@ -293,8 +298,9 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 	}
 	if len(hashes) > o.warmups {
 		s.cpuPerBlock = cpu / time.Duration(len(hashes)-o.warmups)
+		s.irqPerBlock = irq / time.Duration(len(hashes)-o.warmups)
 		s.serverCores = cpu.Seconds() / wall.Seconds()
-		s.otherCores = max(busy-cpu-self, 0).Seconds() / wall.Seconds()
+		s.otherCores = max(busy-cpu-self-irq, 0).Seconds() / wall.Seconds()
 	}
 
 	// What was mined: one block per transaction, 100 Transfer events each.
@@ -427,16 +433,43 @@ func quantile(sorted []int64, q float64) time.Duration {
 	return time.Duration(sorted[min(max(i, 0), len(sorted)-1)])
 }
 
-// wsSnapshot reads the CPU time of the server, of this process and of the machine.
-func wsSnapshot(pid int) (server, self time.Duration, ct cpuTimes, err error) {
+// wsSnapshot reads the CPU time of the server, of this process, of interrupts and of the
+// machine.
+func wsSnapshot(pid int) (server, self, irq time.Duration, ct cpuTimes, err error) {
 	if server, err = cpuTime(pid); err != nil {
-		return 0, 0, nil, err
+		return 0, 0, 0, nil, err
 	}
 	if self, err = cpuTime(os.Getpid()); err != nil {
-		return 0, 0, nil, err
+		return 0, 0, 0, nil, err
+	}
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, 0, nil, err
+	}
+	if irq, err = parseIRQTime(raw); err != nil {
+		return 0, 0, 0, nil, err
 	}
 	ct, err = readCPUTimes()
-	return server, self, ct, err
+	return server, self, irq, ct, err
+}
+
+// parseIRQTime is the machine's irq + softirq time from /proc/stat: the sixth and seventh
+// numbers of the "cpu" line (user nice system idle iowait irq softirq ...), in clock ticks.
+func parseIRQTime(stat []byte) (time.Duration, error) {
+	line, _, _ := strings.Cut(string(stat), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: first line %q", line)
+	}
+	var ticks int64
+	for _, v := range f[6:8] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * (time.Second / clockTicks), nil
 }
 
 // startWSServer starts the server of k with its sending account, on the servers' CPUs.
@@ -762,11 +795,11 @@ func raiseFileLimit(need int) error {
 func wsProgress(r int, cfg runConfig, k string, s *wsSample, o wsOptions) {
 	name := map[string]string{"w": "web3gate", "w0": "anvil"}[k]
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
-	line := fmt.Sprintf("round %d/%d  (%s) %-8s %d sockets in %v; RSS %+.1f MiB, %.1f KiB/socket; delivery p50 %s ms, p99 %s ms (newHeads %s, logs %s); spread p99 %s ms; from the send p50 %s ms; %s ms server CPU/block (%.2f CPU during the blocks; other processes %.2f CPU)",
+	line := fmt.Sprintf("round %d/%d  (%s) %-8s %d sockets in %v; RSS %+.1f MiB, %.1f KiB/socket; delivery p50 %s ms, p99 %s ms (newHeads %s, logs %s); spread p99 %s ms; from the send p50 %s ms; %s ms server CPU/block + %s ms interrupts (%.2f CPU during the blocks; other processes %.2f CPU)",
 		r+1, cfg.rounds, k, name, o.sockets(), s.connect.Round(100*time.Millisecond), float64(s.rssAfter-s.rssBefore)/(1<<20),
 		s.rssPerSocket(o.sockets())/1024, ms(quantile(s.all, 0.5)), ms(quantile(s.all, 0.99)), ms(quantile(s.heads, 0.99)),
 		ms(quantile(s.logs, 0.99)), ms(quantile(s.spread, 0.99)), ms(quantile(s.fromSend, 0.5)), ms(s.cpuPerBlock),
-		s.serverCores, s.otherCores)
+		ms(s.irqPerBlock), s.serverCores, s.otherCores)
 	if len(s.problems) > 0 {
 		line += "\n    !!! ERRORS: " + strings.Join(s.problems, "; ")
 	}
@@ -803,6 +836,7 @@ func reportWS(w io.Writer, cfg runConfig, run *wsRun) {
 			add("send p99 "+k, msf(quantile(s.fromSend, 0.99)))
 			add("seen p99 "+k, msf(quantile(s.seen, 0.99)))
 			add("cpu "+k, msf(s.cpuPerBlock))
+			add("irq "+k, msf(s.irqPerBlock))
 			add("cores "+k, s.serverCores)
 			add("other "+k, s.otherCores)
 			add("connect "+k, s.connect.Seconds())
@@ -859,6 +893,7 @@ func reportWS(w io.Writer, cfg runConfig, run *wsRun) {
 	row("from the send p99", "send p99", "%.1f", "ms", 1, "", nil)
 	row("p99 as this process read it", "seen p99", "%.1f", "ms", 1, "", nil)
 	row("server CPU per block", "cpu", "%.1f", "ms", 1, "", nil)
+	row("interrupts per block (the sockets' TCP receive path)", "irq", "%.1f", "ms", 1, "", nil)
 	row("server's CPU use during the blocks", "cores", "%.2f", "CPU", 1, "", nil)
 	row("other processes' CPU use during the blocks", "other", "%.2f", "CPU", 1, "", nil)
 	row("opening and subscribing every socket", "connect", "%.1f", "s", 1, "", nil)

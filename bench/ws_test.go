@@ -397,3 +397,22 @@ func TestFeedSight(t *testing.T) {
 		t.Error("a block without a sighting was accepted")
 	}
 }
+
+func TestParseIRQTime(t *testing.T) {
+	got, err := parseIRQTime([]byte("cpu  100 0 50 9000 3 7 30 0 0 0\ncpu0 50 0 25 4500 1 3 15 0 0 0\n"))
+	if err != nil || got != 370*time.Millisecond {
+		t.Fatalf("parseIRQTime = %v, %v; want 37 ticks", got, err)
+	}
+	for _, stat := range []string{"", "cpu0 1 2 3 4 5 6 7 8\n", "cpu 1 2 3\n", "cpu 1 2 3 4 5 x 7 8\n"} {
+		if got, err := parseIRQTime([]byte(stat)); err == nil {
+			t.Errorf("parseIRQTime(%q) = %v, nil; want an error", stat, got)
+		}
+	}
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseIRQTime(raw); err != nil {
+		t.Fatalf("this machine's /proc/stat: %v", err)
+	}
+}
