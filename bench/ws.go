@@ -105,7 +105,6 @@ type wsSample struct {
 	// heap, stack and goroutines added per socket, from web3gate's Go metrics (web3gate only).
 	heapPer, stackPer, goroutinesPer float64
 	hasGo                            bool
-	blocks                           int
 	// The latencies of every delivery of the measured blocks, ns, sorted: from the start (the
 	// feed's sight of the block, or the send), newHeads and logs apart, from the send, from
 	// the block's first delivery, and as this process read them.
@@ -334,7 +333,6 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 		}
 	}
 	wc.close()
-	s.blocks = len(numbers) - o.warmups
 	s.problems = append(s.problems, collectDeliveries(s, wc.subs, numbers, starts, sent, o.warmups)...)
 	return s, nil
 }
