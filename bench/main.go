@@ -33,13 +33,20 @@
 //	    (cache.local: false) and whose Redis (a private redis-server) holds the answer, against
 //	    (b) measured in the same rounds
 //
+// and real-time delivery over WebSocket (ws.go):
+//
+//	(w) 10,000 newHeads and 1,000 logs subscribers, one socket each, on web3gate's embedded
+//	    dev chain, blocks of 100 ERC-20 Transfer events: delivery latency and RSS per idle
+//	    socket, against (w0) the same subscribers on one anvil node in the same rounds
+//
 // Targets: throughput b/a ≥ 0.85, d/c ≥ 0.60, h/b ≥ 0.80, and the p50 latency at concurrency 1 that web3gate
 // adds in front of anvil (d − c) ≤ 50 µs; (f) ≥ 5,000 signatures/s and (g) ≥ 1,000 sends/s on
-// the machine; (p) p99 ≤ 5 ms; (i) ≥ 50,000 logs/s and (o) p99 ≤ 5 ms; r/b ≥ 0.5. It is a measurement, not a test: it exits 0 whether the targets are met or not,
+// the machine; (p) p99 ≤ 5 ms; (i) ≥ 50,000 logs/s and (o) p99 ≤ 5 ms; r/b ≥ 0.5; (w) p99 ≤ 50 ms over
+// every subscriber and ≤ 20 KiB RSS per idle socket. It is a measurement, not a test: it exits 0 whether the targets are met or not,
 // and 1 when something could not run, the load got errors, or (g)'s nonces do not add up.
 // -only proxy measures (a)-(e) alone, -only signing (f), (g) and (g') alone, -only products (p) alone,
 // -only owners (i) and (o) alone, -only redis (b) and (r) alone (redis-server from Debian's
-// redis-server package).
+// redis-server package), -only ws (w) and (w0) alone.
 //
 // Every server runs as a child process on free 127.0.0.1 ports, built from this module
 // (web3gate with `go build .`, bench/bare), anvil from `npm ci --prefix e2e`; the load is
@@ -85,9 +92,10 @@ type options struct {
 	rounds, threads, conns        int
 	pin, forwarder                bool
 	src                           string
-	only                          string   // "", "proxy", "signing", "products", "owners" or "redis"
+	only                          string   // "", "proxy", "signing", "products", "owners", "redis" or "ws"
 	signTargets                   []string // the signing measurements to run; none: all
 	postgres                      string   // admin connection string of (f2) and (g2)'s PostgreSQL
+	ws                            wsOptions
 }
 
 func main() {
@@ -121,7 +129,11 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.postgres, "postgres", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
 		"PostgreSQL of (f2) and (g2): a connection string of an existing database, from which each of their rounds creates a database of its own (CREATE DATABASE) and drops it after")
 	signTargets := fs.String("sign-targets", "", `the signing measurements to run, comma separated (of f, g, g', f2, g2); empty: all`)
-	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f), (g), (g'), (f2) and (g2), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index; "redis": only (b) and (r), a read answered by Redis`)
+	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f), (g), (g'), (f2) and (g2), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index; "redis": only (b) and (r), a read answered by Redis; "ws": only (w) and (w0), WebSocket subscribers`)
+	fs.IntVar(&o.ws.heads, "ws-heads", 10_000, "(w): newHeads subscribers, one socket each")
+	fs.IntVar(&o.ws.logs, "ws-logs", 1_000, "(w): logs subscribers, one socket each")
+	fs.IntVar(&o.ws.blocks, "ws-blocks", 20, "(w): measured blocks a round")
+	fs.IntVar(&o.ws.warmups, "ws-warmup", 2, "(w): unmeasured blocks a round before the measured ones")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -141,8 +153,11 @@ func parseFlags(args []string) (options, error) {
 	if o.rounds < 1 || o.threads < 1 || o.conns < o.threads {
 		return o, errors.New("-rounds and -threads must be at least 1, -connections at least -threads")
 	}
-	if o.only != "" && !slices.Contains([]string{"proxy", "signing", "products", "owners", "redis"}, o.only) {
-		return o, fmt.Errorf(`-only %q: must be "proxy", "signing", "products", "owners" or "redis"`, o.only)
+	if o.only != "" && !slices.Contains([]string{"proxy", "signing", "products", "owners", "redis", "ws"}, o.only) {
+		return o, fmt.Errorf(`-only %q: must be "proxy", "signing", "products", "owners", "redis" or "ws"`, o.only)
+	}
+	if o.ws.heads < 0 || o.ws.logs < 0 || o.ws.heads+o.ws.logs < 1 || o.ws.blocks < 1 || o.ws.warmups < 0 {
+		return o, errors.New("-ws-heads and -ws-logs must be at least 0 and not both 0, -ws-blocks at least 1, -ws-warmup at least 0")
 	}
 	if *signTargets != "" {
 		for _, k := range strings.Split(*signTargets, ",") {
@@ -303,12 +318,19 @@ func run(args []string) (err error) {
 			return err
 		}
 	}
+	var rt *wsRun
+	if o.only == "" || o.only == "ws" {
+		if rt, err = measureWS(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin}, anvilBin, o.ws); err != nil {
+			return err
+		}
+	}
 	report(os.Stdout, info, cfg, targets, rounds, specs, signRounds)
 	reportProducts(os.Stdout, cfg, prods)
 	reportOwners(os.Stdout, cfg, owns)
 	shared.report(os.Stdout, cfg)
+	reportWS(os.Stdout, cfg, rt)
 	var bad []string
-	for _, b := range []string{failures(rounds), signFailures(signRounds), productsFailures(prods), ownersFailures(owns), shared.failures()} {
+	for _, b := range []string{failures(rounds), signFailures(signRounds), productsFailures(prods), ownersFailures(owns), shared.failures(), wsFailures(rt)} {
 		if b != "" {
 			bad = append(bad, b)
 		}

@@ -2,8 +2,9 @@
 // NFT-owners tests and benchmarks, compiled, and a small helper to deploy and call them.
 //
 // The sources are in src/ (OpenZeppelin-based ERC-721, ERC-1155 and ERC-20 test tokens, an
-// ERC-721 with fully on-chain token URIs, a contract implementing no token standard, and an
-// emitter of NFT transfer logs in bulk for the owners benchmark).
+// ERC-721 with fully on-chain token URIs, a contract implementing no token standard, an
+// emitter of NFT transfer logs in bulk for the owners benchmark, and a multicall that makes
+// the real-time benchmark's blocks of ERC-20 transfers).
 // Their compiled artifacts in artifacts/ are committed and embedded; rebuild them after
 // changing a source with `make contracts` (pinned solc and OpenZeppelin from npm). The build
 // is reproducible: an unchanged source yields byte-identical artifacts.

@@ -35,7 +35,7 @@ var (
 )
 
 func TestArtifactsLoad(t *testing.T) {
-	want := []string{"OnChainERC721", "Plain", "TestERC1155", "TestERC20", "TestERC721", "TransferEmitter"}
+	want := []string{"Multicall", "OnChainERC721", "Plain", "TestERC1155", "TestERC20", "TestERC721", "TransferEmitter"}
 	if got := names(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("embedded artifacts = %v, want %v", got, want)
 	}
@@ -132,6 +132,45 @@ func TestContractsOnDevChain(t *testing.T) {
 		h.check(t, "decimals", h.call(t, token, erc20, "decimals"), uint8(6))
 		h.check(t, "totalSupply", h.call(t, token, erc20, "totalSupply"), big.NewInt(1_000_000))
 		h.check(t, "balanceOf(me)", h.call(t, token, erc20, "balanceOf", me), big.NewInt(1_000_000))
+	})
+
+	t.Run("Multicall", func(t *testing.T) {
+		mc := MustLoad("Multicall")
+		token := h.deploy(t, erc20, "Test Token", "TTK", uint8(6))
+		agg := h.deploy(t, mc)
+		h.transact(t, token, erc20, "mint", agg, big.NewInt(10))
+		to := []common.Address{common.HexToAddress("0x2001"), common.HexToAddress("0x2002"), common.HexToAddress("0x2003")}
+		calls := make([][]byte, len(to))
+		for i, a := range to {
+			data, err := erc20.Calldata("transfer", a, big.NewInt(int64(i+1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls[i] = data
+		}
+		r, err := s.Transact(ctx, agg, mc, "aggregate", token, calls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One ERC-20 Transfer per call, from the token, in the order of the calls.
+		if len(r.Logs) != len(to) {
+			t.Fatalf("aggregate: %d logs, want %d", len(r.Logs), len(to))
+		}
+		for i, l := range r.Logs {
+			want := []common.Hash{erc20.ABI.Events["Transfer"].ID, common.BytesToHash(agg.Bytes()), common.BytesToHash(to[i].Bytes())}
+			if l.Address != token || !slices.Equal(l.Topics, want) || new(big.Int).SetBytes(l.Data).Int64() != int64(i+1) {
+				t.Errorf("log %d = %s %v %x, want %s %v %d", i, l.Address, l.Topics, l.Data, token, want, i+1)
+			}
+		}
+		h.check(t, "balanceOf(multicall)", h.call(t, token, erc20, "balanceOf", agg), big.NewInt(4))
+		// A failing call reverts the transaction with its own revert data.
+		over, err := erc20.Calldata("transfer", to[0], big.NewInt(5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.Transact(ctx, agg, mc, "aggregate", token, [][]byte{calls[0], over})
+		wantRevert(t, erc20, "ERC20InsufficientBalance")(nil, err)
+		h.check(t, "balanceOf(multicall) after the revert", h.call(t, token, erc20, "balanceOf", agg), big.NewInt(4))
 	})
 
 	t.Run("OnChainERC721", func(t *testing.T) {

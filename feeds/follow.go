@@ -51,12 +51,17 @@ func (f *Feed) refreshSinks() bool {
 	return f.logSinks > 0 || (!f.lastLogsUse.IsZero() && time.Since(f.lastLogsUse) < f.idleAfter)
 }
 
-// sawHead records the latest block number seen.
+// sawHead records the latest block number seen, and when a higher one was first seen.
 func (f *Feed) sawHead(n uint64) {
+	now := time.Now()
 	f.mu.Lock()
+	higher := n > f.seen
 	f.seen = n
 	f.mu.Unlock()
 	f.m.head.Set(float64(n))
+	if higher {
+		f.m.headSeen.Set(float64(now.UnixNano()) / 1e9)
+	}
 }
 
 // follow delivers up to latest.

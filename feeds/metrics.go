@@ -5,9 +5,9 @@ import "github.com/prometheus/client_golang/prometheus"
 // metrics are the web3gate_feed_* metrics; label values are chain names and the three
 // upstream methods.
 type metrics struct {
-	head, delivered, lag, sinks *prometheus.GaugeVec
-	reorgs                      *prometheus.CounterVec
-	calls                       *prometheus.CounterVec
+	head, headSeen, delivered, lag, sinks *prometheus.GaugeVec
+	reorgs                                *prometheus.CounterVec
+	calls                                 *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -15,6 +15,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		head: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "web3gate_feed_head_block",
 			Help: "The latest block number the chain's feed has seen, by chain.",
+		}, []string{"chain"}),
+		headSeen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "web3gate_feed_head_seen_timestamp_seconds",
+			Help: "Unix time at which the chain's feed first saw its latest head (web3gate_feed_head_block), by chain.",
 		}, []string{"chain"}),
 		delivered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "web3gate_feed_delivered_block",
@@ -38,21 +42,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"chain", "method"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.head, m.delivered, m.lag, m.sinks, m.reorgs, m.calls)
+		reg.MustRegister(m.head, m.headSeen, m.delivered, m.lag, m.sinks, m.reorgs, m.calls)
 	}
 	return m
 }
 
 // chainMetrics are one chain's metrics, resolved once.
 type chainMetrics struct {
-	head, delivered, lag, sinks prometheus.Gauge
-	reorgs                      prometheus.Counter
-	byNumber, byHash, logs      prometheus.Counter
+	head, headSeen, delivered, lag, sinks prometheus.Gauge
+	reorgs                                prometheus.Counter
+	byNumber, byHash, logs                prometheus.Counter
 }
 
 func (m *metrics) chain(name string) *chainMetrics {
 	return &chainMetrics{
 		head:      m.head.WithLabelValues(name),
+		headSeen:  m.headSeen.WithLabelValues(name),
 		delivered: m.delivered.WithLabelValues(name),
 		lag:       m.lag.WithLabelValues(name),
 		sinks:     m.sinks.WithLabelValues(name),
