@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/web3gate/web3gate/config"
+	"github.com/web3gate/web3gate/feeds"
 	"github.com/web3gate/web3gate/internal/redisx"
 	"github.com/web3gate/web3gate/internal/testengine"
 	"github.com/web3gate/web3gate/middleware/cache"
@@ -197,7 +198,12 @@ func benchHandler(b *testing.B, cfgText string, start bool) fasthttp.RequestHand
 		b.Fatal(err)
 	}
 	b.Cleanup(rc.Close)
-	routes, cacheStage, err := buildRoutes(context.Background(), cfg, zap.NewNop(), reg, ups, nil, db, cache.Deps{Redis: rc})
+	fs, err := feeds.New(cfg.Feeds, feeds.Deps{Chains: feedChains(ups)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(fs.Close)
+	routes, cacheStage, _, err := buildRoutes(context.Background(), cfg, zap.NewNop(), reg, ups, nil, nil, db, fs, cache.Deps{Redis: rc})
 	if err != nil {
 		b.Fatal(err)
 	}

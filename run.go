@@ -22,13 +22,16 @@ import (
 
 	"github.com/web3gate/web3gate/config"
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/feeds"
 	"github.com/web3gate/web3gate/internal/redisx"
 	"github.com/web3gate/web3gate/lease"
 	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
+	"github.com/web3gate/web3gate/middleware/filters"
 	"github.com/web3gate/web3gate/middleware/route"
 	"github.com/web3gate/web3gate/middleware/sign"
+	"github.com/web3gate/web3gate/middleware/subscribe"
 	"github.com/web3gate/web3gate/owners"
 	"github.com/web3gate/web3gate/products"
 	"github.com/web3gate/web3gate/proxy"
@@ -205,7 +208,34 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return err
 	}
 
-	routes, cacheStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, db, cache.Deps{Redis: rc, Shared: shared})
+	// One live feed per chain, shared by every WebSocket subscription and HTTP filter; it
+	// stops after the server (its sockets closed first) and before the upstreams (defers run
+	// last first).
+	fs, err := feeds.New(cfg.Feeds, feeds.Deps{Chains: feedChains(ups), Logger: log.Named("feeds"), Registry: reg})
+	if err != nil {
+		return fmt.Errorf("feeds: %w", err)
+	}
+	defer fs.Close()
+	// The HTTP filters live in the store (any replica serves a poll) and read the feeds; the
+	// sweeper stops before the store closes.
+	chainNames := map[uint64]string{}
+	for _, p := range ups.Pools() {
+		chainNames[p.ChainID()] = p.Name()
+	}
+	filterStage, err := filters.New(cfg.Filters, filters.Deps{DB: db, Chains: chainNames, Logger: log.Named("filters"), Registry: reg,
+		Feed: func(id uint64) (filters.Feed, bool) {
+			if f, ok := fs.Feed(id); ok {
+				return f, true
+			}
+			return nil, false
+		}})
+	if err != nil {
+		return err
+	}
+	filterStage.Start()
+	defer filterStage.Close()
+
+	routes, cacheStage, authStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, filterStage, db, fs, cache.Deps{Redis: rc, Shared: shared})
 	if err != nil {
 		return err
 	}
@@ -233,6 +263,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 			_, ok := ups.Pool(id)
 			return ok
 		},
+		Verifier: authStage,
 	})
 	if err != nil {
 		return err
@@ -283,20 +314,31 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	return nil
 }
 
+// feedChains are the upstream pools by chain id, for the feeds.
+func feedChains(ups *upstreams.Set) map[uint64]feeds.Chain {
+	chains := map[uint64]feeds.Chain{}
+	for _, p := range ups.Pools() {
+		chains[p.ChainID()] = p
+	}
+	return chains
+}
+
 // buildRoutes compiles the stage chains of the public routes, once. cacheDeps brings the
-// response cache's shared level (Redis and the chains it holds).
-func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set, signer *sign.Stage, db *store.DB, cacheDeps cache.Deps) ([]*proxy.Route, *cache.Stage, error) {
+// response cache's shared level (Redis and the chains it holds); fs the chains' live feeds,
+// for eth_subscribe. filterStage (nil: none) answers the HTTP filter methods before the
+// cache. It returns the auth stage too, which verifies WebSocket upgrades.
+func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set, signer *sign.Stage, filterStage *filters.Stage, db *store.DB, fs *feeds.Set, cacheDeps cache.Deps) ([]*proxy.Route, *cache.Stage, *auth.Stage, error) {
 	tokens, err := auth.NewStaticTokens(cfg.Auth.Tokens)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	oauth, err := auth.NewOAuth(ctx, cfg.Auth.OAuth, auth.OAuthDeps{Clients: db, Logger: log.Named("oauth"), Registry: reg})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	authStage, err := auth.New(cfg.Auth, auth.Deps{Verifier: oauth.Chain(tokens)})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	chains := make([]uint64, 0, len(cfg.Upstreams.Chains))
 	for _, ch := range cfg.Upstreams.Chains {
@@ -304,7 +346,11 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 	}
 	routeStage, err := route.New(cfg.Routing, route.Deps{ClientVersion: "web3gate/" + version, Chains: chains, Signing: signer != nil})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	subscribeStage, err := subscribe.New(subscribe.Deps{Feeds: fs})
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	cacheDeps.Registry = reg
 	cacheDeps.Head = func(id uint64) uint64 {
@@ -315,9 +361,13 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 	}
 	cacheStage, err := cache.New(cfg.Cache, cacheDeps)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	stages := []proxy.Stage{authStage, routeStage, cacheStage}
+	stages := []proxy.Stage{authStage, routeStage, subscribeStage}
+	if filterStage != nil {
+		stages = append(stages, filterStage)
+	}
+	stages = append(stages, cacheStage)
 	if signer != nil {
 		stages = append(stages, signer)
 	}
@@ -335,7 +385,7 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 		routes = append(routes, &proxy.Route{Name: "transaction", Method: http.MethodGet, Pattern: "/v1/transactions/{hash}",
 			REST: signer.TransactionHandler(authStage)})
 	}
-	return routes, cacheStage, nil
+	return routes, cacheStage, authStage, nil
 }
 
 // adminDeps are what the admin listener serves from.

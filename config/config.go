@@ -16,11 +16,13 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/feeds"
 	"github.com/web3gate/web3gate/internal/redisx"
 	"github.com/web3gate/web3gate/lease"
 	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
+	"github.com/web3gate/web3gate/middleware/filters"
 	"github.com/web3gate/web3gate/middleware/route"
 	"github.com/web3gate/web3gate/owners"
 	"github.com/web3gate/web3gate/products"
@@ -44,6 +46,8 @@ type Config struct {
 	Wallet    wallet.Config     `yaml:"wallet"`
 	Metadata  metadata.Config   `yaml:"metadata"`
 	Owners    owners.Config     `yaml:"owners"`
+	Feeds     feeds.Config      `yaml:"feeds"`
+	Filters   filters.Config    `yaml:"filters"`
 	Products  products.Config   `yaml:"products"`
 	Cluster   lease.Config      `yaml:"cluster"`
 	Redis     redisx.Config     `yaml:"redis"`
@@ -67,6 +71,7 @@ func Default() Config {
 	var c Config
 	c.Upstreams = upstreams.DefaultConfig()
 	c.Cache.Enabled = true
+	c.Server.WebSocket.Enabled = true
 	c.Cache.Coalesce = true
 	c.Cache.Local = true
 	c.Redis.MaxFlushDelay = redisx.DefaultMaxFlushDelay
@@ -117,6 +122,8 @@ func (c *Config) SetDefaults() {
 	c.Wallet.SetDefaults()
 	c.Metadata.SetDefaults()
 	c.Owners.SetDefaults()
+	c.Feeds.SetDefaults()
+	c.Filters.SetDefaults()
 	c.Products.SetDefaults()
 	c.Cluster.SetDefaults()
 	c.Redis.SetDefaults()
@@ -164,6 +171,8 @@ func (c *Config) Validate() error {
 	add("wallet", c.Wallet.Validate())
 	add("metadata", c.Metadata.Validate())
 	add("owners", c.Owners.Validate(c.Upstreams.Chains))
+	add("feeds", c.Feeds.Validate())
+	add("filters", c.Filters.Validate())
 	add("products", c.Products.Validate())
 	add("cluster", c.Cluster.Validate())
 	add("redis", c.Redis.Validate())

@@ -47,6 +47,8 @@ type Exchange struct {
 	// Batch is set when the body was a batch: its calls share the exchange.
 	Batch bool
 	Start time.Time
+	// Socket is the WebSocket connection the message came on; nil over HTTP.
+	Socket Socket
 
 	authOnce  sync.Once
 	principal Principal
@@ -58,8 +60,8 @@ type Exchange struct {
 	// inline holds the copy of a small body and the strings above (newExchange): an
 	// eth_getBalance or a short eth_call with its headers fits. Its size brings the exchange
 	// to 632 bytes on 64-bit platforms, 640 with the allocator's 8-byte header of an object
-	// with pointers over 512 bytes: a size class, so nothing is wasted.
-	inline [216]byte
+	// with pointers over 512 bytes: a size class, so nothing is wasted (TestExchangeSize).
+	inline [176]byte
 }
 
 // Authenticate runs verify once per exchange, on a principal the exchange holds, and
@@ -87,6 +89,9 @@ type Principal struct {
 	ClientID string
 	// Scopes are the access token's scopes (static tokens: all of them); read-only.
 	Scopes []string
+	// Expires is when the access token expires (its exp claim); zero when it does not (static
+	// tokens, a client id alone). A WebSocket is closed when it passes.
+	Expires time.Time
 }
 
 // Authenticated reports whether a bearer token identified a principal.

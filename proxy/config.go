@@ -32,6 +32,71 @@ type Config struct {
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout"`
 	// CORS says which browser pages may read the public API's answers.
 	CORS CORSConfig `yaml:"cors"`
+	// WebSocket is JSON-RPC over WebSocket on the JSON-RPC routes, and its limits.
+	WebSocket WebSocketConfig `yaml:"websocket"`
+}
+
+// WebSocketConfig is `server.websocket`: JSON-RPC and eth_subscribe over WebSocket on the
+// JSON-RPC routes.
+type WebSocketConfig struct {
+	// Enabled serves GET with Upgrade: websocket on the JSON-RPC routes (default true; see
+	// config.Default).
+	Enabled bool `yaml:"enabled"`
+	// MaxConnsPerClient bounds the open sockets of one client id; one more is answered 429 at
+	// the upgrade.
+	MaxConnsPerClient int `yaml:"maxConnsPerClient"`
+	// MaxSubscriptionsPerConn bounds the subscriptions of one socket; one more is -32005.
+	MaxSubscriptionsPerConn int `yaml:"maxSubscriptionsPerConn"`
+	// MaxMessageBytes bounds a message from the client; a longer one closes the socket (1009).
+	MaxMessageBytes int `yaml:"maxMessageBytes"`
+	// QueueSize bounds the messages (answers and notifications) queued for one socket and not
+	// yet written; a socket whose queue is full is closed (1008, slow consumer).
+	QueueSize int `yaml:"queueSize"`
+	// WriteTimeout bounds the write of a message to the socket.
+	WriteTimeout time.Duration `yaml:"writeTimeout"`
+	// PingInterval is how often the server pings; a peer from which nothing arrives (not even
+	// a pong) within twice this is closed.
+	PingInterval time.Duration `yaml:"pingInterval"`
+	// IdleTimeout closes a socket without subscriptions that has sent no message this long.
+	IdleTimeout time.Duration `yaml:"idleTimeout"`
+}
+
+// SetDefaults fills unset fields with their defaults (Enabled: see config.Default).
+func (c *WebSocketConfig) SetDefaults() {
+	defaults.Set(&c.MaxConnsPerClient, 100)
+	defaults.Set(&c.MaxSubscriptionsPerConn, 100)
+	defaults.Set(&c.MaxMessageBytes, 1<<20)
+	defaults.Set(&c.QueueSize, 1024)
+	defaults.Set(&c.WriteTimeout, 10*time.Second)
+	defaults.Set(&c.PingInterval, 30*time.Second)
+	defaults.Set(&c.IdleTimeout, 5*time.Minute)
+}
+
+// problems checks c against the server's limits; each message names its key within the
+// server section.
+func (c *WebSocketConfig) problems(maxConns, maxBodyBytesInFlight int) []error {
+	var errs []error
+	if c.MaxConnsPerClient < 1 || c.MaxConnsPerClient > maxConns {
+		errs = append(errs, fmt.Errorf("websocket.maxConnsPerClient: must be between 1 and maxConns (%d)", maxConns))
+	}
+	if c.MaxSubscriptionsPerConn < 1 || c.MaxSubscriptionsPerConn > 100000 {
+		errs = append(errs, errors.New("websocket.maxSubscriptionsPerConn: must be between 1 and 100000"))
+	}
+	if c.MaxMessageBytes < 1024 || c.MaxMessageBytes > maxBodyBytesInFlight {
+		errs = append(errs, fmt.Errorf("websocket.maxMessageBytes: must be between 1024 and maxBodyBytesInFlight (%d)", maxBodyBytesInFlight))
+	}
+	if c.QueueSize < 1 || c.QueueSize > 1<<20 {
+		errs = append(errs, errors.New("websocket.queueSize: must be between 1 and 1048576"))
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"writeTimeout", c.WriteTimeout}, {"pingInterval", c.PingInterval}, {"idleTimeout", c.IdleTimeout}} {
+		if d.v < 100*time.Millisecond {
+			errs = append(errs, fmt.Errorf("websocket.%s: must be at least 100ms", d.key))
+		}
+	}
+	return errs
 }
 
 // SetDefaults fills unset fields with their defaults.
@@ -50,6 +115,7 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.IdleTimeout, 120*time.Second)
 	defaults.Set(&c.ShutdownTimeout, 10*time.Second)
 	c.CORS.SetDefaults()
+	c.WebSocket.SetDefaults()
 }
 
 // Validate checks c; each message names its key within the section.
@@ -80,6 +146,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("maxConnsPerIP: must be between 1 and maxConns (%d)", c.MaxConns))
 	}
 	errs = append(errs, c.CORS.problems()...)
+	errs = append(errs, c.WebSocket.problems(c.MaxConns, c.MaxBodyBytesInFlight)...)
 	for _, d := range []struct {
 		key string
 		v   time.Duration

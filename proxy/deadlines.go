@@ -169,6 +169,10 @@ type watchedConn struct {
 	read, write deadline
 	phase       uint8 // of the server's exchange on the connection; only Read and Write use it
 	closeOnce   sync.Once
+	// socket is set when the connection carries a WebSocket (see startSocket), before its
+	// socket's first read or write: Read and Write then record no HTTP timeout, and only the
+	// deadlines the socket sets hold (enforced by the watchdog as any other).
+	socket bool
 
 	// Of the request being read: the coarse time of its first byte, and the start of its
 	// request line (line, lineDone: all of it), for the answer to a head fasthttp could not
@@ -199,6 +203,9 @@ const (
 // arrived whole with the previous one (pipelined) is read without any read call, and the
 // idle timeout covers the rest of it.
 func (c *watchedConn) Read(p []byte) (int, error) {
+	if c.socket {
+		return c.Conn.Read(p)
+	}
 	switch c.phase {
 	case phaseNew:
 		c.phase = phaseIdle
@@ -264,6 +271,9 @@ func (c *watchedConn) readingBody() {
 
 // Write writes; the first write of an answer records the write timeout's deadline.
 func (c *watchedConn) Write(p []byte) (int, error) {
+	if c.socket {
+		return c.Conn.Write(p)
+	}
 	if c.phase != phaseWriting {
 		c.phase = phaseWriting
 		c.arm(&c.write, c.l.timeouts.write, c.Conn.SetWriteDeadline)

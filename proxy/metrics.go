@@ -67,9 +67,16 @@ type metrics struct {
 	refused  *prometheus.CounterVec
 	// refusedBudget counts the requests refused by the body budget.
 	refusedBudget prometheus.Counter
-	methods       int
-	table         []atomic.Pointer[series] // [route][method][code]
-	restOK        []atomic.Pointer[series] // [route]: REST answers with HTTP 200
+	// The WebSocket series: sockets refused over maxConnsPerClient, subscriptions by kind,
+	// messages written, sockets closed by the server by reason.
+	wsRefused prometheus.Counter
+	wsSubs    []prometheus.Gauge
+	wsOut     prometheus.Counter
+	wsDropped [dropReasons]prometheus.Counter
+
+	methods int
+	table   []atomic.Pointer[series] // [route][method][code]
+	restOK  []atomic.Pointer[series] // [route]: REST answers with HTTP 200
 }
 
 type series struct {
@@ -104,7 +111,7 @@ func newMetrics(reg prometheus.Registerer, routes int) (*metrics, error) {
 		}, []string{"route"}),
 		refused: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "web3gate_server_refused_total",
-			Help: "Connections and requests refused by the server's limits, by reason: connections (server.maxConns), connections_per_address (server.maxConnsPerIP), body_budget (server.maxBodyBytesInFlight).",
+			Help: "Connections and requests refused by the server's limits, by reason: connections (server.maxConns), connections_per_address (server.maxConnsPerIP), body_budget (server.maxBodyBytesInFlight), websockets_per_client (server.websocket.maxConnsPerClient).",
 		}, []string{"reason"}),
 		methods: methods,
 		table:   make([]atomic.Pointer[series], routes*methods*len(codeLabels)),
@@ -129,6 +136,34 @@ func (m *metrics) gauges(reg prometheus.Registerer, s *Server) {
 		Help: "Bytes of the request bodies read as they arrive, held now (server.maxBodyBytesInFlight bounds them).",
 	}, func() float64 { return float64(s.budget.used.Load()) })
 	m.refusedBudget = m.refused.WithLabelValues("body_budget")
+	m.wsRefused = m.refused.WithLabelValues("websockets_per_client")
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "web3gate_websocket_connections",
+		Help: "Open WebSockets of the public listener.",
+	}, func() float64 {
+		if s.ws == nil {
+			return 0
+		}
+		return float64(s.ws.count())
+	})
+	subs := f.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "web3gate_websocket_subscriptions",
+		Help: "Open eth_subscribe subscriptions, by kind.",
+	}, []string{"kind"})
+	for _, k := range subscriptionKinds {
+		m.wsSubs = append(m.wsSubs, subs.WithLabelValues(k))
+	}
+	m.wsOut = f.NewCounter(prometheus.CounterOpts{
+		Name: "web3gate_websocket_messages_out_total",
+		Help: "Messages written to WebSockets: answers and notifications.",
+	})
+	dropped := f.NewCounterVec(prometheus.CounterOpts{
+		Name: "web3gate_websocket_dropped_total",
+		Help: "WebSockets closed by the server, by reason: slow_consumer (queue full, server.websocket.queueSize), token_expired, message_too_large (server.websocket.maxMessageBytes), binary_message, idle (server.websocket.idleTimeout), ping_timeout (server.websocket.pingInterval).",
+	}, []string{"reason"})
+	for i := 1; i < dropReasons; i++ {
+		m.wsDropped[i] = dropped.WithLabelValues(dropLabels[i])
+	}
 }
 
 // observe records one call of route; method "" is a request refused before it was parsed.

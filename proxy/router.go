@@ -95,6 +95,19 @@ func (rt *router) match(method, path string) (route *Route, params Params, allow
 	return nil, Params{}, allowed
 }
 
+// matchUpgrade returns the RPC route that serves path, for a GET with Upgrade: websocket.
+func (rt *router) matchUpgrade(path string) (*Route, Params, bool) {
+	for _, r := range rt.routes {
+		if r.REST != nil {
+			continue
+		}
+		if p, ok := r.matchPath(path); ok {
+			return r, p, true
+		}
+	}
+	return nil, Params{}, false
+}
+
 func (r *Route) matchPath(path string) (Params, bool) {
 	if r.static {
 		// Literal segments, none empty: matching them one by one is equality.

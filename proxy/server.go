@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fasthttp/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 	"go.uber.org/zap"
@@ -30,6 +31,10 @@ type Deps struct {
 	Routes []*Route
 	// KnownChain reports whether a chain id from a {chain_id} path param is configured.
 	KnownChain func(chainID uint64) bool
+	// Verifier authenticates a WebSocket's upgrade as the auth stage authenticates an
+	// exchange (the auth stage itself); nil: the upgrade is not checked, and only the
+	// messages are, by the chain of stages.
+	Verifier Verifier
 }
 
 // Server is the public fasthttp listener.
@@ -55,6 +60,9 @@ type Server struct {
 	budget  bodyBudget
 	limits  *connLimits // nil: no connection limits
 	cors    *cors
+
+	verifier Verifier   // of WebSocket upgrades; nil: none
+	ws       *socketSet // nil: server.websocket disabled
 
 	errBodyTooLarge, errBodiesInFlight *jsonrpc.Error
 }
@@ -83,6 +91,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		idPrefix: hex.EncodeToString(rnd[:]) + "-",
 		maxBody:  cfg.MaxBodyBytes,
 		cors:     newCORS(cfg.CORS),
+		verifier: deps.Verifier,
+	}
+	if cfg.WebSocket.Enabled {
+		s.ws = newSocketSet(cfg.WebSocket, m)
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = fasthttp.DefaultMaxRequestBodySize
@@ -108,7 +120,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		// Bodies are read as they arrive (see readBody).
 		StreamRequestBody: true,
 		// No timeouts for fasthttp: the connections keep them (see watchedConn).
-		CloseOnShutdown:              true,
+		CloseOnShutdown: true,
+		// A WebSocket's connection is the socket's to close (socket.finish).
+		KeepHijackedConns:            true,
 		NoDefaultDate:                false,
 		NoDefaultContentType:         true,
 		DisablePreParseMultipartForm: true,
@@ -126,8 +140,18 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown stops accepting connections and waits for in-flight requests until ctx ends.
+// WebSockets are closed (1001 "server shutting down") once their messages in progress are
+// answered; those still open when ctx ends have their connections closed.
 func (s *Server) Shutdown(ctx context.Context) error {
-	return s.srv.ShutdownWithContext(ctx)
+	if s.ws == nil {
+		return s.srv.ShutdownWithContext(ctx)
+	}
+	s.ws.shutdown()
+	err := s.srv.ShutdownWithContext(ctx)
+	if werr := s.ws.wait(ctx.Done()); err == nil {
+		err = werr
+	}
+	return err
 }
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
@@ -143,12 +167,19 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		reqID = s.appendRequestID(idBuf[:0])
 	}
 	ctx.Response.Header.SetCanonical(headerRequestID, reqID)
-	route, params, allowed := s.router.match(b2s(ctx.Method()), b2s(routePath(ctx)))
+	path := b2s(routePath(ctx))
+	route, params, allowed := s.router.match(b2s(ctx.Method()), path)
+	upgrade := false
+	if route == nil && len(allowed) > 0 && s.ws != nil && ctx.IsGet() && websocket.FastHTTPIsWebSocketUpgrade(ctx) {
+		route, params, upgrade = s.router.matchUpgrade(path)
+	}
 	corsOK := s.cors.allows(hdr.origin)
 	if corsOK {
 		s.cors.answer(&ctx.Response.Header, hdr.origin)
 	}
 	switch {
+	case upgrade:
+		s.serveUpgrade(ctx, route, params, reqID, &hdr, start)
 	case route == nil && len(allowed) > 0 && corsOK && ctx.IsOptions():
 		s.cors.preflight(ctx, hdr.origin, allowed)
 	case route == nil && len(allowed) > 0:
@@ -238,14 +269,26 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 	}
 	ex, body := newExchange(raw, owned, reqID, hdr, start)
 	perr := jsonrpc.ParseInto(&ex.msg, body, s.cfg.MaxBatch)
+	status, buf := s.answer(ex, route, chainID, perr, start)
+	if buf == nil {
+		ctx.SetStatusCode(status)
+		return
+	}
+	s.writeBuf(ctx, status, buf)
+}
+
+// answer serves the message parsed into ex (perr: the error that answers it whole, from
+// jsonrpc.ParseInto) and returns the HTTP status and the JSON answer, in a buffer of getBuf;
+// the buffer is nil when nothing is answered (notifications only: 204). The same serves a
+// POST body and a WebSocket message.
+func (s *Server) answer(ex *Exchange, route *Route, chainID uint64, perr *jsonrpc.Error, start time.Time) (int, *[]byte) {
 	msg := &ex.msg
 	if perr != nil {
 		var id []byte
 		if !msg.Batch && len(msg.Requests) == 1 {
 			id = msg.Requests[0].ID
 		}
-		s.writeRPCError(ctx, route, id, perr, start)
-		return
+		return s.errorAnswer(route, id, perr, start)
 	}
 	ex.Batch = msg.Batch
 
@@ -254,12 +297,10 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 		ex.single = Call{Ctx: s.ctx, Exchange: ex, Route: route, ChainID: chainID, Request: r}
 		resp, err := s.serveCall(&ex.single, start)
 		if f := ex.Fatal(); f != nil {
-			s.writeRPCError(ctx, route, r.ID, s.wireError(f, ex, r.Method), start)
-			return
+			return s.errorAnswer(route, r.ID, s.wireError(f, ex, r.Method), start)
 		}
 		if r.Notification() {
-			ctx.SetStatusCode(http.StatusNoContent)
-			return
+			return http.StatusNoContent, nil
 		}
 		buf := s.getBuf()
 		var e *jsonrpc.Error
@@ -269,8 +310,7 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 			status = e.Status()
 		}
 		*buf = jsonrpc.AppendResponse((*buf)[:0], r.ID, resultOf(resp), e)
-		s.writeBuf(ctx, status, buf)
-		return
+		return status, buf
 	}
 
 	type outcome struct {
@@ -288,8 +328,7 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 		out[i].resp, out[i].err = s.serveCall(c, time.Now())
 	})
 	if f := ex.Fatal(); f != nil {
-		s.writeRPCError(ctx, route, nil, s.wireError(f, ex, ""), start)
-		return
+		return s.errorAnswer(route, nil, s.wireError(f, ex, ""), start)
 	}
 	buf := s.getBuf()
 	b := append((*buf)[:0], '[')
@@ -311,11 +350,10 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 	b = append(b, ']')
 	*buf = b
 	if n == 0 {
-		ctx.SetStatusCode(http.StatusNoContent)
 		s.putBuf(buf)
-		return
+		return http.StatusNoContent, nil
 	}
-	s.writeBuf(ctx, http.StatusOK, buf)
+	return http.StatusOK, buf
 }
 
 // serveCall runs one call through its route's compiled chain and records its metrics,
@@ -372,10 +410,17 @@ func (s *Server) wireError(err error, ex *Exchange, method string) *jsonrpc.Erro
 
 // writeRPCError answers the whole HTTP request with one JSON-RPC error object.
 func (s *Server) writeRPCError(ctx *fasthttp.RequestCtx, route *Route, id []byte, e *jsonrpc.Error, start time.Time) {
+	status, buf := s.errorAnswer(route, id, e, start)
+	s.writeBuf(ctx, status, buf)
+}
+
+// errorAnswer records a request of route answered whole with e and returns the HTTP status
+// and the answer, in a buffer of getBuf.
+func (s *Server) errorAnswer(route *Route, id []byte, e *jsonrpc.Error, start time.Time) (int, *[]byte) {
 	s.metrics.observe(route, "", e, time.Since(start))
 	buf := s.getBuf()
 	*buf = jsonrpc.AppendResponse((*buf)[:0], id, nil, e)
-	s.writeBuf(ctx, e.Status(), buf)
+	return e.Status(), buf
 }
 
 // handleReadError answers requests fasthttp could not read: a head over maxHeaderBytes (414

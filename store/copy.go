@@ -23,9 +23,10 @@ var copyOrder = []string{
 // the target's equal the source's.
 var derivedTables = []string{"inflight"}
 
-// transientTables hold the coordination of running processes (SQLite's lease rows), which
-// means nothing to another database: not copied.
-var transientTables = []string{"leases"}
+// transientTables hold the coordination of running processes (SQLite's lease rows) and
+// short-lived client state (HTTP filters, which expire within minutes), which mean nothing to
+// another database: not copied.
+var transientTables = []string{"leases", "filters"}
 
 // TableCount is the number of rows Copy copied into a table.
 type TableCount struct {

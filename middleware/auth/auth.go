@@ -217,7 +217,7 @@ func (s *Stage) VerifyExchange(ex *proxy.Exchange, p *proxy.Principal) error {
 		if err != nil {
 			return jsonrpc.ErrUnauthorized.With("Not Authorized: invalid access token")
 		}
-		p.ID, p.Scopes = id.Principal, id.Scopes
+		p.ID, p.Scopes, p.Expires = id.Principal, id.Scopes, id.Expires
 		return nil
 	}
 	id, err := s.verifier.Verify(ex.Bearer)

@@ -204,7 +204,7 @@ func (v *JWTVerifier) VerifyScoped(token string) (Identity, error) {
 	if v.states != nil && c.ClientID == "" {
 		return Identity{}, fmt.Errorf("%w: no client_id", ErrInvalidToken)
 	}
-	id := Identity{Principal: c.Subject, Scopes: strings.Fields(c.Scope)}
+	id := Identity{Principal: c.Subject, Scopes: strings.Fields(c.Scope), Expires: c.ExpiresAt.Time}
 	v.remember(h, verifiedToken{id: id, clientID: c.ClientID, exp: c.ExpiresAt.Time}, now)
 	if err := v.clientEnabled(c.ClientID, now); err != nil {
 		return Identity{}, err

@@ -105,8 +105,12 @@ func TestIssuedTokenVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if id.Principal != "alice" || !slices.Equal(id.Scopes, []string{ScopeSign}) {
+	if id.Principal != "alice" || !slices.Equal(id.Scopes, []string{ScopeSign}) || !id.Expires.Equal(fixedClock().Truncate(time.Second).Add(cfg.TokenTTL)) {
 		t.Fatalf("identity = %+v", id)
+	}
+	// Verified again from the cache of verified tokens: the same identity, expiry included.
+	if again, err := v.VerifyScoped(token); err != nil || !again.Expires.Equal(id.Expires) {
+		t.Fatalf("second verification = %+v, %v", again, err)
 	}
 	if p, err := v.Verify(token); err != nil || p != "alice" {
 		t.Fatalf("Verify = %q, %v", p, err)

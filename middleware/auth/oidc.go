@@ -123,7 +123,11 @@ func (v *OIDCVerifier) VerifyScoped(token string) (Identity, error) {
 	if user == "" {
 		return Identity{}, fmt.Errorf("%w: claim %s is missing or not a string", ErrInvalidToken, v.claim)
 	}
-	return Identity{Principal: v.prefix + user, Scopes: tokenScopes(claims)}, nil
+	id := Identity{Principal: v.prefix + user, Scopes: tokenScopes(claims)}
+	if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
+		id.Expires = exp.Time
+	}
+	return id, nil
 }
 
 // Verify implements TokenVerifier.

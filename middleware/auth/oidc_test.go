@@ -135,8 +135,8 @@ func TestOIDCAccepts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if id.Principal != tc.want || !slices.Equal(id.Scopes, tc.scopes) {
-				t.Fatalf("identity = %+v, want %s %q", id, tc.want, tc.scopes)
+			if id.Principal != tc.want || !slices.Equal(id.Scopes, tc.scopes) || !id.Expires.Equal(testNow.Add(time.Hour).Truncate(time.Second)) {
+				t.Fatalf("identity = %+v, want %s %q expiring at the exp claim", id, tc.want, tc.scopes)
 			}
 		})
 	}

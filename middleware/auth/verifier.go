@@ -3,6 +3,7 @@ package auth
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Identity is what an accepted access token says: whom the request acts for and what it may
@@ -10,6 +11,8 @@ import (
 type Identity struct {
 	Principal string
 	Scopes    []string
+	// Expires is the token's exp; zero for a token that does not expire (static tokens).
+	Expires time.Time
 }
 
 // ScopedVerifier is a TokenVerifier that also reports the token's scopes. The auth stage uses

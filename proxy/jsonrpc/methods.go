@@ -19,7 +19,7 @@ var standardMethods = setOf(
 	"eth_newPendingTransactionFilter", "eth_protocolVersion", "eth_requestAccounts",
 	"eth_sendRawTransaction", "eth_sendTransaction", "eth_sign", "eth_signTransaction",
 	"eth_signTypedData", "eth_signTypedData_v3", "eth_signTypedData_v4", "eth_simulateV1",
-	"eth_syncing", "eth_uninstallFilter", "net_listening", "net_peerCount", "net_version",
+	"eth_subscribe", "eth_syncing", "eth_uninstallFilter", "eth_unsubscribe", "net_listening", "net_peerCount", "net_version",
 	"personal_sign", "web3_clientVersion", "web3_sha3",
 )
 

@@ -1,0 +1,345 @@
+// Package feeds follows each configured chain and delivers its blocks, logs and reorgs to
+// every consumer of that chain at once: one feed per chain, shared by all WebSocket
+// subscriptions (eth_subscribe) and HTTP filters (eth_getFilterChanges) of a process, so
+// that N clients never cause N upstream calls.
+//
+// A feed polls its chain through the chain's upstream pool (upstream ws:// node URLs are not
+// used): eth_getBlockByNumber("latest", false) every feeds.pollInterval, and at once when
+// the pool's own head tracking sees a higher head. It runs one goroutine, only while it has
+// sinks or its filter methods (Changes, Latest) were called in the last idleAfter (5
+// minutes); an idle feed forgets its history and starts afresh with its next consumer.
+//
+// Each block number is delivered exactly once, ascending: a gap (a missed poll, a failover
+// to a node that had more blocks) is read block by block, runs of up to maxBatch-1 blocks
+// and their logs in one round trip, each block checked to be the child of the one before. A
+// gap longer than feeds.maxCatchUp is not replayed: a warning is logged and the feed
+// resumes at the head (the blocks in between are never delivered, and no Removed events are
+// delivered for the blocks before the gap). A node that answers a lower head than the
+// delivered one (a failover to a lagging node) delivers nothing until the chain passes the
+// delivered head, unless its block at that height has another hash: that is a reorg.
+//
+// A reorg (a new block whose parent is not the delivered block below it) is followed back,
+// by number, to the newest block the feed delivered that is still on the chain; the blocks
+// above it are delivered again as Removed events, oldest first (with their logs, which
+// consumers send again with "removed": true), then the new branch ascending. A reorg deeper
+// than feeds.history removes every block in the history and delivers the new branch from
+// the history's oldest height. Removed blocks stay findable by hash for Changes (up to
+// feeds.history of them).
+//
+// Logs are fetched only while a sink subscribed with logs, or Changes was asked for logs
+// in the last idleAfter: for every consumer together, per run of blocks one eth_getLogs over
+// the run (checked against the blocks' hashes, a block whose logs do not check out read
+// again by hash), or one eth_getLogs by hash for a single new block.
+package feeds
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
+	"github.com/web3gate/web3gate/upstreams"
+)
+
+// Chain is the upstream pool of one chain (*upstreams.Pool satisfies it).
+type Chain interface {
+	Forward(ctx context.Context, method string, params []byte) ([]byte, error)
+	ForwardBatch(ctx context.Context, calls []upstreams.BatchCall) ([]upstreams.BatchResult, error)
+	// Head is the pool's head tracking: the best head among the nodes in rotation, 0 unknown.
+	Head() uint64
+}
+
+var _ Chain = (*upstreams.Pool)(nil)
+
+// Deps are the dependencies of New.
+type Deps struct {
+	// Chains are the upstream pools by chain id; one feed each. A Chain with a
+	// `Name() string` method (*upstreams.Pool) names the chain in logs and metrics, else the
+	// decimal chain id does.
+	Chains map[uint64]Chain
+	// Logger: nil, no logs.
+	Logger *zap.Logger
+	// Registry receives the web3gate_feed_* metrics; nil: they are not registered.
+	Registry prometheus.Registerer
+}
+
+// The feeds' fixed timings.
+const (
+	// idleAfter: a feed without sinks whose Changes and Latest have not been called for this
+	// long stops (and Changes with logs for this long stops the fetching of logs).
+	idleAfter = 5 * time.Minute
+	// headCheck is how often a feed looks at its pool's head between polls.
+	headCheck = 25 * time.Millisecond
+	// roundTimeout bounds one round of a feed (the head poll and the blocks it brings).
+	roundTimeout = time.Minute
+	// maxBackoff bounds the wait after failed rounds in a row.
+	maxBackoff = 5 * time.Second
+)
+
+// errClosed is the error of Changes and Latest after Close.
+var errClosed = jsonrpc.ErrUpstreamUnavailable.With("feeds closed")
+
+// Set is the feed of every chain.
+type Set struct {
+	feeds  map[uint64]*Feed
+	ctx    context.Context
+	cancel context.CancelFunc
+	closed atomic.Bool
+	wg     sync.WaitGroup
+}
+
+// New builds one feed per chain of deps.Chains (cfg's unset fields defaulted, then
+// validated). Nothing is asked of a chain before its feed's first consumer.
+func New(cfg Config, deps Deps) (*Set, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("feeds config: %w", err)
+	}
+	log := deps.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	m := newMetrics(deps.Registry)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Set{feeds: make(map[uint64]*Feed, len(deps.Chains)), ctx: ctx, cancel: cancel}
+	for id, ch := range deps.Chains {
+		if ch == nil {
+			cancel()
+			return nil, fmt.Errorf("feeds: chain %d has no upstream pool", id)
+		}
+		name := strconv.FormatUint(id, 10)
+		if n, ok := ch.(interface{ Name() string }); ok && n.Name() != "" {
+			name = n.Name()
+		}
+		s.feeds[id] = &Feed{
+			set: s, chainID: id, name: name, chain: ch, cfg: cfg,
+			log: log.With(zap.String("chain", name)), m: m.chain(name),
+			idleAfter: idleAfter,
+			byHash:    make(map[common.Hash]*Block),
+		}
+	}
+	return s, nil
+}
+
+// Feed returns the feed of a chain.
+func (s *Set) Feed(chainID uint64) (*Feed, bool) {
+	f, ok := s.feeds[chainID]
+	return f, ok
+}
+
+// Close stops every feed goroutine and waits for them; sinks get nothing more. Afterwards
+// Subscribe adds nothing, and Changes and Latest fail. It is idempotent.
+func (s *Set) Close() {
+	s.closed.Store(true)
+	s.cancel()
+	s.wg.Wait()
+}
+
+// Feed is the live feed of one chain.
+type Feed struct {
+	set     *Set
+	chainID uint64
+	name    string
+	chain   Chain
+	cfg     Config
+	log     *zap.Logger
+	m       *chainMetrics
+
+	idleAfter time.Duration // idleAfter, shorter in tests
+
+	mu           sync.Mutex
+	sinks        []*sinkEntry // guarded by mu
+	logSinks     int          // sinks with logs; guarded by mu
+	sinksChanged bool         // sinks changed since the goroutine's last snapshot; guarded by mu
+	running      bool         // the goroutine runs; guarded by mu
+	startFrom    uint64       // the pool's head when a sink woke the idle feed; guarded by mu
+	startSet     bool         // startFrom is set; guarded by mu
+	lastUse      time.Time    // last Changes or Latest; guarded by mu
+	lastLogsUse  time.Time    // last Changes with logs; guarded by mu
+
+	// The history, written by the goroutine, read by Changes; guarded by mu.
+	hist    []*Block               // the delivered chain, ascending and contiguous, at most cfg.History
+	byHash  map[common.Hash]*Block // hist's blocks and the orphans
+	orphans []common.Hash          // removed blocks in byHash, oldest removal first, at most cfg.History
+	lastOK  time.Time              // end of the last successful round
+	seen    uint64                 // the latest block number seen
+
+	// The goroutine's own.
+	snapshot []*sinkEntry // the sinks of the current round
+	span     int          // blocks per run (halved after failures, grows back)
+	okStreak int
+}
+
+// sinkEntry is one subscription.
+type sinkEntry struct {
+	s    Sink
+	logs bool
+	idx  int         // position in Feed.sinks; guarded by Feed.mu
+	gone atomic.Bool // unsubscribed
+}
+
+// Event is one step of a feed, delivered in order. On a reorg: first Removed events for the
+// blocks that left the canonical chain, OLDEST FIRST (their logs again with removed:true;
+// newHeads subscribers ignore Removed events), then the new branch's blocks ascending as
+// ordinary events.
+type Event struct {
+	Block   *Block
+	Removed bool
+}
+
+// Sink receives a feed's events. Deliver is called on the feed's goroutine, in order, and
+// must not block (queue and return).
+type Sink interface{ Deliver(ev Event) }
+
+// Subscribe adds s; logs=true makes the feed fetch logs for every new block while s is
+// subscribed. s gets the events of the feed's rounds that start after Subscribe: the blocks
+// after the chain's head as the feed or the pool knew it then (a feed woken from idle may
+// deliver first a block or two mined just before). unsubscribe is idempotent and may be
+// called from Deliver; after it returns, s gets nothing more, except at most the one event
+// being delivered at that moment. After Set.Close, Subscribe adds nothing.
+func (f *Feed) Subscribe(s Sink, logs bool) (unsubscribe func()) {
+	e := &sinkEntry{s: s, logs: logs}
+	f.mu.Lock()
+	if f.set.closed.Load() {
+		f.mu.Unlock()
+		return func() {}
+	}
+	e.idx = len(f.sinks)
+	f.sinks = append(f.sinks, e)
+	if logs {
+		f.logSinks++
+	}
+	f.sinksChanged = true
+	f.m.sinks.Set(float64(len(f.sinks)))
+	if !f.running && len(f.hist) == 0 {
+		// 0 is the genesis or, before the pool's first head poll, unknown: begin tells
+		// them apart by maxCatchUp.
+		f.startFrom, f.startSet = f.chain.Head(), true
+	}
+	f.startLocked()
+	f.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { f.remove(e) }) }
+}
+
+// remove takes e out of the sinks.
+func (f *Feed) remove(e *sinkEntry) {
+	e.gone.Store(true)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last := len(f.sinks) - 1
+	moved := f.sinks[last]
+	f.sinks[e.idx] = moved
+	moved.idx = e.idx
+	f.sinks[last] = nil
+	f.sinks = f.sinks[:last]
+	if e.logs {
+		f.logSinks--
+	}
+	f.sinksChanged = true
+	f.m.sinks.Set(float64(len(f.sinks)))
+}
+
+// touch records a Changes or Latest call (logs: Changes with logs) and starts the goroutine.
+func (f *Feed) touch(logs bool) {
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastUse = now
+	if logs {
+		f.lastLogsUse = now
+	}
+	f.startLocked()
+}
+
+// startLocked starts the goroutine unless it runs or the set is closed. f.mu is held.
+func (f *Feed) startLocked() {
+	if f.running || f.set.closed.Load() {
+		return
+	}
+	f.running = true
+	f.set.wg.Add(1)
+	go f.run(f.set.ctx)
+}
+
+// idle reports, and records, that the goroutine is to stop: no sinks, and no Changes or
+// Latest for idleAfter. The history is dropped then: it would be stale at the next start.
+func (f *Feed) idle() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.sinks) > 0 || time.Since(f.lastUse) < f.idleAfter {
+		return false
+	}
+	f.running = false
+	f.dropHistoryLocked()
+	return true
+}
+
+// dropHistoryLocked forgets every block. f.mu is held.
+func (f *Feed) dropHistoryLocked() {
+	clear(f.hist)
+	f.hist = f.hist[:0]
+	clear(f.byHash)
+	f.orphans = nil
+	f.lastOK = time.Time{}
+}
+
+// run is the feed's goroutine: a round at each poll until idle or closed.
+func (f *Feed) run(ctx context.Context) {
+	defer f.set.wg.Done()
+	ticker := time.NewTicker(min(headCheck, f.cfg.PollInterval))
+	defer ticker.Stop()
+	failures := 0
+	for {
+		if ctx.Err() != nil {
+			f.mu.Lock()
+			f.running = false
+			f.mu.Unlock()
+			return
+		}
+		if f.idle() {
+			return
+		}
+		poolHead := f.chain.Head()
+		err := f.round(ctx)
+		switch {
+		case err == nil:
+			if failures > 0 {
+				f.log.Info("feed resumed", zap.Int("failed_rounds", failures))
+			}
+			failures = 0
+		case ctx.Err() != nil:
+			continue
+		default:
+			failures++
+			if failures == 1 {
+				f.log.Warn("feed round failed; retrying", zap.Error(err))
+			} else if ce := f.log.Check(zap.DebugLevel, "feed round failed again"); ce != nil {
+				ce.Write(zap.Error(err), zap.Int("failures", failures))
+			}
+		}
+		wait := f.cfg.PollInterval
+		if failures > 1 {
+			wait = min(f.cfg.PollInterval<<min(failures-1, 16), max(maxBackoff, f.cfg.PollInterval))
+		}
+		last := time.Now()
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				break wait
+			case now := <-ticker.C:
+				if now.Sub(last) >= wait || (failures == 0 && f.chain.Head() > poolHead) {
+					break wait
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,265 @@
+package feeds
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// TestDevchainEveryBlockOnce: on the embedded dev chain (a block per transaction), a sink
+// subscribed with logs gets every block mined after it subscribed exactly once, in order,
+// each the child of the one before, as the node has it: the hash, geth's newHeads header
+// (the block object without transactions, uncles, size, totalDifficulty, withdrawals) and
+// the logs as eth_getLogs returns them, with "removed" false and true.
+func TestDevchainEveryBlockOnce(t *testing.T) {
+	n := devNode(t)
+	s := n.session(t, 0)
+	at := deployEmitter(t, s)
+	start := n.head(t)
+	waitFor(t, "the pool's head", func() bool { return n.pool.Head() == start })
+	tf := newFeed(t, n.pool, n.chainID, nil)
+	r := &recorder{}
+	unsubscribe := tf.Subscribe(r, true)
+	defer unsubscribe()
+
+	var last uint64
+	for i := int64(0); i < 6; i++ {
+		last = emit(t, s, at, 10*i, i%3) // 0, 1 or 2 logs
+	}
+	evs := r.waitHead(t, last)
+	checkAscending(t, evs, start+1, last)
+	for _, ev := range evs {
+		b := ev.Block
+		hash, logs := canonicalBlock(t, n, b.Number)
+		if b.Hash != hash {
+			t.Fatalf("block %d: hash %s, the node's %s", b.Number, b.Hash, hash)
+		}
+		checkHeader(t, n, b)
+		if !b.HasLogs || len(b.Logs) != len(logs) {
+			t.Fatalf("block %d: HasLogs %v with %d logs, the node has %d", b.Number, b.HasLogs, len(b.Logs), len(logs))
+		}
+		for i, l := range b.Logs {
+			checkLog(t, l, logs[i])
+		}
+	}
+	if got := tf.metric(t, "web3gate_feed_delivered_block"); got != float64(last) {
+		t.Errorf("web3gate_feed_delivered_block = %v, want %d", got, last)
+	}
+	if got := tf.metric(t, "web3gate_feed_sinks"); got != 1 {
+		t.Errorf("web3gate_feed_sinks = %v, want 1", got)
+	}
+	unsubscribe()
+	unsubscribe() // idempotent
+	if got := tf.metric(t, "web3gate_feed_sinks"); got != 0 {
+		t.Errorf("web3gate_feed_sinks = %v after unsubscribe, want 0", got)
+	}
+	other := &recorder{}
+	defer tf.Subscribe(other, false)()
+	next := emit(t, s, at, 99, 1)
+	other.waitHead(t, next)
+	if got := len(r.all()); got != len(evs) {
+		t.Errorf("%d events after unsubscribe, want none more than %d", got, len(evs))
+	}
+}
+
+// checkHeader checks b.Header against the node's block object: every member but the five
+// geth's newHeads leaves out, in the node's order and with its values.
+func checkHeader(t *testing.T, n *node, b *Block) {
+	t.Helper()
+	raw, err := n.pool.Forward(context.Background(), "eth_getBlockByHash", []byte(`["`+b.Hash.Hex()+`",false]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full, hdr orderedObject
+	if err := json.Unmarshal(raw, &full); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b.Header, &hdr); err != nil {
+		t.Fatalf("block %d: header %s: %v", b.Number, b.Header, err)
+	}
+	var want orderedObject
+	for _, m := range full {
+		switch m.key {
+		case "transactions", "uncles", "size", "totalDifficulty", "withdrawals":
+		default:
+			want = append(want, m)
+		}
+	}
+	if len(want) == len(full) {
+		t.Fatalf("block %d: the node's block has none of the members newHeads drops: %s", b.Number, raw)
+	}
+	if len(hdr) != len(want) {
+		t.Fatalf("block %d: header has %d members, want %d: %s", b.Number, len(hdr), len(want), b.Header)
+	}
+	for i := range want {
+		if hdr[i].key != want[i].key || !bytes.Equal(hdr[i].value, want[i].value) {
+			t.Fatalf("block %d: header member %d is %s: %s, want %s: %s", b.Number, i, hdr[i].key, hdr[i].value, want[i].key, want[i].value)
+		}
+	}
+}
+
+// checkLog checks a feed log against the node's log object.
+func checkLog(t *testing.T, l Log, node json.RawMessage) {
+	t.Helper()
+	if !bytes.Equal(l.Raw, node) {
+		t.Fatalf("Raw = %s, the node's %s", l.Raw, node)
+	}
+	if !bytes.Contains(node, []byte(`"removed":false`)) {
+		t.Fatalf("the node's log has no removed:false: %s", node)
+	}
+	if want := bytes.Replace(node, []byte(`"removed":false`), []byte(`"removed":true`), 1); !bytes.Equal(l.RawRemoved, want) {
+		t.Fatalf("RawRemoved = %s, want %s", l.RawRemoved, want)
+	}
+	var obj struct {
+		Address common.Address `json:"address"`
+		Topics  []common.Hash  `json:"topics"`
+	}
+	if err := json.Unmarshal(node, &obj); err != nil {
+		t.Fatal(err)
+	}
+	if l.Address != obj.Address || len(l.Topics) != len(obj.Topics) {
+		t.Fatalf("log %s: address %s, %d topics", node, l.Address, len(l.Topics))
+	}
+	for i := range obj.Topics {
+		if l.Topics[i] != obj.Topics[i] {
+			t.Fatalf("log %s: topic %d is %s", node, i, l.Topics[i])
+		}
+	}
+}
+
+// orderedObject is a JSON object's members in order.
+type orderedObject []member
+
+type member struct {
+	key   string
+	value json.RawMessage
+}
+
+func (o *orderedObject) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.Token(); err != nil {
+		return err
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return err
+		}
+		*o = append(*o, member{key: k.(string), value: v})
+	}
+	return nil
+}
+
+// TestCatchUpAfterOutage: while every upstream call fails, blocks are mined (more than a run
+// of one batch, some with logs); when the pool answers again, every block is delivered once,
+// in order, with its logs.
+func TestCatchUpAfterOutage(t *testing.T) {
+	n := anvilNode(t)
+	s := n.session(t, 0)
+	at := deployEmitter(t, s)
+	start := n.head(t)
+	waitFor(t, "the pool's head", func() bool { return n.pool.Head() == start })
+	c := newCounting(n.pool)
+	tf := newFeed(t, c, n.chainID, nil)
+	r := &recorder{}
+	defer tf.Subscribe(r, true)()
+	mine(t, n.anvil, 1)
+	r.waitHead(t, start+1)
+
+	c.down.Store(true)
+	mine(t, n.anvil, 70)
+	withLogs := []uint64{emit(t, s, at, 1, 2), emit(t, s, at, 5, 1)}
+	mine(t, n.anvil, 60)
+	last := emit(t, s, at, 9, 3)
+	withLogs = append(withLogs, last)
+	waitFor(t, "a failed round", func() bool { return tf.logs.FilterMessage("feed round failed; retrying").Len() > 0 })
+	c.down.Store(false)
+
+	evs := r.waitHead(t, last)
+	checkAscending(t, evs, start+1, last)
+	for _, ev := range evs {
+		hash, logs := canonicalBlock(t, n, ev.Block.Number)
+		if ev.Block.Hash != hash || !ev.Block.HasLogs || len(ev.Block.Logs) != len(logs) {
+			t.Fatalf("block %d: hash %s with %d logs (HasLogs %v), the node's %s with %d", ev.Block.Number, ev.Block.Hash, len(ev.Block.Logs), ev.Block.HasLogs, hash, len(logs))
+		}
+		for i, l := range ev.Block.Logs {
+			checkLog(t, l, logs[i])
+		}
+	}
+	for _, b := range withLogs {
+		if got := len(evs[b-start-1].Block.Logs); got == 0 {
+			t.Errorf("block %d has no logs", b)
+		}
+	}
+	if got := tf.metric(t, "web3gate_feed_lag_blocks"); got != 0 {
+		t.Errorf("web3gate_feed_lag_blocks = %v after the catch-up", got)
+	}
+	if tf.logs.FilterMessage("feed resumed").Len() != 1 {
+		t.Errorf("no \"feed resumed\" log line")
+	}
+}
+
+// TestGapLongerThanMaxCatchUp: a gap longer than feeds.maxCatchUp is not replayed: a
+// warning, and the feed resumes at the head.
+func TestGapLongerThanMaxCatchUp(t *testing.T) {
+	n := anvilNode(t)
+	start := n.head(t)
+	waitFor(t, "the pool's head", func() bool { return n.pool.Head() == start })
+	c := newCounting(n.pool)
+	tf := newFeed(t, c, n.chainID, func(c *Config) { c.MaxCatchUp = 10 })
+	r := &recorder{}
+	defer tf.Subscribe(r, false)()
+	mine(t, n.anvil, 2)
+	r.waitHead(t, start+2)
+	c.down.Store(true)
+	mine(t, n.anvil, 11)
+	c.down.Store(false)
+	evs := r.waitHead(t, start+13)
+	if got := describe(evs); len(evs) != 3 || evs[0].Block.Number != start+1 || evs[1].Block.Number != start+2 {
+		t.Fatalf("events %s, want blocks %d, %d and %d", got, start+1, start+2, start+13)
+	}
+	if tf.logs.FilterMessage("feed gap longer than feeds.maxCatchUp: resuming at the head, the blocks in between are not delivered").Len() != 1 {
+		t.Errorf("no warning about the gap")
+	}
+	mine(t, n.anvil, 1)
+	evs = r.waitHead(t, start+14)
+	if evs[2].Block.Hash != evs[3].Block.ParentHash {
+		t.Errorf("the block after the jump is not the child of the head jumped to")
+	}
+}
+
+// TestUnsubscribeStopsTheFeed: without sinks and filter polls a feed stops after idleAfter
+// and forgets its history; the next sink starts it again.
+func TestUnsubscribeStopsTheFeed(t *testing.T) {
+	n := anvilNode(t)
+	c := newCounting(n.pool)
+	tf := newFeed(t, c, n.chainID, nil)
+	tf.idleAfter = 50 * time.Millisecond
+	r := &recorder{}
+	unsubscribe := tf.Subscribe(r, false)
+	waitFor(t, "a head poll", func() bool { return c.snapshot()["latest"] > 0 })
+	unsubscribe()
+	waitFor(t, "the feed to stop", func() bool {
+		tf.mu.Lock()
+		defer tf.mu.Unlock()
+		return !tf.running && len(tf.hist) == 0
+	})
+	polls := c.snapshot()["latest"]
+	time.Sleep(100 * time.Millisecond)
+	if got := c.snapshot()["latest"]; got != polls {
+		t.Fatalf("%d head polls after the feed stopped", got-polls)
+	}
+	start := n.head(t)
+	waitFor(t, "the pool's head", func() bool { return n.pool.Head() == start })
+	defer tf.Subscribe(r, false)()
+	mine(t, n.anvil, 1)
+	r.waitHead(t, start+1)
+}

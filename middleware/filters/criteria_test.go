@@ -1,0 +1,69 @@
+package filters
+
+import (
+	"testing"
+
+	"github.com/web3gate/web3gate/feeds"
+)
+
+// TestStoredCriteria: the criteria are stored in one canonical form that reads back the
+// same, with numbers in hex and tags as given.
+func TestStoredCriteria(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{}`, `{}`},
+		{`null`, `{}`},
+		{`{"address":"0x00000000000000000000000000000000000000AA"}`, `{"address":["0x00000000000000000000000000000000000000aa"]}`},
+		{`{"topics":[null,"0x0000000000000000000000000000000000000000000000000000000000000001",[]]}`,
+			`{"topics":[null,["0x0000000000000000000000000000000000000000000000000000000000000001"],null]}`},
+		{`{"fromBlock":"0x10","toBlock":"latest"}`, `{"fromBlock":"0x10","toBlock":"latest"}`},
+		{`{"fromBlock":"earliest"}`, `{"fromBlock":"earliest"}`},
+		{`{"blockHash":"0x00000000000000000000000000000000000000000000000000000000000000ff"}`,
+			`{"blockHash":"0x00000000000000000000000000000000000000000000000000000000000000ff"}`},
+	} {
+		crit, err := feeds.ParseCriteria([]byte(tc.in))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		got, err := storeCriteria(crit)
+		if err != nil || got != tc.want {
+			t.Fatalf("storeCriteria(%s) = %s, %v; want %s", tc.in, got, err, tc.want)
+		}
+		again, err := feeds.ParseCriteria([]byte(got))
+		if err != nil {
+			t.Fatalf("stored %s does not parse: %v", got, err)
+		}
+		if round, _ := storeCriteria(again); round != got {
+			t.Fatalf("stored %s reads back as %s", got, round)
+		}
+	}
+}
+
+// TestBlockRange: the range of a filter's polls, as geth's eth_newFilter accepts it.
+func TestBlockRange(t *testing.T) {
+	for _, tc := range []struct {
+		from, to string
+		in, out  []uint64
+	}{
+		{"", "", []uint64{0, 1, 1 << 40}, nil},
+		{"latest", "latest", []uint64{0, 7}, nil},
+		{"earliest", "latest", []uint64{0, 7}, nil},
+		{"0x5", "", []uint64{5, 6}, []uint64{4}},
+		{"0x5", "0x7", []uint64{5, 7}, []uint64{4, 8}},
+		{"0x5", "0x5", []uint64{5}, []uint64{4, 6}},
+	} {
+		r, err := blockRange(&feeds.Criteria{FromBlock: tc.from, ToBlock: tc.to})
+		if err != nil {
+			t.Fatalf("%q..%q: %v", tc.from, tc.to, err)
+		}
+		for _, n := range tc.in {
+			if !r.contains(n) {
+				t.Errorf("%q..%q does not contain %d", tc.from, tc.to, n)
+			}
+		}
+		for _, n := range tc.out {
+			if r.contains(n) {
+				t.Errorf("%q..%q contains %d", tc.from, tc.to, n)
+			}
+		}
+	}
+}

@@ -1,0 +1,59 @@
+// Package subscribe is the eth_subscribe / eth_unsubscribe stage: subscriptions of a
+// WebSocket (proxy.Exchange.Socket) to its chain's live feed (package feeds), one feed per
+// chain shared by every subscriber. Over HTTP both methods are answered -32601
+// "notifications not supported", as geth answers them.
+package subscribe
+
+import (
+	"errors"
+
+	"github.com/web3gate/web3gate/feeds"
+	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
+)
+
+// Feeds gives the live feed of a chain (*feeds.Set).
+type Feeds interface {
+	Feed(chainID uint64) (*feeds.Feed, bool)
+}
+
+// Deps are the stage's collaborators.
+type Deps struct {
+	Feeds Feeds
+}
+
+// Stage answers eth_subscribe and eth_unsubscribe, and passes every other call on.
+type Stage struct {
+	feeds Feeds
+}
+
+var _ proxy.Stage = (*Stage)(nil)
+
+// New builds the stage.
+func New(deps Deps) (*Stage, error) {
+	if deps.Feeds == nil {
+		return nil, errors.New("subscribe: the feeds are required")
+	}
+	return &Stage{feeds: deps.Feeds}, nil
+}
+
+// Serve implements proxy.Stage.
+func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error) {
+	switch c.Method() {
+	case "eth_subscribe":
+		if c.Exchange.Socket == nil {
+			return nil, errNotificationsUnsupported
+		}
+		return s.subscribe(c)
+	case "eth_unsubscribe":
+		if c.Exchange.Socket == nil {
+			return nil, errNotificationsUnsupported
+		}
+		return unsubscribe(c)
+	}
+	return next.Serve(c)
+}
+
+// errNotificationsUnsupported answers eth_subscribe and eth_unsubscribe over HTTP, as geth
+// does.
+var errNotificationsUnsupported = jsonrpc.ErrMethodNotFound.With("notifications not supported")

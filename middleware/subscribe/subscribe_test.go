@@ -1,0 +1,154 @@
+package subscribe
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/web3gate/web3gate/feeds"
+	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
+)
+
+// fakeSocket records the subscriptions the stage makes.
+type fakeSocket struct {
+	subs  map[string]*fakeSub
+	limit int
+	n     int
+}
+
+type fakeSub struct {
+	id    string
+	kind  string
+	notes []string
+	stop  func()
+}
+
+func (s *fakeSub) ID() string           { return s.id }
+func (s *fakeSub) Notify(result []byte) { s.notes = append(s.notes, string(result)) }
+func (s *fakeSub) OnEnd(stop func())    { s.stop = stop }
+
+func (f *fakeSocket) Subscribe(_ *proxy.Call, kind string) (proxy.Subscription, error) {
+	if len(f.subs) >= f.limit {
+		return nil, jsonrpc.ErrLimitExceeded.With("too many subscriptions")
+	}
+	f.n++
+	s := &fakeSub{id: "0x" + strconv.Itoa(f.n), kind: kind}
+	f.subs[s.id] = s
+	return s, nil
+}
+
+func (f *fakeSocket) Unsubscribe(id string) bool {
+	s, ok := f.subs[id]
+	if ok {
+		delete(f.subs, id)
+		if s.stop != nil {
+			s.stop()
+		}
+	}
+	return ok
+}
+
+// stage is the stage over a feed set without chains: a feed is never found.
+func stage(t *testing.T) *Stage {
+	t.Helper()
+	fs, err := feeds.New(feeds.Config{}, feeds.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fs.Close)
+	s, err := New(Deps{Feeds: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var passed = proxy.HandlerFunc(func(*proxy.Call) (*proxy.Response, error) {
+	return &proxy.Response{Result: []byte(`"next"`)}, nil
+})
+
+func serve(s *Stage, sock proxy.Socket, method, params string) (*proxy.Response, error) {
+	c := &proxy.Call{Exchange: &proxy.Exchange{}, ChainID: 1, Request: jsonrpc.Request{ID: []byte("1"), Method: method}}
+	if params != "" {
+		c.Request.Params = []byte(params)
+	}
+	if sock != nil {
+		c.Exchange.Socket = sock
+	}
+	return s.Serve(c, passed)
+}
+
+func TestSubscribeErrors(t *testing.T) {
+	s := stage(t)
+	for _, tc := range []struct {
+		name, method, params string
+		code                 int
+		message              string
+	}{
+		{"no params", "eth_subscribe", "", -32602, "non-array args"},
+		{"object params", "eth_subscribe", `{"a":1}`, -32602, "non-array args"},
+		{"empty", "eth_subscribe", `[]`, -32602, "expected subscription name as first argument"},
+		{"number kind", "eth_subscribe", `[1]`, -32602, "expected subscription name as first argument"},
+		{"unknown kind", "eth_subscribe", `["blocks"]`, -32602, `no "blocks" subscription in eth namespace`},
+		{"long unknown kind", "eth_subscribe", `["aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]`, -32602,
+			`no "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa…" subscription in eth namespace`},
+		{"newHeads with an argument", "eth_subscribe", `["newHeads",{}]`, -32602, "too many arguments, want at most 1"},
+		{"logs with two arguments", "eth_subscribe", `["logs",{},{}]`, -32602, "too many arguments, want at most 2"},
+		{"logs from a block", "eth_subscribe", `["logs",{"fromBlock":"0x1"}]`, -32602, errBlockRange.Message},
+		{"logs to a block", "eth_subscribe", `["logs",{"toBlock":"earliest"}]`, -32602, errBlockRange.Message},
+		{"logs pending", "eth_subscribe", `["logs",{"fromBlock":"pending"}]`, -32602, "pending logs are not supported"},
+		{"pending transactions", "eth_subscribe", `["newPendingTransactions"]`, -32601, errPendingNotOffered.Message},
+		{"newHeads without a feed", "eth_subscribe", `["newHeads"]`, -32601, "notifications are not offered on chain 1"},
+		{"unsubscribe without id", "eth_unsubscribe", `[]`, -32602, "missing value for required argument 0"},
+		{"unsubscribe number", "eth_unsubscribe", `[1]`, -32602, "invalid argument 0: the subscription id must be a string"},
+		{"unsubscribe two", "eth_unsubscribe", `["0x1","0x2"]`, -32602, "too many arguments, want at most 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sock := &fakeSocket{subs: map[string]*fakeSub{}, limit: 10}
+			_, err := serve(s, sock, tc.method, tc.params)
+			e, ok := err.(*jsonrpc.Error)
+			if !ok || e.Code != tc.code || e.Message != tc.message {
+				t.Fatalf("error %v, want %d %q", err, tc.code, tc.message)
+			}
+			if len(sock.subs) != 0 {
+				t.Fatalf("a refused call subscribed: %v", sock.subs)
+			}
+		})
+	}
+}
+
+// Over HTTP (no socket) both methods are geth's -32601; other methods pass on.
+func TestOverHTTP(t *testing.T) {
+	s := stage(t)
+	for _, m := range []string{"eth_subscribe", "eth_unsubscribe"} {
+		if _, err := serve(s, nil, m, `["newHeads"]`); err == nil || err.Error() != "notifications not supported" || err.(*jsonrpc.Error).Code != -32601 {
+			t.Errorf("%s over HTTP: %v", m, err)
+		}
+	}
+	if r, err := serve(s, nil, "eth_blockNumber", ""); err != nil || string(r.Result) != `"next"` {
+		t.Fatalf("eth_blockNumber: %v %v", r, err)
+	}
+}
+
+// syncing notifies false once; unsubscribe answers true for the socket's own id, then false.
+func TestSyncingAndUnsubscribe(t *testing.T) {
+	s := stage(t)
+	sock := &fakeSocket{subs: map[string]*fakeSub{}, limit: 1}
+	r, err := serve(s, sock, "eth_subscribe", `["syncing"]`)
+	if err != nil || string(r.Result) != `"0x1"` {
+		t.Fatalf("syncing: %v %v", r, err)
+	}
+	if sub := sock.subs["0x1"]; sub.kind != "syncing" || len(sub.notes) != 1 || sub.notes[0] != "false" {
+		t.Fatalf("subscription %+v", sub)
+	}
+	// The socket's limit answers the next one.
+	if _, err := serve(s, sock, "eth_subscribe", `["syncing"]`); err == nil || err.(*jsonrpc.Error).Code != -32005 {
+		t.Fatalf("over the limit: %v", err)
+	}
+	for _, want := range []string{"true", "false"} {
+		r, err := serve(s, sock, "eth_unsubscribe", `["0x1"]`)
+		if err != nil || string(r.Result) != want {
+			t.Fatalf("eth_unsubscribe: %v %v, want %s", r, err, want)
+		}
+	}
+}
