@@ -29,7 +29,9 @@ func TestRealtimeFilterOwnership(t *testing.T) {
 	dsn := testengine.Postgres(t)
 	replica := func(r int) *gateway {
 		g := startGateway(t, realtimeConfig(fmt.Sprintf(`
-store: {driver: postgres, dsn: %s}
+store:
+  driver: postgres
+  dsn: %s
 cluster: {replicaId: r%d}
 `, dsn, r), node.URL))
 		waitReady(t, g)
