@@ -268,13 +268,14 @@ func total(m map[string]float64) float64 {
 }
 
 // TestRealtimeOneFeed subscribes one socket, then 1,000, to newHeads on one chain and mines 10
-// blocks with each: every socket is given every head, once, in order, and web3gate's upstream
+// blocks with each, one a second: every socket is given every head, once, in order, and web3gate's upstream
 // calls per block stay what they were with one socket (one feed per chain, not one poll per
 // subscriber).
 func TestRealtimeOneFeed(t *testing.T) {
 	const (
-		sockets = 1000
-		k       = 10
+		sockets   = 1000
+		k         = 10
+		blockSlot = time.Second
 	)
 	node := realtimeAnvil(t)
 	d := newChainDriver(t, node)
@@ -288,18 +289,23 @@ server:
 	url := wsURL(g, "/v1/web3/mainnet/e2e")
 	dialer := socketDialer(0)
 
-	// phase mines k blocks, each once every socket has the one before (and a pause, the same
-	// in both phases, so that time-driven polls weigh the same), and returns the upstream
-	// calls it took by method and the first block.
+	// phase mines k blocks, one a second (each once every socket has the one before): a
+	// phase lasts the same whatever the number of sockets, so that the polls that run on a
+	// clock (the pool's health checks, the feed's) weigh the same in both. It returns the
+	// upstream calls the phase took by method, and its first block.
 	phase := func(socks []*socket) (all, feed map[string]float64, first uint64) {
 		all0, feed0 := upstreamCalls(t, g)
 		for i := range k {
+			slot := time.Now()
 			b := d.mine(0)
 			if i == 0 {
 				first = uint64(b.Number)
 			}
 			waitHeads(t, socks, uint64(b.Number))
-			time.Sleep(300 * time.Millisecond)
+			if took := time.Since(slot); took > blockSlot {
+				t.Logf("block %d reached %d sockets in %v, more than its slot", b.Number, len(socks), took)
+			}
+			time.Sleep(blockSlot - time.Since(slot))
 		}
 		all1, feed1 := upstreamCalls(t, g)
 		return minus(all1, all0), minus(feed1, feed0), first
