@@ -196,19 +196,25 @@ func (f *Feed) changesFromUpstream(ctx context.Context, since Cursor, logs bool,
 }
 
 // readRange reads the canonical blocks from on up to head (from's parent must have hash
-// parent), in runs, with their logs when logs. It stops early, with what it has, where the
-// chain changes under it.
+// parent), in runs, with their logs when logs. A run that fails is tried again at half the
+// length (a node refusing a log range or an answer that large), down to one block. It stops
+// early, with what it has, where the chain changes under it.
 func (f *Feed) readRange(ctx context.Context, from uint64, parent common.Hash, head *Block, logs bool) ([]*Block, error) {
 	var out []*Block
+	span := uint64(maxBatch - 1)
 	for from <= head.Number {
-		to := min(head.Number, from+maxBatch-2)
+		to := min(head.Number, from+span-1)
 		var top *Block
 		if to == head.Number {
 			top = head
 		}
 		run, err := f.fetchRun(ctx, from, to, top, logs)
 		if err != nil {
-			return nil, err
+			if span == 1 || ctx.Err() != nil {
+				return nil, err
+			}
+			span /= 2
+			continue
 		}
 		if len(run) == 0 || run[0].ParentHash != parent {
 			break

@@ -33,7 +33,7 @@ import (
 func TestMain(m *testing.M) { leaktest.Main(m) }
 
 // waitTimeout bounds every wait of the tests for the chain or the feed.
-const waitTimeout = 60 * time.Second
+const waitTimeout = 20 * time.Second
 
 // node is a chain the tests follow: an upstream pool over it, and a client for the tests'
 // own transactions and reads.
@@ -247,6 +247,13 @@ func newFeed(t *testing.T, chain Chain, chainID uint64, mutate func(*Config)) *t
 		t.Fatal(err)
 	}
 	t.Cleanup(set.Close)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, e := range logs.All() {
+				t.Logf("feed log: %s %s %v", e.Level, e.Message, e.ContextMap())
+			}
+		}
+	})
 	f, ok := set.Feed(chainID)
 	if !ok {
 		t.Fatalf("no feed for chain %d", chainID)
@@ -254,7 +261,7 @@ func newFeed(t *testing.T, chain Chain, chainID uint64, mutate func(*Config)) *t
 	return &testFeed{Feed: f, set: set, reg: reg, logs: logs}
 }
 
-// gauge reads a metric of the chain "test".
+// metric reads a gauge or counter of the feed, summed over its labels.
 func (tf *testFeed) metric(t *testing.T, name string) float64 {
 	t.Helper()
 	mfs, err := tf.reg.Gather()
@@ -309,6 +316,18 @@ func (r *recorder) waitHead(t *testing.T, n uint64) []Event {
 	return evs
 }
 
+// waitAtLeast waits until r's last event is a block numbered n or more, not removed, and
+// returns every event so far. The dev chain may mine an empty block after a transaction's.
+func (r *recorder) waitAtLeast(t *testing.T, n uint64) []Event {
+	t.Helper()
+	var evs []Event
+	waitFor(t, fmt.Sprintf("block %d or later delivered", n), func() bool {
+		evs = r.all()
+		return len(evs) > 0 && !evs[len(evs)-1].Removed && evs[len(evs)-1].Block.Number >= n
+	})
+	return evs
+}
+
 // waitFor polls cond until it holds, failing the test after waitTimeout.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -321,7 +340,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// canonical reads block n of the node as the feed would, with its logs.
+// canonicalBlock reads the node's block number: its hash and its logs (eth_getLogs by hash).
 func canonicalBlock(t *testing.T, n *node, number uint64) (hash common.Hash, logs []json.RawMessage) {
 	t.Helper()
 	ctx := context.Background()

@@ -34,6 +34,7 @@ package feeds
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -81,6 +82,9 @@ const (
 	roundTimeout = time.Minute
 	// maxBackoff bounds the wait after failed rounds in a row.
 	maxBackoff = 5 * time.Second
+	// notYetPatience rounds in a row that fail for a block the node does not have yet are
+	// logged as a warning; fewer only at debug level.
+	notYetPatience = 10
 )
 
 // errClosed is the error of Changes and Latest after Close.
@@ -91,6 +95,8 @@ type Set struct {
 	feeds  map[uint64]*Feed
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	mu     sync.Mutex // orders the goroutines' start (wg.Add) before Close's wait
 	closed atomic.Bool
 	wg     sync.WaitGroup
 }
@@ -135,9 +141,12 @@ func (s *Set) Feed(chainID uint64) (*Feed, bool) {
 }
 
 // Close stops every feed goroutine and waits for them; sinks get nothing more. Afterwards
-// Subscribe adds nothing, and Changes and Latest fail. It is idempotent.
+// Subscribe adds nothing, and Changes and Latest fail. It is idempotent; it must not be
+// called from a Sink's Deliver (it waits for the goroutine that calls Deliver).
 func (s *Set) Close() {
+	s.mu.Lock()
 	s.closed.Store(true)
+	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
 }
@@ -261,7 +270,12 @@ func (f *Feed) touch(logs bool) {
 
 // startLocked starts the goroutine unless it runs or the set is closed. f.mu is held.
 func (f *Feed) startLocked() {
-	if f.running || f.set.closed.Load() {
+	if f.running {
+		return
+	}
+	f.set.mu.Lock()
+	defer f.set.mu.Unlock()
+	if f.set.closed.Load() {
 		return
 	}
 	f.running = true
@@ -291,12 +305,16 @@ func (f *Feed) dropHistoryLocked() {
 	f.lastOK = time.Time{}
 }
 
-// run is the feed's goroutine: a round at each poll until idle or closed.
+// run is the feed's goroutine: a round at each poll until idle or closed. A failed round is
+// retried at the next poll, after a backoff when failures repeat; it is logged once per run
+// of failures (a warning), except for blocks a node does not have yet (a node behind
+// another), which is expected now and then and logged only when it lasts notYetPatience
+// rounds.
 func (f *Feed) run(ctx context.Context) {
 	defer f.set.wg.Done()
 	ticker := time.NewTicker(min(headCheck, f.cfg.PollInterval))
 	defer ticker.Stop()
-	failures := 0
+	failures, warned := 0, false
 	for {
 		if ctx.Err() != nil {
 			f.mu.Lock()
@@ -309,24 +327,26 @@ func (f *Feed) run(ctx context.Context) {
 		}
 		poolHead := f.chain.Head()
 		err := f.round(ctx)
+		notYet := errors.Is(err, errNotYet)
 		switch {
 		case err == nil:
-			if failures > 0 {
+			if warned {
 				f.log.Info("feed resumed", zap.Int("failed_rounds", failures))
 			}
-			failures = 0
+			failures, warned = 0, false
 		case ctx.Err() != nil:
 			continue
 		default:
 			failures++
-			if failures == 1 {
-				f.log.Warn("feed round failed; retrying", zap.Error(err))
-			} else if ce := f.log.Check(zap.DebugLevel, "feed round failed again"); ce != nil {
+			if !warned && (!notYet || failures >= notYetPatience) {
+				f.log.Warn("feed round failed; retrying", zap.Error(err), zap.Int("failures", failures))
+				warned = true
+			} else if ce := f.log.Check(zap.DebugLevel, "feed round failed"); ce != nil {
 				ce.Write(zap.Error(err), zap.Int("failures", failures))
 			}
 		}
 		wait := f.cfg.PollInterval
-		if failures > 1 {
+		if failures > 1 && !notYet {
 			wait = min(f.cfg.PollInterval<<min(failures-1, 16), max(maxBackoff, f.cfg.PollInterval))
 		}
 		last := time.Now()

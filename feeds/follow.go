@@ -91,17 +91,17 @@ func (f *Feed) follow(ctx context.Context, latest *Block, withLogs bool) error {
 func (f *Feed) begin(ctx context.Context, latest *Block, withLogs bool) error {
 	f.mu.Lock()
 	from, set := f.startFrom, f.startSet
-	f.startFrom, f.startSet = 0, false
 	f.mu.Unlock()
 	base := latest
 	if set && from < latest.Number && latest.Number-from <= uint64(f.cfg.MaxCatchUp) {
 		hs, err := f.headers(ctx, from, from)
 		if err != nil {
-			return err
+			return err // startFrom is kept for the next round
 		}
 		base = hs[0]
 	}
 	f.mu.Lock()
+	f.startFrom, f.startSet = 0, false
 	f.appendLocked(base)
 	f.mu.Unlock()
 	f.m.delivered.Set(float64(base.Number))

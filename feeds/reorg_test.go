@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/web3gate/web3gate/e2e/anvil"
 )
@@ -99,14 +100,14 @@ func TestReorgOnAnvil(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkSame(t, "removed", removed, blocksOf(evs[:3]))
-		checkSame(t, "added", addedBlocks, blocksOf(added))
+		checkEqual(t, "removed", removed, blocksOf(evs[:3]))
+		checkEqual(t, "added", addedBlocks, blocksOf(added))
 		removed, addedBlocks, err = tf.Changes(ctx, cursor0, true, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkSame(t, "removed", removed, nil)
-		checkSame(t, "added", addedBlocks, blocksOf(added))
+		checkEqual(t, "removed", removed, nil)
+		checkEqual(t, "added", addedBlocks, blocksOf(added))
 		if _, _, err := tf.Changes(ctx, cursor0, true, 1); err != ErrTooFar {
 			t.Errorf("Changes over 2 blocks with maxBlocks 1: %v, want ErrTooFar", err)
 		}
@@ -118,7 +119,7 @@ func TestReorgOnAnvil(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkSame(t, "removed", removed, nil)
+		checkEqual(t, "removed", removed, nil)
 		checkEqual(t, "added", addedBlocks, blocksOf(added))
 		// The node is at b0+2 and forgot the old b0+3: nothing new yet.
 		removed, addedBlocks, err = other.Changes(ctx, cursorOld, true, 100)
@@ -185,8 +186,8 @@ func TestReorgLongerBranch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkSame(t, "removed", removed, blocksOf(evs[:2]))
-	checkSame(t, "added", added, blocksOf(evs[2:]))
+	checkEqual(t, "removed", removed, blocksOf(evs[:2]))
+	checkEqual(t, "added", added, blocksOf(evs[2:]))
 	total := 0
 	for _, b := range added {
 		hash, logs := canonicalBlock(t, n, b.Number)
@@ -211,12 +212,6 @@ func blocksOf(evs []Event) []*Block {
 	return out
 }
 
-// checkSame checks that got are the blocks want (the same objects, or with logs added).
-func checkSame(t *testing.T, what string, got, want []*Block) {
-	t.Helper()
-	checkEqual(t, what, got, want)
-}
-
 // checkEqual checks that got and want are the same blocks: numbers, hashes, headers and logs.
 func checkEqual(t *testing.T, what string, got, want []*Block) {
 	t.Helper()
@@ -233,5 +228,46 @@ func checkEqual(t *testing.T, what string, got, want []*Block) {
 				t.Fatalf("%s[%d]: log %d differs", what, i, k)
 			}
 		}
+	}
+}
+
+// TestReorgDeeperThanHistory: a reorg deeper than feeds.history removes every block kept
+// (oldest first, with a warning) and delivers the new branch from the oldest height kept.
+func TestReorgDeeperThanHistory(t *testing.T) {
+	n := anvilNode(t)
+	base := n.head(t)
+	waitFor(t, "the pool's head", func() bool { return n.pool.Head() == base })
+	tf := newFeed(t, n.pool, n.chainID, func(c *Config) { c.History = 4 })
+	r := &recorder{}
+	defer tf.Subscribe(r, false)()
+	waitFor(t, "the feed's start", func() bool { return tf.tip() != nil })
+	now := time.Now().Unix()
+	snap := snapshot(t, n.anvil)
+	for i := int64(1); i <= 6; i++ {
+		call(t, n.anvil, "evm_mine", now+1000+i)
+	}
+	seen := len(r.waitHead(t, base+6))
+	revert(t, n.anvil, snap)
+	for i := int64(1); i <= 7; i++ {
+		call(t, n.anvil, "evm_mine", now+5000+i)
+	}
+	evs := r.waitHead(t, base+7)[seen:]
+	want := ""
+	for i := uint64(3); i <= 6; i++ {
+		want += " -" + itoa(base+i)
+	}
+	for i := uint64(3); i <= 7; i++ {
+		want += " +" + itoa(base+i)
+	}
+	if got := describe(evs); got != want[1:] {
+		t.Fatalf("events after the reorg: %s, want %s", got, want[1:])
+	}
+	for _, ev := range evs[4:] {
+		if hash, _ := canonicalBlock(t, n, ev.Block.Number); ev.Block.Hash != hash {
+			t.Fatalf("block %d is not the node's", ev.Block.Number)
+		}
+	}
+	if tf.logs.FilterMessage("feed reorg deeper than feeds.history: every block kept is removed").Len() == 0 {
+		t.Error("no warning about the reorg's depth")
 	}
 }
