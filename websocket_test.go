@@ -530,6 +530,7 @@ func TestWebSocketSlowConsumer(t *testing.T) {
 			}
 		}
 		if _, body := get(t, ts.Admin+"/metrics"); strings.Contains(body, `web3gate_websocket_dropped_total{reason="slow_consumer"} 1`) {
+			t.Logf("the slow client was dropped after %d blocks", i+1)
 			break
 		}
 	}

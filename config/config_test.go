@@ -33,14 +33,15 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Server.MaxBodyBytes != 5<<20 || c.Server.MaxBatch != 100 || !c.Cache.Enabled || !c.Cache.Coalesce || c.Log.Level != "info" || c.Upstreams.MaxLag != 5 {
+	if c.Server.MaxBodyBytes != 5<<20 || c.Server.MaxBatch != 100 || !c.Cache.Enabled || !c.Cache.Coalesce || c.Log.Level != "info" || c.Upstreams.MaxLag != 5 ||
+		!c.Server.WebSocket.Enabled || c.Server.WebSocket.QueueSize != 1024 {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
-	c, err = Parse([]byte(minimal + "cache: {enabled: false, coalesce: false}\n"))
+	c, err = Parse([]byte(minimal + "cache: {enabled: false, coalesce: false}\nserver: {websocket: {enabled: false}}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Cache.Enabled || c.Cache.Coalesce {
+	if c.Cache.Enabled || c.Cache.Coalesce || c.Server.WebSocket.Enabled {
 		t.Fatal("explicit false overridden by a default")
 	}
 	host, _ := os.Hostname()

@@ -30,6 +30,7 @@ type socket struct {
 	srv      *Server
 	ss       *socketSet
 	conn     *websocket.Conn // nil in the fuzz target: nothing is written
+	bc       *batchConn      // conn's connection; nil with conn
 	route    *Route
 	chainID  uint64
 	reqID    string     // the upgrade's request id, for the logs
@@ -103,11 +104,12 @@ const (
 	closePingTimeout  = "no answer to pings (server.websocket.pingInterval)"
 )
 
-func newSocket(s *Server, conn *websocket.Conn, up *upgrade) *socket {
+func newSocket(s *Server, conn *websocket.Conn, bc *batchConn, up *upgrade) *socket {
 	k := &socket{
 		srv:      s,
 		ss:       s.ws,
 		conn:     conn,
+		bc:       bc,
 		route:    up.route,
 		chainID:  up.chainID,
 		reqID:    up.reqID,
@@ -480,8 +482,22 @@ func (k *socket) takeSpare() []outMsg {
 	return s
 }
 
-// writeBatch writes the messages of batch; false when the connection broke.
+// writeBatch writes the messages of batch, several in one write to the connection (see
+// batchConn); false when the connection broke.
 func (k *socket) writeBatch(batch []outMsg) bool {
+	if len(batch) < 2 || k.bc == nil {
+		return k.writeEach(batch)
+	}
+	k.bc.gather()
+	ok := k.writeEach(batch)
+	if err := k.bc.flush(); err != nil {
+		ok = false
+	}
+	return ok
+}
+
+// writeEach writes the messages of batch one by one; false when the connection broke.
+func (k *socket) writeEach(batch []outMsg) bool {
 	written := 0
 	defer func() { k.srv.metrics.wsOut.Add(float64(written)) }()
 	for i := range batch {
@@ -508,6 +524,64 @@ func (k *socket) writeBatch(batch []outMsg) bool {
 		written++
 	}
 	return true
+}
+
+// batchConn is a socket's connection as its websocket.Conn writes to it. While the writer
+// writes a batch of messages (gather, then flush), their frames are gathered, up to
+// maxGather bytes, and leave in one write rather than one each: a socket with many
+// subscriptions gets a block's notifications in one system call. Every write to the
+// connection goes through mu (the connection takes one writer at a time), the pings and
+// pongs the websocket.Conn writes meanwhile too (gathered between whole frames).
+type batchConn struct {
+	net.Conn
+	srv *Server
+	mu  sync.Mutex
+	buf *[]byte // gathering while not nil: a buffer of getBuf
+}
+
+// maxGather is the most a batchConn gathers before it writes.
+const maxGather = 64 << 10
+
+func (c *batchConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.buf == nil {
+		return c.Conn.Write(p)
+	}
+	*c.buf = append(*c.buf, p...)
+	if len(*c.buf) >= maxGather {
+		if err := c.flushLocked(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// gather starts gathering the writes.
+func (c *batchConn) gather() {
+	c.mu.Lock()
+	c.buf = c.srv.getBuf()
+	*c.buf = (*c.buf)[:0]
+	c.mu.Unlock()
+}
+
+// flush writes what was gathered and stops gathering.
+func (c *batchConn) flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := c.flushLocked()
+	c.srv.putBuf(c.buf)
+	c.buf = nil
+	return err
+}
+
+func (c *batchConn) flushLocked() error {
+	if len(*c.buf) == 0 {
+		return nil
+	}
+	_, err := c.Conn.Write(*c.buf)
+	*c.buf = (*c.buf)[:0]
+	return err
 }
 
 // release gives back the buffers of messages that will not be written.
@@ -593,7 +667,9 @@ func (k *socket) tick() {
 	case !k.expires.IsZero() && !now.Before(k.expires):
 		k.closeWith(websocket.ClosePolicyViolation, closeTokenExpired, dropTokenExpired)
 		return
-	case now.UnixNano()-k.lastRead.Load() > int64(2*cfg.PingInterval):
+	case k.inflight.Load() == 0 && now.UnixNano()-k.lastRead.Load() > int64(2*cfg.PingInterval):
+		// (While the reader serves a message itself it reads no pong: a socket with messages
+		// in progress is not a silent peer.)
 		k.closeWith(websocket.CloseGoingAway, closePingTimeout, dropPingTimeout)
 		return
 	case idle && k.inflight.Load() == 0 && now.UnixNano()-k.lastMsg.Load() >= int64(cfg.IdleTimeout):

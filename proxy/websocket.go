@@ -263,7 +263,8 @@ func (s *Server) startSocket(hc net.Conn, up *upgrade) {
 	if len(pre) > 0 {
 		_, _ = br.Peek(len(pre)) // buffered: the upgrader reads them first
 	}
-	w := &hijackWriter{conn: conn, brw: bufio.NewReadWriter(br, bufio.NewWriterSize(conn, 16))}
+	bc := &batchConn{Conn: conn, srv: s}
+	w := &hijackWriter{conn: bc, brw: bufio.NewReadWriter(br, bufio.NewWriterSize(bc, 16))}
 	req := &http.Request{Method: http.MethodGet, Header: http.Header{
 		"Connection":            {"Upgrade"},
 		"Upgrade":               {"websocket"},
@@ -280,7 +281,7 @@ func (s *Server) startSocket(hc net.Conn, up *upgrade) {
 		s.ws.release(up.client)
 		return
 	}
-	k := newSocket(s, wsc, up)
+	k := newSocket(s, wsc, bc, up)
 	s.ws.attach(k)
 	go k.run()
 }

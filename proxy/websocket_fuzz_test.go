@@ -59,7 +59,7 @@ func FuzzWebSocketMessage(f *testing.F) {
 	f.Add(uint8(websocket.BinaryMessage), []byte(`{"jsonrpc":"2.0","id":1,"method":"echo"}`))
 	f.Add(uint8(websocket.TextMessage), bytes.Repeat([]byte(" "), 4097))
 	f.Fuzz(func(t *testing.T, typ uint8, msg []byte) {
-		k := newSocket(s, nil, &upgrade{route: s.router.routes[0], chainID: 1, hdr: reqHeaders{clientID: []byte("cid")}, client: "cid"})
+		k := newSocket(s, nil, nil, &upgrade{route: s.router.routes[0], chainID: 1, hdr: reqHeaders{clientID: []byte("cid")}, client: "cid"})
 		k.maxAsync = 0 // served by the handler itself
 		mt := websocket.TextMessage
 		if typ%2 == 1 {

@@ -361,6 +361,27 @@ type collectorFunc func(ch chan<- prometheus.Metric)
 func (f collectorFunc) Describe(chan<- *prometheus.Desc)    {}
 func (f collectorFunc) Collect(ch chan<- prometheus.Metric) { f(ch) }
 
+// The HTTP timeouts do not hold on a socket: it outlives them, idle and busy.
+func TestWebSocketOutlivesHTTPTimeouts(t *testing.T) {
+	addr, _, _ := wsServer(t, 0, func(c *Config) {
+		c.HeaderTimeout, c.ReadTimeout, c.WriteTimeout, c.IdleTimeout = 200*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
+	})
+	c := wsDial(t, addr, "/v1/web3/mainnet")
+	time.Sleep(700 * time.Millisecond) // idle past idleTimeout and headerTimeout, with the watchdog's ticks
+	if got := wsCall(t, c, `{"jsonrpc":"2.0","id":1,"method":"slow"}`); got != `{"jsonrpc":"2.0","id":1,"result":null}` {
+		t.Fatalf("after the HTTP timeouts: %s", got)
+	}
+}
+
+// With server.websocket.enabled false, an upgrade is a GET like any other: 405.
+func TestWebSocketDisabled(t *testing.T) {
+	addr, _, _ := wsServer(t, 0, func(c *Config) { c.WebSocket.Enabled = false })
+	_, resp, err := wsDialer().Dial("ws://"+addr+"/v1/web3/mainnet", wsHeader())
+	if err == nil || resp == nil || resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+		t.Fatalf("upgrade with WebSockets off: %v %v", err, resp)
+	}
+}
+
 // A bearer token offered as a subprotocol authenticates the socket; the server selects
 // web3gate and never echoes the token.
 func TestWebSocketBearerSubprotocol(t *testing.T) {
