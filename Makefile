@@ -73,6 +73,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseFill$$' -fuzztime 20000x ./wallet/txreq
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePrivateKeyHex$$' -fuzztime 20000x ./wallet
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCriteria$$' -fuzztime 20000x ./feeds
+	$(GO) test -run '^$$' -fuzz '^FuzzStoredCriteria$$' -fuzztime 20000x ./middleware/filters
 
 # Load benchmark: ratios against baselines measured in the same run (needs Debian's wrk, and
 # redis-server for (r)).

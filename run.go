@@ -216,23 +216,12 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return fmt.Errorf("feeds: %w", err)
 	}
 	defer fs.Close()
-	// The HTTP filters live in the store (any replica serves a poll) and read the feeds; the
-	// sweeper stops before the store closes.
-	chainNames := map[uint64]string{}
-	for _, p := range ups.Pools() {
-		chainNames[p.ChainID()] = p.Name()
-	}
-	filterStage, err := filters.New(cfg.Filters, filters.Deps{DB: db, Chains: chainNames, Logger: log.Named("filters"), Registry: reg,
-		Feed: func(id uint64) (filters.Feed, bool) {
-			if f, ok := fs.Feed(id); ok {
-				return f, true
-			}
-			return nil, false
-		}})
+	// The HTTP filters: state in the store (any replica serves a poll), changes from the
+	// feeds; the sweeper stops before the feeds and the store close.
+	filterStage, err := newFilterStage(cfg, db, ups, fs, log, reg)
 	if err != nil {
 		return err
 	}
-	filterStage.Start()
 	defer filterStage.Close()
 
 	routes, cacheStage, authStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, filterStage, db, fs, cache.Deps{Redis: rc, Shared: shared})
@@ -321,6 +310,27 @@ func feedChains(ups *upstreams.Set) map[uint64]feeds.Chain {
 		chains[p.ChainID()] = p
 	}
 	return chains
+}
+
+// newFilterStage builds the HTTP filters stage on the store and the chains' feeds, and
+// starts its sweeper (Close stops it).
+func newFilterStage(cfg *config.Config, db *store.DB, ups *upstreams.Set, fs *feeds.Set, log *zap.Logger, reg prometheus.Registerer) (*filters.Stage, error) {
+	names := map[uint64]string{}
+	for _, p := range ups.Pools() {
+		names[p.ChainID()] = p.Name()
+	}
+	st, err := filters.New(cfg.Filters, filters.Deps{DB: db, Chains: names, Logger: log.Named("filters"), Registry: reg,
+		Feed: func(id uint64) (filters.Feed, bool) {
+			if f, ok := fs.Feed(id); ok {
+				return f, true
+			}
+			return nil, false
+		}})
+	if err != nil {
+		return nil, err
+	}
+	st.Start()
+	return st, nil
 }
 
 // buildRoutes compiles the stage chains of the public routes, once. cacheDeps brings the

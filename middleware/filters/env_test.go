@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,46 @@ func (n *node) head() uint64 {
 	}
 	return h
 }
+
+// checkEveryBlockOnce checks that polls, the answers of a block filter's polls (in any
+// order), report every block of the chain from one not after first up to the last one they
+// report exactly once, each answer a run of consecutive blocks. (The dev chain may mine an
+// empty block of its own after a transaction's: what the filter starts at is not known
+// exactly.)
+func (n *node) checkEveryBlockOnce(polls [][]string, first uint64) {
+	n.t.Helper()
+	end := n.head()
+	pos := map[string]uint64{}
+	for i, h := range n.hashes(1, end) {
+		pos[h] = uint64(i) + 1
+	}
+	seen := map[uint64]int{}
+	lo, hi := end+1, uint64(0)
+	for _, hs := range polls {
+		for i, h := range hs {
+			p, ok := pos[h]
+			if !ok {
+				n.t.Fatalf("a poll reported %s, not a block of the chain", h)
+			}
+			if i > 0 && p != pos[hs[i-1]]+1 {
+				n.t.Fatalf("a poll reported %v: not consecutive blocks", hs)
+			}
+			seen[p]++
+			lo, hi = min(lo, p), max(hi, p)
+		}
+	}
+	if lo > first {
+		n.t.Fatalf("the polls reported blocks %d..%d, not block %d", lo, hi, first)
+	}
+	for b := lo; b <= hi; b++ {
+		if seen[b] != 1 {
+			n.t.Fatalf("block %d reported %d times over %d polls (blocks %d..%d)", b, seen[b], len(polls), lo, hi)
+		}
+	}
+}
+
+// hash is the hash of block i of the chain now.
+func (n *node) hash(i uint64) string { return n.hashes(i, i)[0] }
 
 // hashes are the hashes of blocks from..to of the chain now.
 func (n *node) hashes(from, to uint64) []string {
@@ -356,6 +397,38 @@ func (r *replica) blockChanges(who caller, id string) []string {
 		r.t.Fatal(err)
 	}
 	return hs
+}
+
+// blocksUntil polls a block filter until its answers, together, hold the block hash last
+// (the feed reports a block once it has seen it, up to a poll interval after the node mined
+// it), and returns them all.
+func (r *replica) blocksUntil(who caller, id, last string) []string {
+	r.t.Helper()
+	var all []string
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(all, last) {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("the block filter did not report %s within 10s; it reported %v", last, all)
+		}
+		all = append(all, r.blockChanges(who, id)...)
+		time.Sleep(10 * time.Millisecond)
+	}
+	return all
+}
+
+// logsUntil polls a logs filter until it reported n logs in all, and returns them.
+func (r *replica) logsUntil(who caller, id string, n int) []rpcLog {
+	r.t.Helper()
+	var all []rpcLog
+	deadline := time.Now().Add(10 * time.Second)
+	for len(all) < n {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("the logs filter did not report %d logs within 10s; it reported %+v", n, all)
+		}
+		all = append(all, r.logChanges(who, id)...)
+		time.Sleep(10 * time.Millisecond)
+	}
+	return all
 }
 
 // rpcLog is a log as the node returns it.

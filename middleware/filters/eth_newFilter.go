@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -80,8 +81,11 @@ func (s *Stage) create(c *proxy.Call, kind, criteria string) (*proxy.Response, e
 	}
 	switch {
 	case errors.Is(err, store.ErrFilterLimit):
-		return nil, jsonrpc.ErrLimitExceeded.Withf("too many filters: %d live filters per client (filters.maxPerClient); "+
+		e := jsonrpc.ErrLimitExceeded.Withf("too many filters: %d live filters per client (filters.maxPerClient); "+
 			"uninstall filters no longer polled (eth_uninstallFilter) or let them expire (filters.ttl)", s.cfg.MaxPerClient)
+		// HTTP 200, not the 429 of a rate: retrying does not help until a filter is gone.
+		e.HTTPStatus = http.StatusOK
+		return nil, e
 	case errors.Is(err, store.ErrInvalidText):
 		return nil, jsonrpc.ErrInvalidParams.With("the filter cannot be stored: its client id or principal is not valid UTF-8 text")
 	case err != nil:

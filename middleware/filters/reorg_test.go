@@ -27,11 +27,11 @@ func TestFilterReorgOnAnvil(t *testing.T) {
 		t.Fatalf("anvil_snapshot: %v", err)
 	}
 	gone := n.transact(erc20, token, "mint", n.addrs[1], big.NewInt(1))
-	before := r.logChanges(alice, logs)
+	before := r.logsUntil(alice, logs, 1)
 	if len(before) != 1 || *before[0].Removed || before[0].TxHash != gone.TxHash {
 		t.Fatalf("before the reorg: %+v, want the mint %s", before, gone.TxHash)
 	}
-	if hs := r.blockChanges(alice, blocks); !slices.Equal(hs, []string{gone.BlockHash.Hex()}) {
+	if hs := r.blocksUntil(alice, blocks, gone.BlockHash.Hex()); !slices.Equal(hs, []string{gone.BlockHash.Hex()}) {
 		t.Fatalf("block filter before the reorg = %v, want [%s]", hs, gone.BlockHash.Hex())
 	}
 	rawBefore := r.must(alice, "eth_getFilterLogs", logs)
@@ -50,7 +50,7 @@ func TestFilterReorgOnAnvil(t *testing.T) {
 	}
 	top := n.mine()
 
-	after := r.logChanges(alice, logs)
+	after := r.logsUntil(alice, logs, 2)
 	if len(after) != 2 {
 		t.Fatalf("after the reorg: %+v, want the replaced mint removed, then the new one", after)
 	}
@@ -69,7 +69,7 @@ func TestFilterReorgOnAnvil(t *testing.T) {
 	if err := json.Unmarshal(rawAfter, &again); err != nil || len(again) != 1 || again[0].TxHash != came.TxHash {
 		t.Fatalf("eth_getFilterLogs after the reorg = %s, want the new mint only", rawAfter)
 	}
-	if hs := r.blockChanges(alice, blocks); !slices.Equal(hs, n.hashes(came.BlockNumber.Uint64(), top)) {
+	if hs := r.blocksUntil(alice, blocks, n.hash(top)); !slices.Equal(hs, n.hashes(came.BlockNumber.Uint64(), top)) {
 		t.Fatalf("block filter after the reorg = %v, want the new branch's blocks %d..%d", hs, came.BlockNumber, top)
 	}
 }
