@@ -27,6 +27,7 @@ import (
 	gethrpc "github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/web3gate/web3gate/contracts"
+	"github.com/web3gate/web3gate/devchain"
 	"github.com/web3gate/web3gate/e2e/anvil"
 )
 
@@ -882,4 +883,65 @@ func TestRealtimeClients(t *testing.T) {
 		t.Errorf("viem http: calls %v, failed %v; want one eth_newFilter, eth_getFilterChanges polls, no eth_getLogs, no failure", calls, failed)
 	}
 	t.Logf("feed: %v", metricValues(t, g, "web3gate_feed_upstream_calls_total"))
+}
+
+// TestRealtimeShippedConfig runs the binary as the README says (the shipped config.yaml, on
+// the embedded dev chain, which mines a block per transaction) and follows it with
+// go-ethereum's ethclient over ws:// with the dev credentials in headers: a TestERC20 deployed
+// and minted to three times through web3gate (with a dev account's key) gives every block
+// once, in order, with the hash the chain has, and the three Transfer logs.
+func TestRealtimeShippedConfig(t *testing.T) {
+	g := startGateway(t, shippedConfig(t, t.TempDir()))
+	waitReady(t, g)
+	c := dialGateway(t, g.API+"/v1/web3/mainnet", devCreds)
+	ec := ethclient.NewClient(c)
+	accts, err := devchain.DevAccounts(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acct := accts[9]
+	sess := &contracts.Session{Client: ec, Key: acct.Key, ChainID: big.NewInt(1337)}
+	base := quantity(t, c, "eth_blockNumber")
+	token := crypto.CreateAddress(acct.Address, pendingCount(t, c, acct.Address))
+
+	w := watchGeth(t, "go-ethereum ws", wsURL(g, "/v1/web3/mainnet"),
+		map[string]string{"X-API-Key": devCreds.clientID, "Authorization": "Bearer " + devCreds.token}, true, token)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if got, err := sess.Deploy(ctx, erc20, "Shipped", "SHP", uint8(18)); err != nil || got != token {
+		t.Fatalf("deploy: %v at %s, want %s", err, got, token)
+	}
+	for i := range 3 {
+		if _, err := sess.Transact(ctx, token, erc20, "mint", freshAddress(), big.NewInt(int64(i+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := quantity(t, c, "eth_blockNumber")
+	var want []nodeBlock
+	for n := base + 1; n <= last; n++ {
+		var b nodeBlock
+		if err := rpcCall(c, &b, "eth_getBlockByNumber", hexutil.EncodeUint64(n), false); err != nil {
+			t.Fatalf("eth_getBlockByNumber %d: %s", n, describeErr(err))
+		}
+		want = append(want, b)
+	}
+	var logs []types.Log
+	if err := rpcCall(c, &logs, "eth_getLogs", map[string]any{"fromBlock": hexutil.EncodeUint64(base + 1), "toBlock": hexutil.EncodeUint64(last), "address": token}); err != nil {
+		t.Fatalf("eth_getLogs: %s", describeErr(err))
+	}
+	var wantLogs []seenLog
+	for _, l := range logs {
+		wantLogs = append(wantLogs, seenLog{Block: l.BlockNumber, Tx: l.TxHash, Index: l.Index})
+	}
+	if len(wantLogs) != 3 {
+		t.Fatalf("the chain has %d Transfer logs of the token, want 3", len(wantLogs))
+	}
+	waitSeen(t, []watcher{w}, last, len(wantLogs), 20*time.Second)
+	s := w.stop(t)
+	for _, e := range s.errs {
+		t.Errorf("%s", e)
+	}
+	checkBlocks(t, w.name(), s.blocks, base, want, true)
+	checkLogs(t, w.name(), s.logs, wantLogs)
+	t.Logf("blocks %d..%d: %d heads, %d logs", base+1, last, len(s.blocks), len(s.logs))
 }
