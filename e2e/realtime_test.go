@@ -795,7 +795,9 @@ func metricSum(t *testing.T, g *gateway, name string, labels ...string) float64 
 
 // TestRealtimeClients runs the binary in front of two anvil nodes of one chain and follows a
 // scripted chain with the real clients: ethers' WebSocketProvider (block events and a contract
-// listener; the client id in the URL path), viem's webSocket transport (watchBlocks and
+// listener; the client id in the URL path), ethers' JsonRpcProvider (the same listeners: block
+// numbers polled, the contract listener on eth_newFilter and eth_getFilterChanges, which
+// web3gate answers itself), viem's webSocket transport (watchBlocks and
 // watchContractEvent; client id in the /chains/{id}/{clientId} path), viem's http transport
 // (watchContractEvent over eth_newFilter and eth_getFilterChanges, which web3gate answers
 // itself; client id as ?apiKey=) and go-ethereum's ethclient over ws:// (SubscribeNewHead and
@@ -820,9 +822,12 @@ func TestRealtimeClients(t *testing.T) {
 	viemWS.unordered = true
 	viemHTTP := startScript(t, "viem http", "js/realtime-viem.mjs", false, tokenEnv, chainEnv,
 		"WEB3GATE_MODE=http", "WEB3GATE_URL="+g.API+"/v1/web3/mainnet?apiKey=e2e")
+	ethersHTTP := startScript(t, "ethers http", "js/realtime-ethers.mjs", true, tokenEnv, chainEnv,
+		"WEB3GATE_MODE=http", "WEB3GATE_URL="+g.API+fmt.Sprintf("/v1/web3/chains/%d/e2e", realtimeChainID))
 	ws := []watcher{
 		startScript(t, "ethers ws", "js/realtime-ethers.mjs", true, tokenEnv, chainEnv,
-			"WEB3GATE_WS_URL="+wsURL(g, "/v1/web3/mainnet/e2e")),
+			"WEB3GATE_MODE=ws", "WEB3GATE_URL="+wsURL(g, "/v1/web3/mainnet/e2e")),
+		ethersHTTP,
 		viemWS,
 		viemHTTP,
 		watchGeth(t, "go-ethereum ws", wsURL(g, "/v1/web3/mainnet"),
@@ -876,11 +881,13 @@ func TestRealtimeClients(t *testing.T) {
 		t.Logf("%s: %d heads, %d logs", w.name(), len(s.blocks), len(s.logs))
 	}
 
-	// viem's http watch ran on web3gate's filters, never on eth_getLogs.
-	calls, failed := viemHTTP.callCounts(t)
-	t.Logf("viem http calls: %v, failed: %v", calls, failed)
-	if calls["eth_newFilter"] != 1 || calls["eth_getFilterChanges"] < 5 || calls["eth_getLogs"] != 0 || len(failed) != 0 {
-		t.Errorf("viem http: calls %v, failed %v; want one eth_newFilter, eth_getFilterChanges polls, no eth_getLogs, no failure", calls, failed)
+	// The http clients' event listeners ran on web3gate's filters, never on eth_getLogs.
+	for _, w := range []*scriptWatcher{viemHTTP, ethersHTTP} {
+		calls, failed := w.callCounts(t)
+		t.Logf("%s calls: %v, failed: %v", w.name(), calls, failed)
+		if calls["eth_newFilter"] != 1 || calls["eth_getFilterChanges"] < 5 || calls["eth_getLogs"] != 0 || len(failed) != 0 {
+			t.Errorf("%s: calls %v, failed %v; want one eth_newFilter, eth_getFilterChanges polls, no eth_getLogs, no failure", w.name(), calls, failed)
+		}
 	}
 	t.Logf("feed: %v", metricValues(t, g, "web3gate_feed_upstream_calls_total"))
 }
