@@ -208,8 +208,9 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return err
 	}
 
-	// One live feed per chain, shared by the WebSocket subscriptions; it stops after the
-	// server (its sockets closed first) and before the upstreams (defers run last first).
+	// One live feed per chain, shared by every WebSocket subscription and HTTP filter; it
+	// stops after the server (its sockets closed first) and before the upstreams (defers run
+	// last first).
 	fs, err := feeds.New(cfg.Feeds, feeds.Deps{Chains: feedChains(ups), Logger: log.Named("feeds"), Registry: reg})
 	if err != nil {
 		return fmt.Errorf("feeds: %w", err)

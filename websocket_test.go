@@ -322,9 +322,9 @@ func TestWebSocketLogs(t *testing.T) {
 		lg.TransactionHash != h || lg.BlockNumber != rc.BlockNumber || lg.Removed || !strings.Contains(string(raw), `"removed":false`) {
 		t.Fatalf("log %s, tx %s in block %d", raw, h.Hex(), rc.BlockNumber)
 	}
-	// A block range is refused, as for geth a pending one is.
-	if r := w.call(t, "eth_subscribe", "logs", map[string]any{"fromBlock": "0x1"}); r.Error == nil || r.Error.Code != -32602 {
-		t.Fatalf("logs from block 1: %+v %s", r.Error, r.Result)
+	// A block range geth refuses is refused (toBlock before fromBlock), as is a pending one.
+	if r := w.call(t, "eth_subscribe", "logs", map[string]any{"fromBlock": "0x5", "toBlock": "0x1"}); r.Error == nil || r.Error.Code != -32602 || r.Error.Message != "invalid block range params" {
+		t.Fatalf("logs from block 5 to 1: %+v %s", r.Error, r.Result)
 	}
 	if r := w.call(t, "eth_subscribe", "newPendingTransactions"); r.Error == nil || r.Error.Code != -32601 || !strings.HasPrefix(r.Error.Message, "newPendingTransactions is not offered on this chain") {
 		t.Fatalf("newPendingTransactions: %+v", r.Error)

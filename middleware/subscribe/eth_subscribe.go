@@ -3,7 +3,10 @@ package subscribe
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"strconv"
+
+	"github.com/ethereum/go-ethereum/common/hexutil"
 
 	"github.com/web3gate/web3gate/feeds"
 	"github.com/web3gate/web3gate/proxy"
@@ -27,7 +30,10 @@ func (s *Stage) subscribe(c *proxy.Call) (*proxy.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	var crit *feeds.Criteria
+	var (
+		crit *feeds.Criteria
+		span blockRange
+	)
 	switch kind {
 	case kindNewHeads, kindSyncing:
 		if len(args) > 0 {
@@ -37,7 +43,7 @@ func (s *Stage) subscribe(c *proxy.Call) (*proxy.Response, error) {
 		if len(args) > 1 {
 			return nil, jsonrpc.ErrInvalidParams.With("too many arguments, want at most 2")
 		}
-		if crit, err = logsCriteria(args); err != nil {
+		if crit, span, err = logsCriteria(args); err != nil {
 			return nil, err
 		}
 	case kindPending:
@@ -61,7 +67,7 @@ func (s *Stage) subscribe(c *proxy.Call) (*proxy.Response, error) {
 	case kindNewHeads:
 		sub.OnEnd(feed.Subscribe(&headsSink{sub: sub}, false))
 	case kindLogs:
-		sub.OnEnd(feed.Subscribe(&logsSink{sub: sub, crit: crit}, true))
+		sub.OnEnd(feed.Subscribe(&logsSink{sub: sub, crit: crit, span: span}, true))
 	case kindSyncing:
 		sub.Notify(notSyncing) // sent after the answer: the socket holds it until then
 	}
@@ -86,33 +92,76 @@ func subscriptionArgs(params []byte) (string, []json.RawMessage, error) {
 	return kind, args[1:], nil
 }
 
-// logsCriteria reads the filter of a logs subscription (absent or null: every log). A
-// subscription delivers the logs of new blocks: a block range or hash is refused, as geth
-// refuses pending logs.
-func logsCriteria(args []json.RawMessage) (*feeds.Criteria, error) {
+// logsCriteria reads the filter of a logs subscription (absent or null: every log) and its
+// block range, as geth's SubscribeLogs does: fromBlock and toBlock absent or "latest" are no
+// bound, "earliest" is block 0, a number bounds the blocks whose logs are delivered (new
+// blocks only: a subscription never replays past ones); "pending" is refused, and so is any
+// other combination ("safe", "finalized", toBlock below fromBlock, a numbered toBlock after
+// a "latest" fromBlock). go-ethereum's ethclient.SubscribeFilterLogs (and so abigen's Watch
+// methods) sends fromBlock "0x0" and toBlock "latest" when the query has none. A blockHash is
+// refused: a subscription follows new blocks.
+func logsCriteria(args []json.RawMessage) (*feeds.Criteria, blockRange, error) {
+	all := blockRange{to: math.MaxUint64}
 	if len(args) == 0 || string(bytes.TrimSpace(args[0])) == "null" {
-		return &feeds.Criteria{}, nil
+		return &feeds.Criteria{}, all, nil
 	}
 	crit, err := feeds.ParseCriteria(args[0])
 	if err != nil {
-		return nil, err
-	}
-	for _, b := range []string{crit.FromBlock, crit.ToBlock} {
-		switch b {
-		case "", "latest":
-		case "pending":
-			return nil, jsonrpc.ErrInvalidParams.With("pending logs are not supported")
-		default:
-			return nil, errBlockRange
-		}
+		return nil, all, err
 	}
 	if crit.BlockHash != nil {
-		return nil, errBlockRange
+		return nil, all, errBlockRange
 	}
-	return crit, nil
+	from, err := rangeBound(crit.FromBlock)
+	if err != nil {
+		return nil, all, err
+	}
+	to, err := rangeBound(crit.ToBlock)
+	if err != nil {
+		return nil, all, err
+	}
+	switch {
+	case from == latest && to == latest:
+		return crit, all, nil
+	case from >= 0 && to >= 0 && to >= from:
+		return crit, blockRange{from: uint64(from), to: uint64(to)}, nil
+	case from >= 0 && to == latest:
+		return crit, blockRange{from: uint64(from), to: math.MaxUint64}, nil
+	}
+	return nil, all, errBlockRange
 }
 
-var errBlockRange = jsonrpc.ErrInvalidParams.With(`invalid block range params: a logs subscription delivers the logs of new blocks (fromBlock and toBlock may only be "latest", blockHash is refused); use eth_getLogs for past blocks`)
+// blockRange is the blocks whose logs a logs subscription delivers, from and to included.
+type blockRange struct{ from, to uint64 }
+
+// latest is "latest" (or absent) as rangeBound reads it; any other tag is below it.
+const latest = -2
+
+// rangeBound reads fromBlock or toBlock as geth's rpc.BlockNumber does for SubscribeLogs:
+// "" and "latest" are latest, "earliest" is 0, a hex number is itself, "safe" and
+// "finalized" are negative (an invalid range), "pending" is refused.
+func rangeBound(tag string) (int64, error) {
+	switch tag {
+	case "", "latest":
+		return latest, nil
+	case "earliest":
+		return 0, nil
+	case "pending":
+		return 0, errPendingLogs
+	case "safe", "finalized":
+		return -3, nil
+	}
+	n, err := hexutil.DecodeUint64(tag)
+	if err != nil || n > math.MaxInt64 {
+		return 0, errBlockRange // ParseCriteria has checked it as geth does: not reached
+	}
+	return int64(n), nil
+}
+
+var (
+	errBlockRange  = jsonrpc.ErrInvalidParams.With("invalid block range params")
+	errPendingLogs = jsonrpc.ErrInvalidParams.With("pending logs are not supported")
+)
 
 // clip bounds a client's string before it goes into a message.
 func clip(s string) string {

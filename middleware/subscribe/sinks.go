@@ -23,18 +23,22 @@ func (h *headsSink) Deliver(ev feeds.Event) {
 	h.sub.Notify(ev.Block.Header)
 }
 
-// logsSink delivers a logs subscription: each log of a new block that matches, then, on a
-// reorg, the logs of the blocks that left the chain again with "removed": true (the feed
-// sends those first, oldest block first), as geth does.
+// logsSink delivers a logs subscription: each log of a new block within span that matches,
+// then, on a reorg, the logs of the blocks that left the chain again with "removed": true
+// (the feed sends those first, oldest block first), as geth does.
 type logsSink struct {
 	sub  proxy.Subscription
 	crit *feeds.Criteria
+	span blockRange
 }
 
 var _ feeds.Sink = (*logsSink)(nil)
 
 // Deliver implements feeds.Sink.
 func (l *logsSink) Deliver(ev feeds.Event) {
+	if n := ev.Block.Number; n < l.span.from || n > l.span.to {
+		return
+	}
 	logs := ev.Block.Logs
 	for i := range logs {
 		if !l.crit.Match(&logs[i]) {

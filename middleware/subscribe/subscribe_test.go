@@ -1,6 +1,10 @@
 package subscribe
 
 import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -94,8 +98,15 @@ func TestSubscribeErrors(t *testing.T) {
 			`no "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa…" subscription in eth namespace`},
 		{"newHeads with an argument", "eth_subscribe", `["newHeads",{}]`, -32602, "too many arguments, want at most 1"},
 		{"logs with two arguments", "eth_subscribe", `["logs",{},{}]`, -32602, "too many arguments, want at most 2"},
-		{"logs from a block", "eth_subscribe", `["logs",{"fromBlock":"0x1"}]`, -32602, errBlockRange.Message},
-		{"logs to a block", "eth_subscribe", `["logs",{"toBlock":"earliest"}]`, -32602, errBlockRange.Message},
+		{"logs from latest to a block", "eth_subscribe", `["logs",{"toBlock":"0x1"}]`, -32602, "invalid block range params"},
+		{"logs to a block before from", "eth_subscribe", `["logs",{"fromBlock":"0x5","toBlock":"0x1"}]`, -32602, "invalid block range params"},
+		{"logs from safe", "eth_subscribe", `["logs",{"fromBlock":"safe"}]`, -32602, "invalid block range params"},
+		{"logs to finalized", "eth_subscribe", `["logs",{"fromBlock":"0x1","toBlock":"finalized"}]`, -32602, "invalid block range params"},
+		{"logs of a block hash", "eth_subscribe", `["logs",{"blockHash":"0x0000000000000000000000000000000000000000000000000000000000000001"}]`, -32602, "invalid block range params"},
+		// Ranges geth accepts pass on to the feed (none here); the first is go-ethereum's
+		// ethclient.SubscribeFilterLogs of a query without a range.
+		{"logs as ethclient subscribes", "eth_subscribe", `["logs",{"fromBlock":"0x0","toBlock":"latest"}]`, -32601, "notifications are not offered on chain 1"},
+		{"logs from earliest to a block", "eth_subscribe", `["logs",{"fromBlock":"earliest","toBlock":"0x9"}]`, -32601, "notifications are not offered on chain 1"},
 		{"logs pending", "eth_subscribe", `["logs",{"fromBlock":"pending"}]`, -32602, "pending logs are not supported"},
 		{"pending transactions", "eth_subscribe", `["newPendingTransactions"]`, -32601, errPendingNotOffered.Message},
 		{"newHeads without a feed", "eth_subscribe", `["newHeads"]`, -32601, "notifications are not offered on chain 1"},
@@ -151,5 +162,40 @@ func TestSyncingAndUnsubscribe(t *testing.T) {
 	}
 	if _, err := serve(s, sock, "eth_unsubscribe", `["0x1"]`); err == nil || err.(*jsonrpc.Error).Code != -32000 || err.Error() != "subscription not found" {
 		t.Fatalf("eth_unsubscribe again: %v, want -32000 subscription not found", err)
+	}
+}
+
+// TestLogsRange: a logs subscription's fromBlock and toBlock read as geth reads them, and the
+// sink delivers the logs of the blocks within them only (new and removed alike).
+func TestLogsRange(t *testing.T) {
+	for _, tc := range []struct {
+		filter   string
+		from, to uint64
+	}{
+		{`{}`, 0, math.MaxUint64},
+		{`{"fromBlock":"latest","toBlock":"latest"}`, 0, math.MaxUint64},
+		{`{"fromBlock":"0x0","toBlock":"latest"}`, 0, math.MaxUint64},
+		{`{"fromBlock":"0x2"}`, 2, math.MaxUint64},
+		{`{"fromBlock":"earliest","toBlock":"0x3"}`, 0, 3},
+		{`{"fromBlock":"0x2","toBlock":"0x3"}`, 2, 3},
+	} {
+		_, span, err := logsCriteria([]json.RawMessage{json.RawMessage(tc.filter)})
+		if err != nil || span != (blockRange{tc.from, tc.to}) {
+			t.Errorf("%s: range %+v, %v; want %d..%d", tc.filter, span, err, tc.from, tc.to)
+		}
+	}
+	sub := &fakeSub{}
+	sink := &logsSink{sub: sub, crit: &feeds.Criteria{}, span: blockRange{2, 3}}
+	for n := uint64(1); n <= 4; n++ {
+		for _, removed := range []bool{false, true} {
+			b := &feeds.Block{Number: n, HasLogs: true, Logs: []feeds.Log{{
+				Raw: []byte(fmt.Sprintf(`{"n":%d}`, n)), RawRemoved: []byte(fmt.Sprintf(`{"n":%d,"removed":true}`, n)),
+			}}}
+			sink.Deliver(feeds.Event{Block: b, Removed: removed})
+		}
+	}
+	want := []string{`{"n":2}`, `{"n":2,"removed":true}`, `{"n":3}`, `{"n":3,"removed":true}`}
+	if !slices.Equal(sub.notes, want) {
+		t.Fatalf("delivered %v, want %v", sub.notes, want)
 	}
 }
