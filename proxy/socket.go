@@ -284,7 +284,7 @@ func (k *socket) queueAnswer(ex *Exchange, out *[]byte) {
 			k.srv.putBuf(out)
 			return
 		}
-		k.queue = append(k.queue, outMsg{body: *out, buf: out})
+		k.queue = append(k.ss.queues.grow(k.queue, 1), outMsg{body: *out, buf: out})
 		k.queued++
 	}
 	if ex != nil {
@@ -294,7 +294,7 @@ func (k *socket) queueAnswer(ex *Exchange, out *[]byte) {
 				kept = append(kept, s)
 				continue
 			}
-			k.queue = append(k.queue, s.held...)
+			k.queue = append(k.ss.queues.grow(k.queue, len(s.held)), s.held...)
 			s.held, s.ex = nil, nil
 		}
 		clear(k.pending[len(kept):])
@@ -306,25 +306,32 @@ func (k *socket) queueAnswer(ex *Exchange, out *[]byte) {
 	k.mu.Unlock()
 }
 
-// notify queues a notification of s (see Subscription.Notify).
-func (k *socket) notify(s *subscription, result []byte) {
+// notify queues the notifications of s with results, in order (see Subscription.Notify and
+// NotifyAll). Over the queue's limit, the socket is closed (a slow consumer) and none of
+// them is queued: the close drops what is queued anyway.
+func (k *socket) notify(s *subscription, results ...[]byte) {
 	k.mu.Lock()
 	if s.ended || k.state != sockOpen {
 		k.mu.Unlock()
 		return
 	}
-	if k.queued >= k.ss.cfg.QueueSize {
+	if k.queued+len(results) > k.ss.cfg.QueueSize {
 		k.overflowLocked()
 		return
 	}
-	m := outMsg{prefix: s.prefix, body: result}
-	k.queued++
+	k.queued += len(results)
 	if s.ex != nil {
-		s.held = append(s.held, m)
+		for _, r := range results {
+			s.held = append(s.held, outMsg{prefix: s.prefix, body: r})
+		}
 		k.mu.Unlock()
 		return
 	}
-	k.queue = append(k.queue, m)
+	q := k.ss.queues.grow(k.queue, len(results))
+	for _, r := range results {
+		q = append(q, outMsg{prefix: s.prefix, body: r})
+	}
+	k.queue = q
 	k.startWriterLocked()
 	k.mu.Unlock()
 }
@@ -454,6 +461,12 @@ func (k *socket) write() {
 				k.writing = false
 				if cap(batch) <= maxSpare {
 					k.spare = batch[:0]
+				} else {
+					k.ss.queues.put(batch)
+				}
+				if cap(k.queue) > maxSpare {
+					k.ss.queues.put(k.queue)
+					k.queue = nil
 				}
 				k.mu.Unlock()
 				return
@@ -482,106 +495,90 @@ func (k *socket) takeSpare() []outMsg {
 	return s
 }
 
-// writeBatch writes the messages of batch, several in one write to the connection (see
-// batchConn); false when the connection broke.
+// writeBatch writes the messages of batch, their frames built in one buffer of
+// socketSet.fbufs and sent in one write (several when they outgrow it); false when the
+// connection broke. The connection's mutex is held meanwhile: the pings and pongs the
+// websocket.Conn writes go between the writes, never inside a frame. Once the queue is
+// dropped (dropping), what is not yet sent is abandoned, at a frame's boundary.
 func (k *socket) writeBatch(batch []outMsg) bool {
-	if len(batch) < 2 || k.bc == nil {
-		return k.writeEach(batch)
-	}
-	k.bc.gather()
-	ok := k.writeEach(batch)
-	if err := k.bc.flush(); err != nil {
-		ok = false
-	}
-	return ok
-}
-
-// writeEach writes the messages of batch one by one; false when the connection broke.
-func (k *socket) writeEach(batch []outMsg) bool {
-	written := 0
-	defer func() { k.srv.metrics.wsOut.Add(float64(written)) }()
+	size := 0
 	for i := range batch {
-		m := &batch[i]
-		if k.dropping.Load() {
-			k.release(batch[i:])
-			return true
+		size += batch[i].frameLen()
+	}
+	buf := k.ss.fbufs.get(size)
+	c := k.bc
+	c.mu.Lock()
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(k.ss.cfg.WriteTimeout))
+	b := (*buf)[:0]
+	written, broken := 0, false
+	// write writes p; false once the connection broke.
+	write := func(p []byte) bool {
+		if _, err := c.Conn.Write(p); err != nil {
+			broken = true
 		}
-		_ = k.conn.SetWriteDeadline(time.Now().Add(k.ss.cfg.WriteTimeout))
-		var err error
-		if m.prefix == nil {
-			err = k.conn.WriteMessage(websocket.TextMessage, m.body)
-			k.srv.putBuf(m.buf)
-		} else {
-			b := k.srv.getBuf()
-			*b = append(append(append((*b)[:0], m.prefix...), m.body...), notificationEnd...)
-			err = k.conn.WriteMessage(websocket.TextMessage, *b)
-			k.srv.putBuf(b)
-		}
-		if err != nil {
-			k.release(batch[i+1:])
+		return !broken
+	}
+	// send writes what b holds, whole frames; false once the connection broke or the queue
+	// was dropped.
+	send := func() bool {
+		if k.dropping.Load() || (len(b) > 0 && !write(b)) {
 			return false
+		}
+		b = b[:0]
+		return true
+	}
+	i := 0
+	for ; i < len(batch); i++ {
+		m := &batch[i]
+		n := m.payloadLen()
+		if len(b)+frameHeaderLen(n)+n > cap(b) && !send() {
+			break
+		}
+		b = appendFrameHeader(b, n)
+		if m.prefix != nil {
+			b = append(b, m.prefix...)
+		}
+		if len(b)+n <= cap(b) {
+			b = append(b, m.body...)
+			if m.prefix != nil {
+				b = append(b, notificationEnd...)
+			}
+		} else {
+			// Longer than the buffer: the frame's start is sent, then the rest from where
+			// it is (once the frame's start is out, its end follows).
+			if !send() || !write(m.body) || (m.prefix != nil && !write(notificationEnd)) {
+				break
+			}
+		}
+		if m.buf != nil {
+			k.srv.putBuf(m.buf)
 		}
 		written++
 	}
-	return true
+	if i == len(batch) {
+		send()
+	} else {
+		k.release(batch[i:])
+	}
+	c.mu.Unlock()
+	*buf = b
+	k.ss.fbufs.put(buf)
+	k.srv.metrics.wsOut.Add(float64(written))
+	return !broken
 }
 
-// batchConn is a socket's connection as its websocket.Conn writes to it. While the writer
-// writes a batch of messages (gather, then flush), their frames are gathered, up to
-// maxGather bytes, and leave in one write rather than one each: a socket with many
-// subscriptions gets a block's notifications in one system call. Every write to the
-// connection goes through mu (the connection takes one writer at a time), the pings and
-// pongs the websocket.Conn writes meanwhile too (gathered between whole frames).
+// batchConn is a socket's connection as its websocket.Conn writes to it (the upgrade's
+// answer, the control frames): every write to the connection goes through mu, which the
+// socket's writer holds while it writes its frames (see writeBatch).
 type batchConn struct {
 	net.Conn
-	srv *Server
-	mu  sync.Mutex
-	buf *[]byte // gathering while not nil: a buffer of getBuf
+	mu sync.Mutex
 }
-
-// maxGather is the most a batchConn gathers before it writes.
-const maxGather = 64 << 10
 
 func (c *batchConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.buf == nil {
-		return c.Conn.Write(p)
-	}
-	*c.buf = append(*c.buf, p...)
-	if len(*c.buf) >= maxGather {
-		if err := c.flushLocked(); err != nil {
-			return 0, err
-		}
-	}
-	return len(p), nil
-}
-
-// gather starts gathering the writes.
-func (c *batchConn) gather() {
-	c.mu.Lock()
-	c.buf = c.srv.getBuf()
-	*c.buf = (*c.buf)[:0]
-	c.mu.Unlock()
-}
-
-// flush writes what was gathered and stops gathering.
-func (c *batchConn) flush() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	err := c.flushLocked()
-	c.srv.putBuf(c.buf)
-	c.buf = nil
-	return err
-}
-
-func (c *batchConn) flushLocked() error {
-	if len(*c.buf) == 0 {
-		return nil
-	}
-	_, err := c.Conn.Write(*c.buf)
-	*c.buf = (*c.buf)[:0]
-	return err
+	return c.Conn.Write(p)
 }
 
 // release gives back the buffers of messages that will not be written.
@@ -785,6 +782,12 @@ var _ Subscription = (*subscription)(nil)
 func (s *subscription) ID() string { return s.id }
 
 func (s *subscription) Notify(result []byte) { s.k.notify(s, result) }
+
+func (s *subscription) NotifyAll(results [][]byte) {
+	if len(results) > 0 {
+		s.k.notify(s, results...)
+	}
+}
 
 func (s *subscription) OnEnd(stop func()) {
 	s.k.mu.Lock()

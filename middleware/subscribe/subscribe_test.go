@@ -25,7 +25,12 @@ type fakeSub struct {
 
 func (s *fakeSub) ID() string           { return s.id }
 func (s *fakeSub) Notify(result []byte) { s.notes = append(s.notes, string(result)) }
-func (s *fakeSub) OnEnd(stop func())    { s.stop = stop }
+func (s *fakeSub) NotifyAll(results [][]byte) {
+	for _, r := range results {
+		s.Notify(r)
+	}
+}
+func (s *fakeSub) OnEnd(stop func()) { s.stop = stop }
 
 func (f *fakeSocket) Subscribe(_ *proxy.Call, kind string) (proxy.Subscription, error) {
 	if len(f.subs) >= f.limit {
