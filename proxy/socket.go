@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -435,24 +436,50 @@ func (k *socket) dropQueueLocked() {
 	k.dropping.Store(true)
 }
 
-// startWriterLocked starts the writer unless it runs, with k.mu held.
+// startWriterLocked starts the writer unless it runs, with k.mu held: a turn on one of the
+// socket set's writer workers (see writers), or, for a connection that cannot be written
+// without waiting, a goroutine of its own.
 func (k *socket) startWriterLocked() {
 	if k.writing || k.conn == nil {
 		return
 	}
 	k.writing = true
 	k.ss.wg.Add(1)
-	go k.write()
+	if k.bc.try == nil {
+		go k.write()
+		return
+	}
+	k.ss.writers.add(k)
 }
 
 // maxSpare is the largest queue array a socket keeps while it has nothing to write.
 const maxSpare = 64
 
-// write writes what is queued, in order, then the close frame once the socket is closing,
-// and ends when nothing is left.
+// write is the socket's writer on a goroutine of its own.
 func (k *socket) write() {
 	defer k.ss.wg.Done()
-	batch := k.takeSpare()
+	k.writeQueued(k.takeSpare(), false)
+}
+
+// goWrite goes on with the writer on a goroutine of its own: a worker's turn hands it over
+// when a write would wait. first, when not nil, runs first (the rest of the write that
+// would have waited).
+func (k *socket) goWrite(batch []outMsg, first func() bool) {
+	go func() {
+		defer k.ss.wg.Done()
+		if first != nil && !first() {
+			_ = k.conn.NetConn().Close() // broken: the reader ends, and with it the socket
+		}
+		clear(batch)
+		k.writeQueued(batch, false)
+	}()
+}
+
+// writeQueued writes what is queued, in order (batch is the writer's other queue array),
+// then the close frame once the socket is closing, until nothing is left. On a worker's
+// turn (worker), it writes only what the connection takes without waiting, and hands the
+// rest over to a goroutine of its own (goWrite): it reports whether it did.
+func (k *socket) writeQueued(batch []outMsg, worker bool) (handed bool) {
 	for {
 		k.mu.Lock()
 		if len(k.queue) == 0 {
@@ -469,7 +496,12 @@ func (k *socket) write() {
 					k.queue = nil
 				}
 				k.mu.Unlock()
-				return
+				return false
+			}
+			if worker {
+				k.mu.Unlock()
+				k.goWrite(batch, nil)
+				return true
 			}
 			k.closeSent = true
 			k.mu.Unlock()
@@ -479,10 +511,123 @@ func (k *socket) write() {
 		batch, k.queue = k.queue, batch[:0]
 		k.queued -= len(batch)
 		k.mu.Unlock()
-		if !k.writeBatch(batch) {
+		ok := true
+		if worker {
+			if ok, handed = k.tryBatch(batch); handed {
+				return true
+			}
+		} else {
+			ok = k.writeBatch(batch)
+		}
+		if !ok {
 			_ = k.conn.NetConn().Close() // broken: the reader ends, and with it the socket
 		}
 		clear(batch)
+	}
+}
+
+// tryBatch is writeBatch on a worker's turn: the frames of batch, built in one buffer, are
+// written as far as the connection takes them at once; the rest of the write, or all of
+// batch when its frames outgrow the largest buffer or another write holds the connection,
+// is handed over to a goroutine of the socket's own (handed), which goes on writing.
+func (k *socket) tryBatch(batch []outMsg) (ok, handed bool) {
+	size := 0
+	for i := range batch {
+		size += batch[i].frameLen()
+	}
+	c := k.bc
+	if size > maxFrameBuf || !c.mu.TryLock() {
+		k.goWrite(batch, func() bool { return k.writeBatch(batch) })
+		return true, true
+	}
+	if k.dropping.Load() {
+		c.mu.Unlock()
+		k.release(batch)
+		return true, false
+	}
+	buf := k.ss.fbufs.get(size)
+	b := (*buf)[:0]
+	for i := range batch {
+		m := &batch[i]
+		b = appendFrameHeader(b, m.payloadLen())
+		if m.prefix != nil {
+			b = append(b, m.prefix...)
+		}
+		b = append(b, m.body...)
+		if m.prefix != nil {
+			b = append(b, notificationEnd...)
+		}
+		if m.buf != nil {
+			k.srv.putBuf(m.buf)
+		}
+	}
+	*buf = b
+	k.srv.metrics.wsOut.Add(float64(len(batch)))
+	// No deadline for a write that does not wait (and none left over from the last one
+	// that did, which the watchdog may have enforced since).
+	_ = c.Conn.SetWriteDeadline(time.Time{})
+	n, err := c.try(b)
+	if err != nil || n == len(b) {
+		c.mu.Unlock()
+		k.ss.fbufs.put(buf)
+		return err == nil, false
+	}
+	// The connection takes no more now: a goroutine of the socket's own writes the rest,
+	// waiting for room (up to the write timeout), and releases the connection.
+	k.goWrite(batch, func() bool {
+		defer c.mu.Unlock()
+		defer k.ss.fbufs.put(buf)
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(k.ss.cfg.WriteTimeout))
+		_, err := c.Conn.Write(b[n:])
+		return err == nil
+	})
+	return true, true
+}
+
+// writers run the writers of the sockets of a set on a few worker goroutines, as many as
+// GOMAXPROCS at most, started while sockets wait for their turn: a socket whose queue
+// was empty gets a turn (writeQueued on a worker), in the order they asked, rather than a
+// goroutine of its own each time (which a block's notifications would start for every
+// subscriber). A turn never waits on a connection: a write that would wait is handed over
+// to a goroutine of the socket's own (see tryBatch).
+type writers struct {
+	mu      sync.Mutex
+	ready   []*socket // waiting for their turn, from head on
+	head    int
+	workers int // running
+}
+
+// add gives k a turn, and starts a worker unless enough run.
+func (w *writers) add(k *socket) {
+	w.mu.Lock()
+	w.ready = append(w.ready, k)
+	start := w.workers < runtime.GOMAXPROCS(0)
+	if start {
+		w.workers++
+	}
+	w.mu.Unlock()
+	if start {
+		go w.work()
+	}
+}
+
+// work is a worker: it runs the turns until no socket waits.
+func (w *writers) work() {
+	for {
+		w.mu.Lock()
+		if w.head == len(w.ready) {
+			w.ready, w.head = w.ready[:0], 0
+			w.workers--
+			w.mu.Unlock()
+			return
+		}
+		k := w.ready[w.head]
+		w.ready[w.head] = nil
+		w.head++
+		w.mu.Unlock()
+		if !k.writeQueued(k.takeSpare(), true) {
+			k.ss.wg.Done()
+		}
 	}
 }
 
@@ -573,6 +718,9 @@ func (k *socket) writeBatch(batch []outMsg) bool {
 type batchConn struct {
 	net.Conn
 	mu sync.Mutex
+	// try writes without waiting (see rawconn.Conn.TryWrite); nil when the connection
+	// cannot.
+	try func(p []byte) (int, error)
 }
 
 func (c *batchConn) Write(p []byte) (int, error) {

@@ -263,6 +263,11 @@ func (s *Server) startSocket(hc net.Conn, up *upgrade) {
 		_, _ = br.Peek(len(pre)) // buffered: the upgrader reads them first
 	}
 	bc := &batchConn{Conn: conn}
+	if wc, ok := conn.(*watchedConn); ok {
+		if t, ok := wc.Conn.(interface{ TryWrite([]byte) (int, error) }); ok {
+			bc.try = t.TryWrite
+		}
+	}
 	w := &hijackWriter{conn: bc, brw: bufio.NewReadWriter(br, bufio.NewWriterSize(bc, 16))}
 	req := &http.Request{Method: http.MethodGet, Header: http.Header{
 		"Connection":            {"Upgrade"},
@@ -341,6 +346,7 @@ type socketSet struct {
 	wbufs    wsBufferPool // websocket.Conn's, which the sockets' writers do not use (frames.go)
 	fbufs    frameBufs    // the writers' frame buffers
 	queues   queueArrays  // the sockets' long queue arrays
+	writers  writers      // the sockets' writers' turns
 	metrics  *metrics
 
 	mu        sync.Mutex
