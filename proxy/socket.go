@@ -458,7 +458,7 @@ const maxSpare = 64
 // write is the socket's writer on a goroutine of its own.
 func (k *socket) write() {
 	defer k.ss.wg.Done()
-	k.writeQueued(k.takeSpare(), false)
+	k.writeQueued(nil, false)
 }
 
 // goWrite goes on with the writer on a goroutine of its own: a worker's turn hands it over
@@ -475,13 +475,17 @@ func (k *socket) goWrite(batch []outMsg, first func() bool) {
 	}()
 }
 
-// writeQueued writes what is queued, in order (batch is the writer's other queue array),
-// then the close frame once the socket is closing, until nothing is left. On a worker's
+// writeQueued writes what is queued, in order (batch is the writer's other queue array; nil:
+// the socket's spare one), then the close frame once the socket is closing, until nothing
+// is left. On a worker's
 // turn (worker), it writes only what the connection takes without waiting, and hands the
 // rest over to a goroutine of its own (goWrite): it reports whether it did.
 func (k *socket) writeQueued(batch []outMsg, worker bool) (handed bool) {
 	for {
 		k.mu.Lock()
+		if batch == nil {
+			batch, k.spare = k.spare, nil
+		}
 		if len(k.queue) == 0 {
 			frame := k.closeFrame
 			if frame == nil || k.closeSent {
@@ -625,19 +629,10 @@ func (w *writers) work() {
 		w.ready[w.head] = nil
 		w.head++
 		w.mu.Unlock()
-		if !k.writeQueued(k.takeSpare(), true) {
+		if !k.writeQueued(nil, true) {
 			k.ss.wg.Done()
 		}
 	}
-}
-
-// takeSpare takes the socket's spare queue array.
-func (k *socket) takeSpare() []outMsg {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	s := k.spare
-	k.spare = nil
-	return s
 }
 
 // writeBatch writes the messages of batch, their frames built in one buffer of
