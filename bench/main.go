@@ -134,6 +134,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.ws.logs, "ws-logs", 1_000, "(w): logs subscribers, one socket each")
 	fs.IntVar(&o.ws.blocks, "ws-blocks", 20, "(w): measured blocks a round")
 	fs.IntVar(&o.ws.warmups, "ws-warmup", 2, "(w): unmeasured blocks a round before the measured ones")
+	fs.BoolVar(&o.ws.noAnvil, "ws-no-anvil", false, "(w) alone, without (w0), the anvil reference: for quick iterations")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

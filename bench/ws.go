@@ -93,6 +93,7 @@ const (
 type wsOptions struct {
 	heads, logs     int // sockets of each kind
 	blocks, warmups int
+	noAnvil         bool // (w) alone, for quick iterations: no (w0) reference
 }
 
 func (o wsOptions) sockets() int { return o.heads + o.logs }
@@ -166,6 +167,9 @@ func measureWS(ctx context.Context, cs *children, cfg runConfig, env signEnv, an
 	for r := range cfg.rounds {
 		rd := map[string]*wsSample{}
 		for _, k := range wsOrder(r) {
+			if k == "w0" && o.noAnvil {
+				continue
+			}
 			roundDir := filepath.Join(dir, fmt.Sprintf("round%d-%s", r+1, k))
 			if err := os.Mkdir(roundDir, 0o700); err != nil {
 				return run, err

@@ -52,7 +52,8 @@ type WebSocketConfig struct {
 	// QueueSize bounds the messages (answers and notifications) queued for one socket and not
 	// yet written; a socket whose queue is full is closed (1008, slow consumer).
 	QueueSize int `yaml:"queueSize"`
-	// WriteTimeout bounds the write of a message to the socket.
+	// WriteTimeout bounds a write to the socket that has to wait for room: what is queued, up
+	// to 128 KiB of messages (or one longer message).
 	WriteTimeout time.Duration `yaml:"writeTimeout"`
 	// PingInterval is how often the server pings; a peer from which nothing arrives (not even
 	// a pong) within twice this is closed.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -284,7 +285,7 @@ func (k *socket) queueAnswer(ex *Exchange, out *[]byte) {
 			k.srv.putBuf(out)
 			return
 		}
-		k.queue = append(k.queue, outMsg{body: *out, buf: out})
+		k.queue = append(k.ss.queues.grow(k.queue, 1), outMsg{body: *out, buf: out})
 		k.queued++
 	}
 	if ex != nil {
@@ -294,7 +295,7 @@ func (k *socket) queueAnswer(ex *Exchange, out *[]byte) {
 				kept = append(kept, s)
 				continue
 			}
-			k.queue = append(k.queue, s.held...)
+			k.queue = append(k.ss.queues.grow(k.queue, len(s.held)), s.held...)
 			s.held, s.ex = nil, nil
 		}
 		clear(k.pending[len(kept):])
@@ -306,25 +307,32 @@ func (k *socket) queueAnswer(ex *Exchange, out *[]byte) {
 	k.mu.Unlock()
 }
 
-// notify queues a notification of s (see Subscription.Notify).
-func (k *socket) notify(s *subscription, result []byte) {
+// notify queues the notifications of s with results, in order (see Subscription.Notify and
+// NotifyAll). Over the queue's limit, the socket is closed (a slow consumer) and none of
+// them is queued: the close drops what is queued anyway.
+func (k *socket) notify(s *subscription, results ...[]byte) {
 	k.mu.Lock()
 	if s.ended || k.state != sockOpen {
 		k.mu.Unlock()
 		return
 	}
-	if k.queued >= k.ss.cfg.QueueSize {
+	if k.queued+len(results) > k.ss.cfg.QueueSize {
 		k.overflowLocked()
 		return
 	}
-	m := outMsg{prefix: s.prefix, body: result}
-	k.queued++
+	k.queued += len(results)
 	if s.ex != nil {
-		s.held = append(s.held, m)
+		for _, r := range results {
+			s.held = append(s.held, outMsg{prefix: s.prefix, body: r})
+		}
 		k.mu.Unlock()
 		return
 	}
-	k.queue = append(k.queue, m)
+	q := k.ss.queues.grow(k.queue, len(results))
+	for _, r := range results {
+		q = append(q, outMsg{prefix: s.prefix, body: r})
+	}
+	k.queue = q
 	k.startWriterLocked()
 	k.mu.Unlock()
 }
@@ -428,35 +436,76 @@ func (k *socket) dropQueueLocked() {
 	k.dropping.Store(true)
 }
 
-// startWriterLocked starts the writer unless it runs, with k.mu held.
+// startWriterLocked starts the writer unless it runs, with k.mu held: a turn on one of the
+// socket set's writer workers (see writers), or, for a connection that cannot be written
+// without waiting, a goroutine of its own.
 func (k *socket) startWriterLocked() {
 	if k.writing || k.conn == nil {
 		return
 	}
 	k.writing = true
 	k.ss.wg.Add(1)
-	go k.write()
+	if k.bc.try == nil {
+		go k.write()
+		return
+	}
+	k.ss.writers.add(k)
 }
 
 // maxSpare is the largest queue array a socket keeps while it has nothing to write.
 const maxSpare = 64
 
-// write writes what is queued, in order, then the close frame once the socket is closing,
-// and ends when nothing is left.
+// write is the socket's writer on a goroutine of its own.
 func (k *socket) write() {
 	defer k.ss.wg.Done()
-	batch := k.takeSpare()
+	k.writeQueued(nil, false)
+}
+
+// goWrite goes on with the writer on a goroutine of its own: a worker's turn hands it over
+// when a write would wait. first, when not nil, runs first (the rest of the write that
+// would have waited).
+func (k *socket) goWrite(batch []outMsg, first func() bool) {
+	go func() {
+		defer k.ss.wg.Done()
+		if first != nil && !first() {
+			_ = k.conn.NetConn().Close() // broken: the reader ends, and with it the socket
+		}
+		clear(batch)
+		k.writeQueued(batch, false)
+	}()
+}
+
+// writeQueued writes what is queued, in order (batch is the writer's other queue array; nil:
+// the socket's spare one), then the close frame once the socket is closing, until nothing
+// is left. On a worker's
+// turn (worker), it writes only what the connection takes without waiting, and hands the
+// rest over to a goroutine of its own (goWrite): it reports whether it did.
+func (k *socket) writeQueued(batch []outMsg, worker bool) (handed bool) {
 	for {
 		k.mu.Lock()
+		if batch == nil {
+			batch, k.spare = k.spare, nil
+		}
 		if len(k.queue) == 0 {
 			frame := k.closeFrame
 			if frame == nil || k.closeSent {
 				k.writing = false
 				if cap(batch) <= maxSpare {
 					k.spare = batch[:0]
+				} else {
+					k.ss.queues.put(batch)
+				}
+				if cap(k.queue) > maxSpare {
+					k.ss.queues.put(k.queue)
+					k.queue = nil
 				}
 				k.mu.Unlock()
-				return
+				return false
+			}
+			if worker {
+				k.mu.Unlock()
+				k.goWrite(batch, nil)
+				return true
 			}
 			k.closeSent = true
 			k.mu.Unlock()
@@ -466,122 +515,213 @@ func (k *socket) write() {
 		batch, k.queue = k.queue, batch[:0]
 		k.queued -= len(batch)
 		k.mu.Unlock()
-		if !k.writeBatch(batch) {
+		ok := true
+		if worker {
+			if ok, handed = k.tryBatch(batch); handed {
+				return true
+			}
+		} else {
+			ok = k.writeBatch(batch)
+		}
+		if !ok {
 			_ = k.conn.NetConn().Close() // broken: the reader ends, and with it the socket
 		}
 		clear(batch)
 	}
 }
 
-// takeSpare takes the socket's spare queue array.
-func (k *socket) takeSpare() []outMsg {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	s := k.spare
-	k.spare = nil
-	return s
-}
-
-// writeBatch writes the messages of batch, several in one write to the connection (see
-// batchConn); false when the connection broke.
-func (k *socket) writeBatch(batch []outMsg) bool {
-	if len(batch) < 2 || k.bc == nil {
-		return k.writeEach(batch)
+// tryBatch is writeBatch on a worker's turn: the frames of batch, built in one buffer, are
+// written as far as the connection takes them at once; the rest of the write, or all of
+// batch when its frames outgrow the largest buffer or another write holds the connection,
+// is handed over to a goroutine of the socket's own (handed), which goes on writing.
+func (k *socket) tryBatch(batch []outMsg) (ok, handed bool) {
+	size := 0
+	for i := range batch {
+		size += batch[i].frameLen()
 	}
-	k.bc.gather()
-	ok := k.writeEach(batch)
-	if err := k.bc.flush(); err != nil {
-		ok = false
+	c := k.bc
+	if size > maxFrameBuf || !c.mu.TryLock() {
+		k.goWrite(batch, func() bool { return k.writeBatch(batch) })
+		return true, true
 	}
-	return ok
-}
-
-// writeEach writes the messages of batch one by one; false when the connection broke.
-func (k *socket) writeEach(batch []outMsg) bool {
-	written := 0
-	defer func() { k.srv.metrics.wsOut.Add(float64(written)) }()
+	if k.dropping.Load() {
+		c.mu.Unlock()
+		k.release(batch)
+		return true, false
+	}
+	buf := k.ss.fbufs.get(size)
+	b := (*buf)[:0]
 	for i := range batch {
 		m := &batch[i]
-		if k.dropping.Load() {
-			k.release(batch[i:])
-			return true
+		b = appendFrameHeader(b, m.payloadLen())
+		if m.prefix != nil {
+			b = append(b, m.prefix...)
 		}
-		_ = k.conn.SetWriteDeadline(time.Now().Add(k.ss.cfg.WriteTimeout))
-		var err error
-		if m.prefix == nil {
-			err = k.conn.WriteMessage(websocket.TextMessage, m.body)
+		b = append(b, m.body...)
+		if m.prefix != nil {
+			b = append(b, notificationEnd...)
+		}
+		if m.buf != nil {
 			k.srv.putBuf(m.buf)
-		} else {
-			b := k.srv.getBuf()
-			*b = append(append(append((*b)[:0], m.prefix...), m.body...), notificationEnd...)
-			err = k.conn.WriteMessage(websocket.TextMessage, *b)
-			k.srv.putBuf(b)
 		}
-		if err != nil {
-			k.release(batch[i+1:])
+	}
+	*buf = b
+	k.srv.metrics.wsOut.Add(float64(len(batch)))
+	// No deadline for a write that does not wait (and none left over from the last one
+	// that did, which the watchdog may have enforced since).
+	_ = c.Conn.SetWriteDeadline(time.Time{})
+	n, err := c.try(b)
+	if err != nil || n == len(b) {
+		c.mu.Unlock()
+		k.ss.fbufs.put(buf)
+		return err == nil, false
+	}
+	// The connection takes no more now: a goroutine of the socket's own writes the rest,
+	// waiting for room (up to the write timeout), and releases the connection.
+	k.goWrite(batch, func() bool {
+		defer c.mu.Unlock()
+		defer k.ss.fbufs.put(buf)
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(k.ss.cfg.WriteTimeout))
+		_, err := c.Conn.Write(b[n:])
+		return err == nil
+	})
+	return true, true
+}
+
+// writers run the writers of the sockets of a set on a few worker goroutines, as many as
+// GOMAXPROCS at most, started while sockets wait for their turn: a socket whose queue
+// was empty gets a turn (writeQueued on a worker), in the order they asked, rather than a
+// goroutine of its own each time (which a block's notifications would start for every
+// subscriber). A turn never waits on a connection: a write that would wait is handed over
+// to a goroutine of the socket's own (see tryBatch).
+type writers struct {
+	mu      sync.Mutex
+	ready   []*socket // waiting for their turn, from head on
+	head    int
+	workers int // running
+}
+
+// add gives k a turn, and starts a worker unless enough run.
+func (w *writers) add(k *socket) {
+	w.mu.Lock()
+	w.ready = append(w.ready, k)
+	start := w.workers < runtime.GOMAXPROCS(0)
+	if start {
+		w.workers++
+	}
+	w.mu.Unlock()
+	if start {
+		go w.work()
+	}
+}
+
+// work is a worker: it runs the turns until no socket waits.
+func (w *writers) work() {
+	for {
+		w.mu.Lock()
+		if w.head == len(w.ready) {
+			w.ready, w.head = w.ready[:0], 0
+			w.workers--
+			w.mu.Unlock()
+			return
+		}
+		k := w.ready[w.head]
+		w.ready[w.head] = nil
+		w.head++
+		w.mu.Unlock()
+		if !k.writeQueued(nil, true) {
+			k.ss.wg.Done()
+		}
+	}
+}
+
+// writeBatch writes the messages of batch, their frames built in one buffer of
+// socketSet.fbufs and sent in one write (several when they outgrow it); false when the
+// connection broke. The connection's mutex is held meanwhile: the pings and pongs the
+// websocket.Conn writes go between the writes, never inside a frame. Once the queue is
+// dropped (dropping), what is not yet sent is abandoned, at a frame's boundary.
+func (k *socket) writeBatch(batch []outMsg) bool {
+	size := 0
+	for i := range batch {
+		size += batch[i].frameLen()
+	}
+	buf := k.ss.fbufs.get(size)
+	c := k.bc
+	c.mu.Lock()
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(k.ss.cfg.WriteTimeout))
+	b := (*buf)[:0]
+	written, broken := 0, false
+	// write writes p; false once the connection broke.
+	write := func(p []byte) bool {
+		if _, err := c.Conn.Write(p); err != nil {
+			broken = true
+		}
+		return !broken
+	}
+	// send writes what b holds, whole frames; false once the connection broke or the queue
+	// was dropped.
+	send := func() bool {
+		if k.dropping.Load() || (len(b) > 0 && !write(b)) {
 			return false
+		}
+		b = b[:0]
+		return true
+	}
+	i := 0
+	for ; i < len(batch); i++ {
+		m := &batch[i]
+		n := m.payloadLen()
+		if len(b)+frameHeaderLen(n)+n > cap(b) && !send() {
+			break
+		}
+		b = appendFrameHeader(b, n)
+		if m.prefix != nil {
+			b = append(b, m.prefix...)
+		}
+		if len(b)+n <= cap(b) {
+			b = append(b, m.body...)
+			if m.prefix != nil {
+				b = append(b, notificationEnd...)
+			}
+		} else {
+			// Longer than the buffer: the frame's start is sent, then the rest from where
+			// it is (once the frame's start is out, its end follows).
+			if !send() || !write(m.body) || (m.prefix != nil && !write(notificationEnd)) {
+				break
+			}
+		}
+		if m.buf != nil {
+			k.srv.putBuf(m.buf)
 		}
 		written++
 	}
-	return true
+	if i == len(batch) {
+		send()
+	} else {
+		k.release(batch[i:])
+	}
+	c.mu.Unlock()
+	*buf = b
+	k.ss.fbufs.put(buf)
+	k.srv.metrics.wsOut.Add(float64(written))
+	return !broken
 }
 
-// batchConn is a socket's connection as its websocket.Conn writes to it. While the writer
-// writes a batch of messages (gather, then flush), their frames are gathered, up to
-// maxGather bytes, and leave in one write rather than one each: a socket with many
-// subscriptions gets a block's notifications in one system call. Every write to the
-// connection goes through mu (the connection takes one writer at a time), the pings and
-// pongs the websocket.Conn writes meanwhile too (gathered between whole frames).
+// batchConn is a socket's connection as its websocket.Conn writes to it (the upgrade's
+// answer, the control frames): every write to the connection goes through mu, which the
+// socket's writer holds while it writes its frames (see writeBatch).
 type batchConn struct {
 	net.Conn
-	srv *Server
-	mu  sync.Mutex
-	buf *[]byte // gathering while not nil: a buffer of getBuf
+	mu sync.Mutex
+	// try writes without waiting (see rawconn.Conn.TryWrite); nil when the connection
+	// cannot.
+	try func(p []byte) (int, error)
 }
-
-// maxGather is the most a batchConn gathers before it writes.
-const maxGather = 64 << 10
 
 func (c *batchConn) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.buf == nil {
-		return c.Conn.Write(p)
-	}
-	*c.buf = append(*c.buf, p...)
-	if len(*c.buf) >= maxGather {
-		if err := c.flushLocked(); err != nil {
-			return 0, err
-		}
-	}
-	return len(p), nil
-}
-
-// gather starts gathering the writes.
-func (c *batchConn) gather() {
-	c.mu.Lock()
-	c.buf = c.srv.getBuf()
-	*c.buf = (*c.buf)[:0]
-	c.mu.Unlock()
-}
-
-// flush writes what was gathered and stops gathering.
-func (c *batchConn) flush() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	err := c.flushLocked()
-	c.srv.putBuf(c.buf)
-	c.buf = nil
-	return err
-}
-
-func (c *batchConn) flushLocked() error {
-	if len(*c.buf) == 0 {
-		return nil
-	}
-	_, err := c.Conn.Write(*c.buf)
-	*c.buf = (*c.buf)[:0]
-	return err
+	return c.Conn.Write(p)
 }
 
 // release gives back the buffers of messages that will not be written.
@@ -785,6 +925,12 @@ var _ Subscription = (*subscription)(nil)
 func (s *subscription) ID() string { return s.id }
 
 func (s *subscription) Notify(result []byte) { s.k.notify(s, result) }
+
+func (s *subscription) NotifyAll(results [][]byte) {
+	if len(results) > 0 {
+		s.k.notify(s, results...)
+	}
+}
 
 func (s *subscription) OnEnd(stop func()) {
 	s.k.mu.Lock()

@@ -35,7 +35,8 @@ import (
 //
 // Memory: an idle socket holds its reader goroutine, a small read buffer (wsReadBuffer) and
 // its state; no writer goroutine and no write buffer. A writer goroutine runs only while the
-// socket has messages queued, and takes a write buffer from a pool for each message.
+// socket has messages queued, and builds their frames in a buffer it takes from a pool for
+// each wake-up (frames.go).
 //
 // fasthttp does not track the connections it hands over (hijacks): the server keeps its
 // sockets (socketSet) and Shutdown closes them (1001). A hijacked connection is still the
@@ -63,6 +64,9 @@ type Subscription interface {
 	// kept until written: it is shared, never modified. A socket whose queue is full is
 	// closed (slow consumer); a subscription that ended ignores Notify.
 	Notify(result []byte)
+	// NotifyAll queues the notifications of results, in order, as Notify would queue each
+	// (the socket is closed when they do not all fit in its queue); results is not kept.
+	NotifyAll(results [][]byte)
 	// OnEnd makes stop run once when the subscription ends (Unsubscribe, or its socket's
 	// close), at once when it has ended already.
 	OnEnd(stop func())
@@ -77,8 +81,9 @@ const bearerProtocol = "bearer."
 
 // The sizes of a socket's buffers. The read buffer holds the frame headers and small
 // messages (gorilla's minimum is a control frame's 125 bytes); a longer message is read past
-// it into the message's own buffer. The write buffer, taken from a pool for each message,
-// holds a small message whole; the rest of a longer one is written from where it is.
+// it into the message's own buffer. websocket.Conn's write buffer (pooled) is for its own
+// messages, which the server does not send: the sockets' writers build their frames
+// themselves (frames.go), and control frames are written whole without it.
 const (
 	wsReadBuffer  = 512
 	wsWriteBuffer = 2048
@@ -257,7 +262,12 @@ func (s *Server) startSocket(hc net.Conn, up *upgrade) {
 	if len(pre) > 0 {
 		_, _ = br.Peek(len(pre)) // buffered: the upgrader reads them first
 	}
-	bc := &batchConn{Conn: conn, srv: s}
+	bc := &batchConn{Conn: conn}
+	if wc, ok := conn.(*watchedConn); ok {
+		if t, ok := wc.Conn.(interface{ TryWrite([]byte) (int, error) }); ok {
+			bc.try = t.TryWrite
+		}
+	}
 	w := &hijackWriter{conn: bc, brw: bufio.NewReadWriter(br, bufio.NewWriterSize(bc, 16))}
 	req := &http.Request{Method: http.MethodGet, Header: http.Header{
 		"Connection":            {"Upgrade"},
@@ -333,7 +343,10 @@ func (w *hijackWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) { return w.
 type socketSet struct {
 	cfg      WebSocketConfig
 	upgrader websocket.Upgrader
-	wbufs    wsBufferPool
+	wbufs    wsBufferPool // websocket.Conn's, which the sockets' writers do not use (frames.go)
+	fbufs    frameBufs    // the writers' frame buffers
+	queues   queueArrays  // the sockets' long queue arrays
+	writers  writers      // the sockets' writers' turns
 	metrics  *metrics
 
 	mu        sync.Mutex

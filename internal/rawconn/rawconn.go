@@ -43,10 +43,12 @@ type Conn struct {
 	rerr  error
 	readf func(fd uintptr) bool
 
-	// The write in progress: what is left of its buffer, what was written and the error.
+	// The write in progress: what is left of its buffer, what was written and the error;
+	// noWait: a TryWrite, which does not wait for room.
 	wbuf   []byte
 	wn     int
 	werr   error
+	noWait bool
 	writef func(fd uintptr) bool
 }
 
@@ -103,6 +105,16 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return c.wn, err
 }
 
+// TryWrite writes as much of p as the socket takes now, without waiting for room: when its
+// send buffer fills up, it returns the count written (less than len(p)) and no error. An
+// error is Write's.
+func (c *Conn) TryWrite(p []byte) (int, error) {
+	c.noWait = true
+	n, err := c.Write(p)
+	c.noWait = false
+	return n, err
+}
+
 // read is the RawConn read callback: false asks the poller to wait for data.
 func (c *Conn) read(fd uintptr) bool {
 	for {
@@ -135,7 +147,7 @@ func (c *Conn) write(fd uintptr) bool {
 			return true
 		case e == syscall.EINTR:
 		case e == syscall.EAGAIN:
-			return false
+			return c.noWait
 		default:
 			c.werr = os.NewSyscallError("write", e)
 			return true

@@ -264,3 +264,32 @@ func TestTLSOverConn(t *testing.T) {
 		t.Fatalf("body: %d bytes, %v; want %d bytes", len(got), err, len(body))
 	}
 }
+
+// TryWrite writes what the socket takes without waiting: against a peer that reads nothing
+// it stops short with no error, and a Write after it sends the rest, in order.
+func TestTryWrite(t *testing.T) {
+	c, s := pair(t)
+	big := make([]byte, 32<<20) // more than any loopback socket buffers
+	for i := range big {
+		big[i] = byte(i * 13)
+	}
+	n, err := c.TryWrite(big)
+	if err != nil || n <= 0 || n >= len(big) {
+		t.Fatalf("TryWrite = %d, %v; want a short write without error", n, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Write(big[n:])
+		done <- err
+	}()
+	got, err := io.ReadAll(io.LimitReader(s, int64(len(big))))
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("peer read %d bytes, %v; equal %v", len(got), err, bytes.Equal(got, big))
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.TryWrite([]byte("x")); n != 1 || err != nil {
+		t.Fatalf("TryWrite with room = %d, %v", n, err)
+	}
+}

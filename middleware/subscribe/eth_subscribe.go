@@ -67,7 +67,8 @@ func (s *Stage) subscribe(c *proxy.Call) (*proxy.Response, error) {
 	case kindNewHeads:
 		sub.OnEnd(feed.Subscribe(&headsSink{sub: sub}, false))
 	case kindLogs:
-		sub.OnEnd(feed.Subscribe(&logsSink{sub: sub, crit: crit, span: span}, true))
+		sink := &logsSink{sub: sub, crit: crit, span: span, key: criteriaKey(crit), memo: s.memo(c.ChainID)}
+		sub.OnEnd(feed.Subscribe(sink, true))
 	case kindSyncing:
 		sub.Notify(notSyncing) // sent after the answer: the socket holds it until then
 	}

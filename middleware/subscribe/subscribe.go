@@ -6,6 +6,7 @@ package subscribe
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/web3gate/web3gate/feeds"
 	"github.com/web3gate/web3gate/proxy"
@@ -25,6 +26,9 @@ type Deps struct {
 // Stage answers eth_subscribe and eth_unsubscribe, and passes every other call on.
 type Stage struct {
 	feeds Feeds
+
+	mu    sync.Mutex
+	memos map[uint64]*logsMemo // by chain id; guarded by mu
 }
 
 var _ proxy.Stage = (*Stage)(nil)
@@ -34,7 +38,7 @@ func New(deps Deps) (*Stage, error) {
 	if deps.Feeds == nil {
 		return nil, errors.New("subscribe: the feeds are required")
 	}
-	return &Stage{feeds: deps.Feeds}, nil
+	return &Stage{feeds: deps.Feeds, memos: map[uint64]*logsMemo{}}, nil
 }
 
 // Serve implements proxy.Stage.
@@ -57,3 +61,15 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 // errNotificationsUnsupported answers eth_subscribe and eth_unsubscribe over HTTP, as geth
 // does.
 var errNotificationsUnsupported = jsonrpc.ErrMethodNotFound.With("notifications not supported")
+
+// memo is the logsMemo of a chain's feed.
+func (s *Stage) memo(chainID uint64) *logsMemo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.memos[chainID]
+	if m == nil {
+		m = &logsMemo{}
+		s.memos[chainID] = m
+	}
+	return m
+}

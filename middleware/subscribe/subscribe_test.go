@@ -29,7 +29,12 @@ type fakeSub struct {
 
 func (s *fakeSub) ID() string           { return s.id }
 func (s *fakeSub) Notify(result []byte) { s.notes = append(s.notes, string(result)) }
-func (s *fakeSub) OnEnd(stop func())    { s.stop = stop }
+func (s *fakeSub) NotifyAll(results [][]byte) {
+	for _, r := range results {
+		s.Notify(r)
+	}
+}
+func (s *fakeSub) OnEnd(stop func()) { s.stop = stop }
 
 func (f *fakeSocket) Subscribe(_ *proxy.Call, kind string) (proxy.Subscription, error) {
 	if len(f.subs) >= f.limit {
@@ -185,7 +190,8 @@ func TestLogsRange(t *testing.T) {
 		}
 	}
 	sub := &fakeSub{}
-	sink := &logsSink{sub: sub, crit: &feeds.Criteria{}, span: blockRange{2, 3}}
+	crit := &feeds.Criteria{}
+	sink := &logsSink{sub: sub, crit: crit, span: blockRange{2, 3}, key: criteriaKey(crit), memo: &logsMemo{}}
 	for n := uint64(1); n <= 4; n++ {
 		for _, removed := range []bool{false, true} {
 			b := &feeds.Block{Number: n, HasLogs: true, Logs: []feeds.Log{{
