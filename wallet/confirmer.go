@@ -20,11 +20,10 @@ import (
 // recovers what a crash interrupted, then on every tick it
 //
 //   - finishes transactions stuck after their request ended (reserved: sign and send;
-//     signed: send);
+//     signed: send), and rebroadcasts broadcast ones no block has taken for RebroadcastAfter,
+//     after checking for a receipt;
 //   - reads the new blocks and moves our transactions in them to mined;
 //   - moves mined transactions whose block left the canonical chain back to broadcast;
-//   - rebroadcasts broadcast ones no block has taken for RebroadcastAfter, after checking
-//     for a receipt;
 //   - confirms mined transactions FinalityDepth blocks deep;
 //   - ends the hold of nonces handed out by eth_signTransaction and not used within
 //     HandOutTTL: released for the next signing (or mined / failed, as the chain says).
@@ -143,11 +142,7 @@ func (c *confirmer) tick(ctx context.Context) {
 	// A request's own work ends within BroadcastTimeout; after twice that, a row still
 	// reserved or signed is ours to finish.
 	c.finish(ctx, []string{store.StateReserved, store.StateSigned}, now.Add(-2*c.t.cfg.BroadcastTimeout))
-	// Blocks first: one read of a block records all of its transactions as mined, where the
-	// stale-row pass below costs a receipt lookup and a write per row. A confirmer that fell
-	// behind (a store outage, a burst) thus catches up by blocks, and rebroadcasts only what
-	// no block holds; the other order let it spend each pass on receipt lookups of rows the
-	// next blocks held, and fall further behind while sends kept coming.
+	c.finish(ctx, []string{store.StateBroadcast}, now.Add(-c.t.cfg.RebroadcastAfter))
 	for {
 		more, err := c.follow(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -157,7 +152,6 @@ func (c *confirmer) tick(ctx context.Context) {
 			break
 		}
 	}
-	c.finish(ctx, []string{store.StateBroadcast}, now.Add(-c.t.cfg.RebroadcastAfter))
 	c.expire(ctx, now)
 }
 
