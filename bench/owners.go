@@ -38,7 +38,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -269,28 +268,7 @@ func ingestRound(ctx context.Context, cs *children, dir, bin, anvilURL string, a
 
 // ownersMetrics reads web3gate's owners series: "name{labels}" → value.
 func ownersMetrics(admin string) (map[string]float64, error) {
-	resp, err := probeClient.Get(admin + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]float64{}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if !strings.HasPrefix(line, "web3gate_owners_") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %q: %w", line, err)
-		}
-		out[line[:i]] = v
-	}
-	return out, nil
+	return metricsWithPrefix(admin, "web3gate_owners_")
 }
 
 // waitOwnersIndexed polls /metrics until the index holds block head.

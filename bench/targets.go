@@ -394,47 +394,64 @@ type counters struct {
 // scrape reads the counters from web3gate's /metrics.
 func scrape(admin string) (counters, error) {
 	c := newCounters()
-	resp, err := probeClient.Get(admin + "/metrics")
+	series, err := metricsWithPrefix(admin, "web3gate_")
 	if err != nil {
 		return c, fmt.Errorf("scrape %s/metrics: %w", admin, err)
+	}
+	for name, v := range series {
+		var dst map[string]float64
+		var label string
+		switch {
+		case strings.HasPrefix(name, "web3gate_rpc_requests_total{"):
+			dst, label = c.calls, "code"
+		case strings.HasPrefix(name, "web3gate_upstream_requests_total{"):
+			dst, label = c.upstream, "outcome"
+		case strings.HasPrefix(name, "web3gate_rest_requests_total{"):
+			dst, label = c.rest, "status"
+		case strings.HasPrefix(name, "web3gate_cache_redis_lookups_total{"):
+			dst, label = c.redisLookups, "result"
+		default:
+			continue
+		}
+		dst[labelValue(name, label)] += v
+		if label == "code" {
+			c.methods[labelValue(name, "method")+" "+labelValue(name, "code")] += v
+		}
+		if label == "outcome" {
+			c.upstreamMethods[labelValue(name, "method")] += v
+		}
+	}
+	return c, nil
+}
+
+// metricsWithPrefix reads the series of admin's /metrics whose names start with prefix:
+// "name{labels}" → value.
+func metricsWithPrefix(admin, prefix string) (map[string]float64, error) {
+	resp, err := probeClient.Get(admin + "/metrics")
+	if err != nil {
+		return nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return c, fmt.Errorf("scrape %s/metrics: %w", admin, err)
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return c, fmt.Errorf("scrape %s/metrics: HTTP %d", admin, resp.StatusCode)
+		return nil, fmt.Errorf("%s/metrics: HTTP %d", admin, resp.StatusCode)
 	}
+	out := map[string]float64{}
 	for _, line := range strings.Split(string(raw), "\n") {
-		var dst map[string]float64
-		var label string
-		switch {
-		case strings.HasPrefix(line, "web3gate_rpc_requests_total{"):
-			dst, label = c.calls, "code"
-		case strings.HasPrefix(line, "web3gate_upstream_requests_total{"):
-			dst, label = c.upstream, "outcome"
-		case strings.HasPrefix(line, "web3gate_rest_requests_total{"):
-			dst, label = c.rest, "status"
-		case strings.HasPrefix(line, "web3gate_cache_redis_lookups_total{"):
-			dst, label = c.redisLookups, "result"
-		default:
+		if !strings.HasPrefix(line, prefix) {
 			continue
 		}
 		i := strings.LastIndexByte(line, ' ')
 		v, err := strconv.ParseFloat(line[i+1:], 64)
 		if err != nil {
-			return c, fmt.Errorf("metrics line %q: %w", line, err)
+			return nil, fmt.Errorf("metrics line %q: %w", line, err)
 		}
-		dst[labelValue(line[:i], label)] += v
-		if label == "code" {
-			c.methods[labelValue(line[:i], "method")+" "+labelValue(line[:i], "code")] += v
-		}
-		if label == "outcome" {
-			c.upstreamMethods[labelValue(line[:i], "method")] += v
-		}
+		out[line[:i]] = v
 	}
-	return c, nil
+	return out, nil
 }
 
 // labelValue returns the value of label in a series name{...}.

@@ -549,36 +549,6 @@ func (srv *wsServer) goMetrics() (map[string]float64, error) {
 	return metricsWithPrefix(srv.admin, "go_")
 }
 
-// metricsWithPrefix reads the series of admin's /metrics whose names start with prefix:
-// "name{labels}" → value.
-func metricsWithPrefix(admin, prefix string) (map[string]float64, error) {
-	resp, err := probeClient.Get(admin + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s/metrics: HTTP %d", admin, resp.StatusCode)
-	}
-	out := map[string]float64{}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if !strings.HasPrefix(line, prefix) {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %q: %w", line, err)
-		}
-		out[line[:i]] = v
-	}
-	return out, nil
-}
-
 // wsDropped says which subscribers web3gate dropped, from its metrics; "" none.
 func wsDropped(admin string) (string, error) {
 	m, err := metricsWithPrefix(admin, "web3gate_websocket_dropped_total")
