@@ -158,7 +158,7 @@ func (s *Server) serveUpgrade(ctx *fasthttp.RequestCtx, route *Route, params Par
 			return
 		}
 	}
-	if e := s.ws.refusal(ex.ClientID); e != nil {
+	if e := s.ws.admit(ex.ClientID, false); e != nil {
 		if e.Status() != http.StatusForbidden {
 			ctx.Response.Header.Set("Retry-After", "1")
 		}
@@ -254,7 +254,7 @@ func (s *Server) startSocket(hc net.Conn, up *upgrade) {
 			conn = wc
 		}
 	}
-	if e := s.ws.reserve(up.client); e != nil {
+	if e := s.ws.admit(up.client, true); e != nil {
 		refuse(conn, e, up.reqID)
 		return
 	}
@@ -392,21 +392,11 @@ func newSocketSet(cfg WebSocketConfig, m *metrics) *socketSet {
 	return ss
 }
 
-// refusal is the error that refuses a new socket of client now, nil when one may open.
-func (ss *socketSet) refusal(client string) *jsonrpc.Error {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	switch {
-	case ss.closing:
-		return errShuttingDown
-	case ss.perClient[client] >= ss.cfg.MaxConnsPerClient:
-		return ss.errCrowded
-	}
-	return nil
-}
-
-// reserve counts a new socket of client, or returns the error that refuses it.
-func (ss *socketSet) reserve(client string) *jsonrpc.Error {
+// admit returns the error that refuses a new socket of client now (counted in the refused
+// metric), or nil; with take, an admitted socket is counted in. The upgrade checks without
+// taking, so that a refusal is an HTTP answer; the handover takes, checking again, as another
+// upgrade of the client may have come in between.
+func (ss *socketSet) admit(client string, take bool) *jsonrpc.Error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	switch {
@@ -416,8 +406,10 @@ func (ss *socketSet) reserve(client string) *jsonrpc.Error {
 		ss.metrics.wsRefused.Inc()
 		return ss.errCrowded
 	}
-	ss.perClient[client]++
-	ss.wg.Add(1)
+	if take {
+		ss.perClient[client]++
+		ss.wg.Add(1)
+	}
 	return nil
 }
 

@@ -352,6 +352,9 @@ func TestWebSocketUpgradeRefused(t *testing.T) {
 	if !strings.Contains(string(b), `"code":-32005,"message":"too many WebSockets: 2 are open for this client id, the most server.websocket.maxConnsPerClient allows`) {
 		t.Fatalf("429 body %s", b)
 	}
+	if got := testutil.ToFloat64(mustVec(t, reg, "web3gate_server_refused_total", "websockets_per_client")); got != 1 {
+		t.Errorf("web3gate_server_refused_total{reason=websockets_per_client} %v, want 1", got)
+	}
 	// A socket joins the gauge once its server side has taken it over, just after the client
 	// read the 101.
 	waitFor(t, "web3gate_websocket_connections 2", func() bool {
