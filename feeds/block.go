@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/tidwall/gjson"
 
-	"github.com/web3gate/web3gate/internal/hexfixed"
+	"github.com/web3gate/web3gate/internal/rpchex"
 )
 
 // Block is one block of the feed. Immutable once delivered: share, never modify.
@@ -102,7 +101,7 @@ func parseBlock(raw []byte) (*Block, error) {
 		return true
 	})
 	b.Header = append(hdr, '}')
-	n, err := hexQuantity(number)
+	n, err := rpchex.Quantity(number)
 	if err != nil || !decodeHash(&b.Hash, hash) || !decodeHash(&b.ParentHash, parent) {
 		return nil, fmt.Errorf("%w: a block without a number, hash or parentHash", errInconsistent)
 	}
@@ -160,11 +159,11 @@ func parseLogs(raw []byte) ([]rawLog, error) {
 			return true
 		})
 		var err error
-		if l.number, err = hexQuantity(number); err != nil {
+		if l.number, err = rpchex.Quantity(number); err != nil {
 			ok = false
 		}
 		if index != "" {
-			if l.index, err = hexQuantity(index); err != nil {
+			if l.index, err = rpchex.Quantity(index); err != nil {
 				ok = false
 			}
 		}
@@ -273,22 +272,11 @@ func appendWithRemoved(dst []byte, obj gjson.Result, removed bool) []byte {
 	return append(dst, '}')
 }
 
-// hexQuantity reads a JSON-RPC quantity: 0x and 1 to 16 hex digits.
-func hexQuantity(s string) (uint64, error) {
-	if len(s) < 3 || len(s) > 18 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') {
-		return 0, fmt.Errorf("malformed quantity %q", s)
-	}
-	return strconv.ParseUint(s[2:], 16, 64)
-}
-
-// quantity is n as a JSON-RPC quantity.
-func quantity(n uint64) string { return "0x" + strconv.FormatUint(n, 16) }
-
 // decodeHash decodes a 0x-prefixed 32-byte hex string into h.
-func decodeHash(h *common.Hash, s string) bool { return hexfixed.Decode(h[:], s) }
+func decodeHash(h *common.Hash, s string) bool { return rpchex.Fixed(h[:], s) }
 
 // decodeAddress20 decodes a 0x-prefixed 20-byte hex string into a.
-func decodeAddress20(a *common.Address, s string) bool { return hexfixed.Decode(a[:], s) }
+func decodeAddress20(a *common.Address, s string) bool { return rpchex.Fixed(a[:], s) }
 
 // allZeroHex reports whether the 0x-prefixed hex string s is all zero digits.
 func allZeroHex(s string) bool {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 
 	"github.com/web3gate/web3gate/upstreams"
 )
@@ -21,7 +22,7 @@ const (
 const maxBatch = 50
 
 func blockByNumberCall(n uint64) upstreams.BatchCall {
-	return upstreams.BatchCall{Method: methodBlockByNumber, Params: []byte(`["` + quantity(n) + `",false]`)}
+	return upstreams.BatchCall{Method: methodBlockByNumber, Params: []byte(`["` + hexutil.EncodeUint64(n) + `",false]`)}
 }
 
 var latestCall = upstreams.BatchCall{Method: methodBlockByNumber, Params: []byte(`["latest",false]`)}
@@ -35,7 +36,7 @@ func logsByHashCall(h common.Hash) upstreams.BatchCall {
 }
 
 func logsRangeCall(from, to uint64) upstreams.BatchCall {
-	return upstreams.BatchCall{Method: methodGetLogs, Params: []byte(`[{"fromBlock":"` + quantity(from) + `","toBlock":"` + quantity(to) + `"}]`)}
+	return upstreams.BatchCall{Method: methodGetLogs, Params: []byte(`[{"fromBlock":"` + hexutil.EncodeUint64(from) + `","toBlock":"` + hexutil.EncodeUint64(to) + `"}]`)}
 }
 
 // batch sends calls to the chain in one round trip, counting them.

@@ -11,7 +11,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/tidwall/gjson"
 
-	"github.com/web3gate/web3gate/internal/hexfixed"
+	"github.com/web3gate/web3gate/internal/rpchex"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/upstreams"
 )
@@ -50,8 +50,8 @@ func parseHeader(r upstreams.BatchResult, n uint64) (header, error) {
 		return header{}, fmt.Errorf("%w: block %d", errNotYet, n)
 	}
 	h := header{}
-	num, err := hexQuantity(res.Get("number").Str)
-	if err != nil || !hexfixed.Decode(h.hash[:], res.Get("hash").Str) || !hexfixed.Decode(h.parent[:], res.Get("parentHash").Str) {
+	num, err := rpchex.Quantity(res.Get("number").Str)
+	if err != nil || !rpchex.Fixed(h.hash[:], res.Get("hash").Str) || !rpchex.Fixed(h.parent[:], res.Get("parentHash").Str) {
 		return header{}, fmt.Errorf("%w: malformed header of block %d", errInconsistent, n)
 	}
 	if num != n {
@@ -79,7 +79,7 @@ func readHead(ctx context.Context, chain Chain, tip uint64, withTip bool) (head 
 	if r := gjson.ParseBytes(res[0].Result); r.Type == gjson.String {
 		s = r.Str
 	}
-	if head, err = hexQuantity(s); err != nil {
+	if head, err = rpchex.Quantity(s); err != nil {
 		return 0, header{}, fmt.Errorf("%w: eth_blockNumber answered %s", errInconsistent, res[0].Result)
 	}
 	if withTip {

@@ -4,13 +4,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/holiman/uint256"
 	"github.com/tidwall/gjson"
 
-	"github.com/web3gate/web3gate/internal/hexfixed"
+	"github.com/web3gate/web3gate/internal/rpchex"
 	"github.com/web3gate/web3gate/store"
 )
 
@@ -112,7 +111,7 @@ func (b *logBatch) add(lg gjson.Result, from, to uint64) error {
 		}
 		return true
 	})
-	block, err := hexQuantity(number.Str)
+	block, err := rpchex.Quantity(number.Str)
 	if err != nil || number.Type != gjson.String {
 		return fmt.Errorf("%w: log blockNumber %q", errInconsistent, number.Raw)
 	}
@@ -123,7 +122,7 @@ func (b *logBatch) add(lg gjson.Result, from, to uint64) error {
 		return fmt.Errorf("%w: a removed log in eth_getLogs", errInconsistent)
 	}
 	var bh common.Hash
-	if !hexfixed.Decode(bh[:], hash.Str) {
+	if !rpchex.Fixed(bh[:], hash.Str) {
 		return fmt.Errorf("%w: log blockHash %q", errInconsistent, hash.Raw)
 	}
 	if prev, ok := b.blockHashes[block]; ok && prev != bh {
@@ -132,11 +131,11 @@ func (b *logBatch) add(lg gjson.Result, from, to uint64) error {
 	b.blockHashes[block] = bh
 
 	var contract common.Address
-	if !hexfixed.Decode(contract[:], address.Str) {
+	if !rpchex.Fixed(contract[:], address.Str) {
 		return fmt.Errorf("%w: log address %q", errInconsistent, address.Raw)
 	}
 	var sig common.Hash
-	if len(topics) == 0 || !hexfixed.Decode(sig[:], topics[0].Str) {
+	if len(topics) == 0 || !rpchex.Fixed(sig[:], topics[0].Str) {
 		b.kinds[kindIgnored]++
 		return nil
 	}
@@ -172,7 +171,7 @@ func (b *logBatch) decode(kind int, block uint64, contract common.Address, topic
 	}
 	var words [3]common.Hash
 	for i := range words {
-		if !hexfixed.Decode(words[i][:], topics[i+1].Str) {
+		if !rpchex.Fixed(words[i][:], topics[i+1].Str) {
 			return false
 		}
 	}
@@ -281,12 +280,4 @@ func decodeData(s string) ([]byte, bool) {
 	}
 	out, err := hex.DecodeString(s[2:])
 	return out, err == nil
-}
-
-// hexQuantity reads a JSON-RPC quantity ("0x1a").
-func hexQuantity(s string) (uint64, error) {
-	if len(s) < 3 || len(s) > 18 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') {
-		return 0, fmt.Errorf("not a hex quantity: %q", s)
-	}
-	return strconv.ParseUint(s[2:], 16, 64)
 }

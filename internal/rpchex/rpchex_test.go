@@ -1,4 +1,4 @@
-package hexfixed
+package rpchex
 
 import (
 	"bytes"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestDecode(t *testing.T) {
+func TestFixed(t *testing.T) {
 	for _, tc := range []struct {
 		s    string
 		n    int
@@ -23,28 +23,49 @@ func TestDecode(t *testing.T) {
 		{"0x0g", 1, false, ""},
 	} {
 		dst := make([]byte, tc.n)
-		if ok := Decode(dst, tc.s); ok != tc.ok {
-			t.Errorf("Decode(%q) = %v, want %v", tc.s, ok, tc.ok)
+		if ok := Fixed(dst, tc.s); ok != tc.ok {
+			t.Errorf("Fixed(%q) = %v, want %v", tc.s, ok, tc.ok)
 			continue
 		}
 		if want, _ := hex.DecodeString(tc.want); tc.ok && !bytes.Equal(dst, want) {
-			t.Errorf("Decode(%q) = %x, want %x", tc.s, dst, want)
+			t.Errorf("Fixed(%q) = %x, want %x", tc.s, dst, want)
 		}
 	}
 }
 
-func FuzzDecode(f *testing.F) {
+func FuzzFixed(f *testing.F) {
 	f.Add("0x0123456789abcdefABCDEF", 11)
 	f.Fuzz(func(t *testing.T, s string, n int) {
 		if n < 0 || n > 64 {
 			return
 		}
 		dst := make([]byte, n)
-		ok := Decode(dst, s)
+		ok := Fixed(dst, s)
 		want, err := hex.DecodeString(s[min(2, len(s)):])
 		std := err == nil && len(s) >= 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && len(want) == n
 		if ok != std || ok && !bytes.Equal(dst, want) {
-			t.Fatalf("Decode(%q, %d) = %v %x; encoding/hex says %v %x", s, n, ok, dst, std, want)
+			t.Fatalf("Fixed(%q, %d) = %v %x; encoding/hex says %v %x", s, n, ok, dst, std, want)
 		}
 	})
+}
+
+func TestQuantity(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		want uint64
+		ok   bool
+	}{
+		{"0x0", 0, true},
+		{"0x1a", 26, true},
+		{"0XFFFFFFFFFFFFFFFF", 1<<64 - 1, true},
+		{"0x", 0, false},
+		{"1a", 0, false},
+		{"0x1ffffffffffffffff", 0, false}, // 65 bits
+		{"0xg", 0, false},
+	} {
+		got, err := Quantity(tc.s)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("Quantity(%q) = %d, %v", tc.s, got, err)
+		}
+	}
 }
