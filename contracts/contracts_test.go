@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"math/big"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -17,10 +16,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/web3gate/web3gate/devchain"
-	"go.uber.org/zap"
+	"github.com/web3gate/web3gate/devchain/devchaintest"
 )
 
 // Interface ids (ERC-165).
@@ -315,23 +313,8 @@ func (h *harness) check(t *testing.T, what string, got, want any) {
 // account 0, and dev account 1.
 func startSession(t *testing.T) (*Session, devchain.Account) {
 	t.Helper()
-	chain, err := devchain.Start(devchain.Config{}, devchain.Deps{Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := chain.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	srv := httptest.NewServer(chain.Handler())
-	t.Cleanup(srv.Close)
-	client, err := ethclient.Dial(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-
+	chain := devchaintest.Start(t)
+	client := chain.Client
 	accounts, err := devchain.DevAccounts(2)
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/web3gate/web3gate/contracts"
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/devchain/devchaintest"
 	"github.com/web3gate/web3gate/e2e/anvil"
 	"github.com/web3gate/web3gate/internal/leaktest"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
@@ -67,18 +67,8 @@ func startPool(t *testing.T, cfg upstreams.Config, deps upstreams.Deps) *upstrea
 // devNode starts an embedded dev chain (a block per transaction) and a pool over it.
 func devNode(t *testing.T) *node {
 	t.Helper()
-	chain, err := devchain.Start(devchain.Config{}, devchain.Deps{Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = chain.Close() })
-	srv := httptest.NewServer(chain.Handler())
-	t.Cleanup(srv.Close)
-	client, err := ethclient.Dial(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	chain := devchaintest.Start(t)
+	client := chain.Client
 	pool := startPool(t, upstreamConfig(chain.ChainID(), upstreams.EmbeddedURL),
 		upstreams.Deps{Embedded: map[uint64]http.Handler{chain.ChainID(): chain.Handler()}})
 	return &node{pool: pool, client: client, chainID: chain.ChainID()}
@@ -99,9 +89,7 @@ func anvilNode(t *testing.T, extraArgs ...string) *node {
 		t.Fatal(err)
 	}
 	for _, a := range accounts {
-		if _, err := n.Call("anvil_setBalance", a.Address.Hex(), "0x3635c9adc5dea00000"); err != nil {
-			t.Fatalf("anvil_setBalance: %v", err)
-		}
+		n.Fund(t, a.Address.Hex())
 	}
 	return &node{pool: startPool(t, upstreamConfig(31337, n.URL), upstreams.Deps{}), client: client, chainID: 31337, anvil: n}
 }

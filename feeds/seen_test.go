@@ -4,18 +4,15 @@ import (
 	"context"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
-	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"go.uber.org/zap"
 
-	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/devchain/devchaintest"
 	"github.com/web3gate/web3gate/upstreams"
 )
 
@@ -35,11 +32,7 @@ func (s chanSink) Deliver(ev Event) {
 func TestHeadSeenTimestamp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	chain, err := devchain.Start(devchain.Config{}, devchain.Deps{Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = chain.Close() })
+	chain := devchaintest.Start(t)
 	ups, err := upstreams.New(upstreams.Config{Chains: []upstreams.ChainConfig{{ChainID: chain.ChainID(), Name: "dev", URLs: []string{upstreams.EmbeddedURL}}}},
 		upstreams.Deps{Embedded: map[uint64]http.Handler{chain.ChainID(): chain.Handler()}})
 	if err != nil {
@@ -58,13 +51,7 @@ func TestHeadSeenTimestamp(t *testing.T) {
 	sink := make(chanSink, 16)
 	t.Cleanup(f.Subscribe(sink, false))
 
-	srv := httptest.NewServer(chain.Handler())
-	t.Cleanup(srv.Close)
-	client, err := ethclient.Dial(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	client := chain.Client
 	key := chain.Accounts()[0].Key
 	signer := types.LatestSignerForChainID(new(big.Int).SetUint64(chain.ChainID()))
 	seenGauge := func() float64 {

@@ -15,11 +15,10 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/ethclient"
-	"go.uber.org/zap"
 
 	"github.com/web3gate/web3gate/contracts"
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/devchain/devchaintest"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/upstreams"
 )
@@ -124,11 +123,7 @@ func newEnv(t *testing.T, mutate func(*Config)) *env {
 	t.Cleanup(cancel)
 	e := &env{t: t, ctx: ctx, clock: &clock{}, docs: newDocServer(t), gateway: newDocServer(t)}
 
-	chain, err := devchain.Start(devchain.Config{}, devchain.Deps{Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = chain.Close() })
+	chain := devchaintest.Start(t)
 	e.chainID = chain.ChainID()
 	ups, err := upstreams.New(upstreams.Config{
 		Mainnet: e.chainID,
@@ -187,13 +182,7 @@ func newEnv(t *testing.T, mutate func(*Config)) *env {
 	}
 	t.Cleanup(e.svc.Close)
 
-	rpcSrv := httptest.NewServer(chain.Handler())
-	t.Cleanup(rpcSrv.Close)
-	client, err := ethclient.Dial(rpcSrv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	client := chain.Client
 	accounts, err := devchain.DevAccounts(1)
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/web3gate/web3gate/contracts"
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/devchain/devchaintest"
 	"github.com/web3gate/web3gate/internal/leaktest"
 	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/proxy"
@@ -44,19 +44,8 @@ type chainNode struct {
 // devNode starts an embedded dev chain, served to the tests' client over loopback HTTP.
 func devNode(t *testing.T) (*chainNode, *devchain.Chain) {
 	t.Helper()
-	chain, err := devchain.Start(devchain.Config{}, devchain.Deps{Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = chain.Close() })
-	srv := httptest.NewServer(chain.Handler())
-	t.Cleanup(srv.Close)
-	client, err := ethclient.Dial(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	return &chainNode{chainID: chain.ChainID(), url: upstreams.EmbeddedURL, embedded: chain.Handler(), client: client}, chain
+	chain := devchaintest.Start(t)
+	return &chainNode{chainID: chain.ChainID(), url: upstreams.EmbeddedURL, embedded: chain.Handler(), client: chain.Client}, chain.Chain
 }
 
 // env is a Service indexing one chain through a real upstream pool, on a real SQLite file.

@@ -26,9 +26,7 @@ func anvilEnv(t *testing.T, mutate func(*ChainConfig)) (*env, *anvil.Node) {
 	}
 	e := newEnv(t, node, &cfg)
 	for _, a := range e.addrs {
-		if _, err := n.Call("anvil_setBalance", a.Hex(), "0x3635c9adc5dea00000"); err != nil {
-			t.Fatalf("anvil_setBalance: %v", err)
-		}
+		n.Fund(t, a.Hex())
 	}
 	return e, n
 }

@@ -271,6 +271,14 @@ func (n *Node) Output() string {
 	return n.out.String()
 }
 
+// Fund gives addr (hex) 1,000 ether on the node (anvil_setBalance); a failure fails t.
+func (n *Node) Fund(t testing.TB, addr string) {
+	t.Helper()
+	if _, err := n.Call("anvil_setBalance", addr, "0x3635c9adc5dea00000"); err != nil {
+		t.Fatalf("anvil_setBalance %s: %v", addr, err)
+	}
+}
+
 // Call sends one JSON-RPC request to the node and returns its result.
 // A JSON-RPC error response is returned as *RPCError.
 func (n *Node) Call(method string, params ...any) (json.RawMessage, error) {

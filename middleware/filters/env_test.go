@@ -6,7 +6,6 @@ import (
 	"errors"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/web3gate/web3gate/contracts"
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/devchain/devchaintest"
 	"github.com/web3gate/web3gate/e2e/anvil"
 	"github.com/web3gate/web3gate/feeds"
 	"github.com/web3gate/web3gate/internal/leaktest"
@@ -49,15 +49,9 @@ type node struct {
 // devNode starts an embedded dev chain, served to the tests' own client over loopback HTTP.
 func devNode(t *testing.T) *node {
 	t.Helper()
-	chain, err := devchain.Start(devchain.Config{}, devchain.Deps{Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = chain.Close() })
-	srv := httptest.NewServer(chain.Handler())
-	t.Cleanup(srv.Close)
+	chain := devchaintest.Start(t)
 	n := &node{t: t, chainID: chain.ChainID(), url: upstreams.EmbeddedURL, embedded: chain.Handler()}
-	n.dial(srv.URL)
+	n.use(chain.Client)
 	return n
 }
 
@@ -68,20 +62,24 @@ func anvilNode(t *testing.T) *node {
 	n := &node{t: t, chainID: a.ChainID, url: a.URL, anvil: a}
 	n.dial(a.URL)
 	for _, addr := range n.addrs {
-		if _, err := a.Call("anvil_setBalance", addr.Hex(), "0x3635c9adc5dea00000"); err != nil {
-			t.Fatalf("anvil_setBalance: %v", err)
-		}
+		a.Fund(t, addr.Hex())
 	}
 	return n
 }
 
+// dial connects the tests' client to url (use).
 func (n *node) dial(url string) {
-	t := n.t
 	client, err := ethclient.Dial(url)
 	if err != nil {
-		t.Fatal(err)
+		n.t.Fatal(err)
 	}
-	t.Cleanup(client.Close)
+	n.t.Cleanup(client.Close)
+	n.use(client)
+}
+
+// use makes client the tests' client, with sessions of dev accounts 0-2.
+func (n *node) use(client *ethclient.Client) {
+	t := n.t
 	n.client = client
 	accounts, err := devchain.DevAccounts(3)
 	if err != nil {
