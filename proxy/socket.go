@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -851,7 +849,7 @@ func (k *socket) nextTick(now time.Time, idle bool) time.Duration {
 
 // Subscribe implements Socket.
 func (k *socket) Subscribe(c *Call, kind string) (Subscription, error) {
-	id := newSubscriptionID()
+	id := jsonrpc.NewID()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.state != sockOpen || k.draining {
@@ -898,13 +896,6 @@ func (k *socket) Unsubscribe(id string) bool {
 }
 
 var errSocketClosing = &jsonrpc.Error{Code: -32000, Message: "the connection is closing: open a new one"}
-
-// newSubscriptionID is "0x" and 16 random bytes in hex, as geth's ids.
-func newSubscriptionID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return "0x" + hex.EncodeToString(b[:])
-}
 
 // subscription is one subscription of a socket (Subscription). Its fields after prefix are
 // guarded by its socket's mu.

@@ -381,7 +381,7 @@ func (r *replica) newFilter(who caller, crit any) string {
 		res = r.must(who, "eth_newFilter", crit)
 	}
 	var id string
-	if err := json.Unmarshal(res, &id); err != nil || !validID(id) {
+	if err := json.Unmarshal(res, &id); err != nil || !jsonrpc.ValidID(id) {
 		r.t.Fatalf("filter id %s: want \"0x\" and 32 hex digits", res)
 	}
 	return id

@@ -12,8 +12,6 @@ package filters
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -170,26 +168,6 @@ func (s *Stage) chainFeed(c *proxy.Call) (Feed, error) {
 	return f, nil
 }
 
-// newID is a filter id: "0x" and 32 hex digits, 16 random bytes.
-func newID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
-	return "0x" + hex.EncodeToString(b[:])
-}
-
-// validID reports whether id has the form of newID's ids; any other string is no filter's.
-func validID(id string) bool {
-	if len(id) != 34 || id[:2] != "0x" {
-		return false
-	}
-	for i := 2; i < len(id); i++ {
-		if !('0' <= id[i] && id[i] <= '9' || 'a' <= id[i] && id[i] <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 // params decodes the call's params array, of at most max elements (geth's wording).
 func params(c *proxy.Call, max int) ([]json.RawMessage, error) {
 	var ps []json.RawMessage
@@ -219,7 +197,7 @@ func filterKey(c *proxy.Call) (k store.FilterKey, ok bool, err error) {
 	if err := json.Unmarshal(ps[0], &id); err != nil {
 		return k, false, jsonrpc.ErrInvalidParams.With("invalid argument 0: the filter id must be a string")
 	}
-	return store.FilterKey{ChainID: c.ChainID, ID: id, Owner: owner(c)}, validID(id), nil
+	return store.FilterKey{ChainID: c.ChainID, ID: id, Owner: owner(c)}, jsonrpc.ValidID(id), nil
 }
 
 // quoted is s as a JSON string result.
