@@ -106,10 +106,10 @@ type JWTVerifier struct {
 	verified map[[sha256.Size]byte]verifiedToken
 }
 
+// verifiedToken is a verified token's identity (whose Expires is the token's exp) and client.
 type verifiedToken struct {
 	id       Identity
 	clientID string
-	exp      time.Time
 }
 
 // maxVerified bounds the cache of verified tokens; a full cache drops its expired entries,
@@ -188,7 +188,7 @@ func (v *JWTVerifier) VerifyScoped(token string) (Identity, error) {
 	v.mu.RLock()
 	e, ok := v.verified[h]
 	v.mu.RUnlock()
-	if ok && now.Before(e.exp) {
+	if ok && now.Before(e.id.Expires) {
 		if err := v.clientEnabled(e.clientID, now); err != nil {
 			return Identity{}, err
 		}
@@ -205,7 +205,7 @@ func (v *JWTVerifier) VerifyScoped(token string) (Identity, error) {
 		return Identity{}, fmt.Errorf("%w: no client_id", ErrInvalidToken)
 	}
 	id := Identity{Principal: c.Subject, Scopes: strings.Fields(c.Scope), Expires: c.ExpiresAt.Time}
-	v.remember(h, verifiedToken{id: id, clientID: c.ClientID, exp: c.ExpiresAt.Time}, now)
+	v.remember(h, verifiedToken{id: id, clientID: c.ClientID}, now)
 	if err := v.clientEnabled(c.ClientID, now); err != nil {
 		return Identity{}, err
 	}
@@ -229,7 +229,7 @@ func (v *JWTVerifier) remember(h [sha256.Size]byte, e verifiedToken, now time.Ti
 	defer v.mu.Unlock()
 	if len(v.verified) >= maxVerified {
 		for k, old := range v.verified {
-			if !now.Before(old.exp) {
+			if !now.Before(old.id.Expires) {
 				delete(v.verified, k)
 			}
 		}
