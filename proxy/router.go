@@ -95,8 +95,9 @@ func (rt *router) match(method, path string) (route *Route, params Params, allow
 	return nil, Params{}, allowed
 }
 
-// matchUpgrade returns the RPC route that serves path, for a GET with Upgrade: websocket.
-func (rt *router) matchUpgrade(path string) (*Route, Params, bool) {
+// matchRPC returns the RPC route that serves path, whatever the request's method (a GET with
+// Upgrade: websocket, a request whose head could not be read).
+func (rt *router) matchRPC(path string) (*Route, Params, bool) {
 	for _, r := range rt.routes {
 		if r.REST != nil {
 			continue
@@ -150,14 +151,12 @@ func (r *Route) matchPath(path string) (Params, bool) {
 // request's path (complete false), could serve a path that starts so. It tells the shape of
 // the answer to a request whose head could not be read.
 func (rt *router) rpcPath(path string, complete bool) bool {
+	if complete {
+		_, _, ok := rt.matchRPC(path)
+		return ok
+	}
 	for _, r := range rt.routes {
 		if r.REST != nil {
-			continue
-		}
-		if complete {
-			if _, ok := r.matchPath(path); ok {
-				return true
-			}
 			continue
 		}
 		if n := min(len(path), len(r.prefix)); path[:n] == r.prefix[:n] {

@@ -171,7 +171,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	route, params, allowed := s.router.match(b2s(ctx.Method()), path)
 	upgrade := false
 	if route == nil && len(allowed) > 0 && s.ws != nil && ctx.IsGet() && websocket.FastHTTPIsWebSocketUpgrade(ctx) {
-		route, params, upgrade = s.router.matchUpgrade(path)
+		route, params, upgrade = s.router.matchRPC(path)
 	}
 	corsOK := s.cors.allows(hdr.origin)
 	if corsOK {
