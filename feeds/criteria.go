@@ -40,6 +40,10 @@ type Criteria struct {
 	// the way geth reads them ("earliest", "latest", "pending", "safe", "finalized", or a
 	// hex quantity up to 2^63-1). Match does not look at them.
 	FromBlock, ToBlock string
+	// From and To are FromBlock and ToBlock as geth's rpc.BlockNumber reads them: a block
+	// number or one of its negative tags; absent is rpc.LatestBlockNumber, as both geth's
+	// filters and its log subscriptions take it.
+	From, To rpc.BlockNumber
 	// BlockHash is "blockHash", exclusive with FromBlock and ToBlock; Match does not look at
 	// it.
 	BlockHash *common.Hash
@@ -83,7 +87,7 @@ func parseCriteria(raw json.RawMessage) (*Criteria, error) {
 		Addresses interface{}   `json:"address"`
 		Topics    []interface{} `json:"topics"`
 	}
-	c := &Criteria{Raw: append(json.RawMessage(nil), raw...)}
+	c := &Criteria{Raw: append(json.RawMessage(nil), raw...), From: rpc.LatestBlockNumber, To: rpc.LatestBlockNumber}
 	if len(raw) == 0 {
 		return c, nil
 	}
@@ -98,10 +102,10 @@ func parseCriteria(raw json.RawMessage) (*Criteria, error) {
 		c.BlockHash = in.BlockHash
 	} else {
 		if in.FromBlock != nil {
-			c.FromBlock = string(*in.FromBlock)
+			c.FromBlock, c.From = in.FromBlock.given, in.FromBlock.n
 		}
 		if in.ToBlock != nil {
-			c.ToBlock = string(*in.ToBlock)
+			c.ToBlock, c.To = in.ToBlock.given, in.ToBlock.n
 		}
 	}
 
@@ -178,21 +182,23 @@ func parseCriteria(raw json.RawMessage) (*Criteria, error) {
 	return c, nil
 }
 
-// blockTag is a "fromBlock" or "toBlock" value, checked as geth's rpc.BlockNumber reads it
-// and kept as given (the JSON string's contents).
-type blockTag string
+// blockTag is a "fromBlock" or "toBlock" value as geth's rpc.BlockNumber reads it (n), and
+// as given (the JSON string's contents).
+type blockTag struct {
+	given string
+	n     rpc.BlockNumber
+}
 
 // UnmarshalJSON implements json.Unmarshaler with rpc.BlockNumber's rules and errors.
 func (t *blockTag) UnmarshalJSON(data []byte) error {
-	var bn rpc.BlockNumber
-	if err := bn.UnmarshalJSON(data); err != nil {
+	if err := t.n.UnmarshalJSON(data); err != nil {
 		return err
 	}
 	s := strings.TrimSpace(string(data))
 	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
 		s = s[1 : len(s)-1]
 	}
-	*t = blockTag(s)
+	t.given = s
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/eth/filters"
+	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
@@ -41,9 +42,12 @@ func TestParseCriteria(t *testing.T) {
 			Criteria{Topics: [][]common.Hash{nil}}},
 		{"topics: trailing nulls kept", `{"topics":[null,null,null,null]}`, Criteria{Topics: [][]common.Hash{nil, nil, nil, nil}}},
 		{"topics: empty alternatives", `{"topics":[[]]}`, Criteria{Topics: [][]common.Hash{nil}}},
-		{"range tags", `{"fromBlock":"earliest","toBlock":"latest"}`, Criteria{FromBlock: "earliest", ToBlock: "latest"}},
-		{"range numbers as given", `{"fromBlock":"0x10","toBlock":"0x0"}`, Criteria{FromBlock: "0x10", ToBlock: "0x0"}},
-		{"safe, finalized, pending", `{"fromBlock":"safe","toBlock":"finalized"}`, Criteria{FromBlock: "safe", ToBlock: "finalized"}},
+		{"range tags", `{"fromBlock":"earliest","toBlock":"latest"}`,
+			Criteria{FromBlock: "earliest", ToBlock: "latest", From: rpc.EarliestBlockNumber, To: rpc.LatestBlockNumber}},
+		{"range numbers as given", `{"fromBlock":"0x10","toBlock":"0x0"}`, Criteria{FromBlock: "0x10", ToBlock: "0x0", From: 16, To: 0}},
+		{"safe, finalized, pending", `{"fromBlock":"safe","toBlock":"finalized"}`,
+			Criteria{FromBlock: "safe", ToBlock: "finalized", From: rpc.SafeBlockNumber, To: rpc.FinalizedBlockNumber}},
+		{"pending", `{"toBlock":"pending"}`, Criteria{ToBlock: "pending", From: rpc.LatestBlockNumber, To: rpc.PendingBlockNumber}},
 		{"null range", `{"fromBlock":null,"toBlock":null,"blockHash":"` + hash.Hex() + `"}`, Criteria{BlockHash: &hash}},
 		{"blockHash", `{"blockHash":"` + hash.Hex() + `"}`, Criteria{BlockHash: &hash}},
 		{"unknown members ignored", `{"foo":1,"address":"0x00000000000000000000000000000000000000aa"}`, Criteria{Addresses: []common.Address{addrA}}},
@@ -57,6 +61,9 @@ func TestParseCriteria(t *testing.T) {
 				t.Errorf("Raw = %s, want the input", got.Raw)
 			}
 			got.Raw = nil
+			if tc.want.FromBlock == "" && tc.want.ToBlock == "" {
+				tc.want.From, tc.want.To = rpc.LatestBlockNumber, rpc.LatestBlockNumber // absent
+			}
 			if !reflect.DeepEqual(*got, tc.want) {
 				t.Errorf("ParseCriteria(%s) = %+v, want %+v", tc.in, *got, tc.want)
 			}
@@ -152,7 +159,7 @@ func FuzzParseCriteria(f *testing.F) {
 		`{}`, `null`, `[]`, `{"address":"0x00000000000000000000000000000000000000aa"}`,
 		`{"address":["0x00000000000000000000000000000000000000aa",1]}`,
 		`{"topics":[null,["0x0000000000000000000000000000000000000000000000000000000000000001",null]]}`,
-		`{"topics":[[1]]}`, `{"topics":"x","fromBlock":"bad"}`,
+		`{"topics":[[1]]}`, `{"topics":"x","fromBlock":"bad"}`, `{"fromBlock":"earliest","toBlock":"safe"}`, `{"fromBlock":"0x10","toBlock":"pending"}`,
 		`{"blockHash":"0x0000000000000000000000000000000000000000000000000000000000000001","toBlock":"latest"}`,
 		`{"fromBlock":"0x10","toBlock":"pending"}`, `{"fromBlock":" latest "}`, `{"fromBlock":"0x8000000000000000"}`,
 		`{"address":{},"topics":[null,null,null,null,null]}`, `{"fromBlock":"\u006catest"}`,
@@ -191,6 +198,10 @@ func FuzzParseCriteria(f *testing.F) {
 		}
 		if (got.FromBlock != "") != (want.FromBlock != nil) || (got.ToBlock != "") != (want.ToBlock != nil) {
 			t.Fatalf("parseCriteria(%q) range %q..%q, geth %v..%v", data, got.FromBlock, got.ToBlock, want.FromBlock, want.ToBlock)
+		}
+		// geth keeps a tag as its rpc.BlockNumber's value (negative), a number as itself.
+		if want.FromBlock != nil && got.From.Int64() != want.FromBlock.Int64() || want.ToBlock != nil && got.To.Int64() != want.ToBlock.Int64() {
+			t.Fatalf("parseCriteria(%q) range %d..%d, geth %v..%v", data, got.From, got.To, want.FromBlock, want.ToBlock)
 		}
 	})
 }

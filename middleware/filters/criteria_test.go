@@ -1,13 +1,14 @@
 package filters
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/web3gate/web3gate/feeds"
 )
 
 // TestStoredCriteria: the criteria are stored in one canonical form that reads back the
-// same, with numbers in hex and tags as given.
+// same, with block numbers and tags as given (geth reads hex numbers only).
 func TestStoredCriteria(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{`{}`, `{}`},
@@ -51,7 +52,18 @@ func TestBlockRange(t *testing.T) {
 		{"0x5", "0x7", []uint64{5, 7}, []uint64{4, 8}},
 		{"0x5", "0x5", []uint64{5}, []uint64{4, 6}},
 	} {
-		r, err := blockRange(&feeds.Criteria{FromBlock: tc.from, ToBlock: tc.to})
+		obj := map[string]string{}
+		for k, v := range map[string]string{"fromBlock": tc.from, "toBlock": tc.to} {
+			if v != "" {
+				obj[k] = v
+			}
+		}
+		raw, _ := json.Marshal(obj)
+		crit, err := feeds.ParseCriteria(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := blockRange(crit)
 		if err != nil {
 			t.Fatalf("%q..%q: %v", tc.from, tc.to, err)
 		}

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/web3gate/web3gate/feeds"
 	"github.com/web3gate/web3gate/proxy"
@@ -104,21 +102,15 @@ type storedCriteria struct {
 	BlockHash *common.Hash     `json:"blockHash,omitempty"`
 }
 
-// storeCriteria is crit's canonical JSON, its block numbers in hex.
+// storeCriteria is crit's canonical JSON (its block tags and numbers as given: ParseCriteria
+// has checked them as geth reads them).
 func storeCriteria(crit *feeds.Criteria) (string, error) {
-	sc := storedCriteria{Address: crit.Addresses, BlockHash: crit.BlockHash}
+	sc := storedCriteria{Address: crit.Addresses, FromBlock: crit.FromBlock, ToBlock: crit.ToBlock, BlockHash: crit.BlockHash}
 	for _, pos := range crit.Topics {
 		if len(pos) == 0 {
 			pos = nil
 		}
 		sc.Topics = append(sc.Topics, pos)
-	}
-	var err error
-	if sc.FromBlock, err = canonicalBlock(crit.FromBlock); err != nil {
-		return "", err
-	}
-	if sc.ToBlock, err = canonicalBlock(crit.ToBlock); err != nil {
-		return "", err
 	}
 	b, err := json.Marshal(sc)
 	if err != nil {
@@ -127,74 +119,33 @@ func storeCriteria(crit *feeds.Criteria) (string, error) {
 	return string(b), nil
 }
 
-// canonicalBlock is a block of the criteria as stored: a tag as it is, a number in hex.
-func canonicalBlock(s string) (string, error) {
-	b, err := parseBlock(s)
-	if err != nil || !b.numeric || s == "earliest" {
-		return s, err
-	}
-	return hexutil.EncodeUint64(b.n), nil
-}
-
-// block is one end of a filter's block range.
-type block struct {
-	n       uint64
-	numeric bool // a block number ("earliest": 0); false: latest (or absent)
-	tag     string
-}
-
-// parseBlock reads fromBlock or toBlock as given: a tag, a hex quantity, or decimal digits.
-func parseBlock(s string) (block, error) {
-	switch s {
-	case "", "latest":
-		return block{}, nil
-	case "earliest":
-		return block{numeric: true}, nil
-	case "pending", "safe", "finalized":
-		return block{tag: s}, nil
-	}
-	if strings.HasPrefix(s, "0x") || strings.HasPrefix(s, "0X") {
-		n, err := hexutil.DecodeUint64(strings.ToLower(s[:2]) + s[2:])
-		if err != nil || n > 1<<63-1 {
-			return block{}, jsonrpc.ErrInvalidParams.Withf("invalid block number %q", s)
-		}
-		return block{n: n, numeric: true}, nil
-	}
-	n, err := strconv.ParseUint(s, 10, 63)
-	if err != nil {
-		return block{}, jsonrpc.ErrInvalidParams.Withf("invalid block number %q", s)
-	}
-	return block{n: n, numeric: true}, nil
-}
-
-// span is the blocks whose logs a filter's polls report: [from, to], each end bounded when
-// numeric.
-type span struct{ from, to block }
+// span is the blocks whose logs a filter's polls report: [from, to], an end of
+// rpc.LatestBlockNumber unbounded ("earliest" reads as block 0).
+type span struct{ from, to rpc.BlockNumber }
 
 // contains reports whether block n is within r.
 func (r span) contains(n uint64) bool {
-	return (!r.from.numeric || n >= r.from.n) && (!r.to.numeric || n <= r.to.n)
+	return (r.from == rpc.LatestBlockNumber || n >= uint64(r.from)) && (r.to == rpc.LatestBlockNumber || n <= uint64(r.to))
 }
 
 // blockRange is crit's range as geth's eth_newFilter accepts it: latest to latest, a number
 // to a number not below it, or a number to latest; pending logs are not supported, and the
 // other combinations (safe, finalized, latest to a number) are refused with geth's words.
 func blockRange(crit *feeds.Criteria) (span, error) {
-	from, err := parseBlock(crit.FromBlock)
-	if err != nil {
-		return span{}, err
+	r := span{from: crit.From, to: crit.To}
+	for _, end := range []*rpc.BlockNumber{&r.from, &r.to} {
+		if *end == rpc.EarliestBlockNumber {
+			*end = 0
+		}
 	}
-	to, err := parseBlock(crit.ToBlock)
-	if err != nil {
-		return span{}, err
-	}
+	latest := rpc.LatestBlockNumber
 	switch {
-	case from.tag == "pending" || to.tag == "pending":
+	case r.from == rpc.PendingBlockNumber || r.to == rpc.PendingBlockNumber:
 		return span{}, jsonrpc.ErrInvalidParams.With("pending logs are not supported")
-	case from.tag != "" || to.tag != "",
-		!from.numeric && to.numeric,
-		from.numeric && to.numeric && to.n < from.n:
+	case r.from < 0 && r.from != latest, r.to < 0 && r.to != latest, // safe, finalized
+		r.from == latest && r.to != latest,
+		r.to != latest && r.to < r.from:
 		return span{}, jsonrpc.ErrInvalidParams.With("invalid from and to block combination")
 	}
-	return span{from: from, to: to}, nil
+	return r, nil
 }

@@ -6,7 +6,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/web3gate/web3gate/feeds"
 	"github.com/web3gate/web3gate/proxy"
@@ -113,20 +113,16 @@ func logsCriteria(args []json.RawMessage) (*feeds.Criteria, blockRange, error) {
 	if crit.BlockHash != nil {
 		return nil, all, errBlockRange
 	}
-	from, err := rangeBound(crit.FromBlock)
-	if err != nil {
-		return nil, all, err
+	if crit.From == rpc.PendingBlockNumber || crit.To == rpc.PendingBlockNumber {
+		return nil, all, errPendingLogs
 	}
-	to, err := rangeBound(crit.ToBlock)
-	if err != nil {
-		return nil, all, err
-	}
+	from, to := bound(crit.From), bound(crit.To)
 	switch {
-	case from == latest && to == latest:
+	case from == rpc.LatestBlockNumber && to == rpc.LatestBlockNumber:
 		return crit, all, nil
 	case from >= 0 && to >= 0 && to >= from:
 		return crit, blockRange{from: uint64(from), to: uint64(to)}, nil
-	case from >= 0 && to == latest:
+	case from >= 0 && to == rpc.LatestBlockNumber:
 		return crit, blockRange{from: uint64(from), to: math.MaxUint64}, nil
 	}
 	return nil, all, errBlockRange
@@ -135,28 +131,13 @@ func logsCriteria(args []json.RawMessage) (*feeds.Criteria, blockRange, error) {
 // blockRange is the blocks whose logs a logs subscription delivers, from and to included.
 type blockRange struct{ from, to uint64 }
 
-// latest is "latest" (or absent) as rangeBound reads it; any other tag is below it.
-const latest = -2
-
-// rangeBound reads fromBlock or toBlock as geth's rpc.BlockNumber does for SubscribeLogs:
-// "" and "latest" are latest, "earliest" is 0, a hex number is itself, "safe" and
-// "finalized" are negative (an invalid range), "pending" is refused.
-func rangeBound(tag string) (int64, error) {
-	switch tag {
-	case "", "latest":
-		return latest, nil
-	case "earliest":
-		return 0, nil
-	case "pending":
-		return 0, errPendingLogs
-	case "safe", "finalized":
-		return -3, nil
+// bound is a range's end as geth's SubscribeLogs takes it: "earliest" is block 0; "latest"
+// stays itself, and "safe" and "finalized" stay negative (no valid range).
+func bound(n rpc.BlockNumber) rpc.BlockNumber {
+	if n == rpc.EarliestBlockNumber {
+		return 0
 	}
-	n, err := hexutil.DecodeUint64(tag)
-	if err != nil || n > math.MaxInt64 {
-		return 0, errBlockRange // ParseCriteria has checked it as geth does: not reached
-	}
-	return int64(n), nil
+	return n
 }
 
 var (
