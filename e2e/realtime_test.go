@@ -178,12 +178,6 @@ func (d *chainDriver) latest(n *anvil.Node) nodeBlock {
 	return d.block(n, "latest")
 }
 
-// hashOf is the hash of block number on the first node.
-func (d *chainDriver) hashOf(number uint64) common.Hash {
-	d.t.Helper()
-	return d.block(d.nodes[0], hexutil.EncodeUint64(number)).Hash
-}
-
 // send signs a transaction to to (nil: a creation) with data and gas and sends it to every
 // node; it is mined by the next mine.
 func (d *chainDriver) send(to *common.Address, data []byte, gas uint64) common.Hash {
