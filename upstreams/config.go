@@ -59,6 +59,13 @@ type ChainConfig struct {
 	Name string `yaml:"name"`
 	// URLs are the chain's nodes: http(s) URLs, or "embedded" for the in-process handler.
 	URLs []string `yaml:"urls"`
+	// Finality is how the chain's final block is known: auto (the `finalized` block tag while
+	// the nodes answer it with a block, else FinalityDepth below the head), tag or depth.
+	// Empty means auto.
+	Finality string `yaml:"finality"`
+	// FinalityDepth is the depth below the head that is final when the tag is not used;
+	// 0 means the process-wide default (cache.finalityDepth).
+	FinalityDepth uint64 `yaml:"finalityDepth"`
 }
 
 // The defaults of the section, as documented in config.yaml.
@@ -97,6 +104,9 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.Batch.MaxInFlight, DefaultBatchMaxInFlight)
 	defaults.Set(&c.Batch.MaxSize, DefaultBatchMaxSize)
 	for i := range c.Chains {
+		if c.Chains[i].Finality == "" {
+			c.Chains[i].Finality = FinalityAuto
+		}
 		if c.Chains[i].Name == "" && c.Chains[i].ChainID != 0 {
 			c.Chains[i].Name = strconv.FormatUint(c.Chains[i].ChainID, 10)
 		}
@@ -160,6 +170,14 @@ func (c *Config) Validate() error {
 			add("%s.name: duplicate of chains[%d]", key, j)
 		default:
 			byName[ch.Name] = i
+		}
+		switch ch.Finality {
+		case FinalityAuto, FinalityTag, FinalityDepth:
+		default:
+			add("%s.finality: must be auto, tag or depth", key)
+		}
+		if ch.FinalityDepth > 1<<20 {
+			add("%s.finalityDepth: must be at most 1048576", key)
 		}
 		if len(ch.URLs) == 0 {
 			add("%s.urls: at least one url is required", key)

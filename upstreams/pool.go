@@ -30,6 +30,7 @@ type Pool struct {
 	best   atomic.Uint64 // best head among verified, non-ejected nodes
 	bestMu sync.Mutex    // serializes refresh
 	nextID atomic.Uint64 // JSON-RPC ids of our upstream requests
+	fin    *finality     // nil: finality not tracked (see finality.go)
 }
 
 // ChainID is the pool's EIP-155 chain id.

@@ -38,6 +38,12 @@ type Deps struct {
 	Registry prometheus.Registerer
 	// Embedded are the in-process JSON-RPC handlers by chain id, for urls "embedded".
 	Embedded map[uint64]http.Handler
+	// TrackFinality starts one finality poll per chain (Pool.Finality): the latest block's
+	// number and hash and the finalized block, every pollInterval. Off: Pool.Finality is
+	// never known.
+	TrackFinality bool
+	// FinalityDepth is the depth of chains whose finalityDepth is 0; 0: DefaultFinalityDepth.
+	FinalityDepth uint64
 }
 
 // Set is every configured chain's pool.
@@ -82,6 +88,16 @@ func New(cfg Config, deps Deps) (*Set, error) {
 			maxLag:      cfg.MaxLag,
 			ejectAfter:  cfg.EjectAfter,
 			cooldown:    cfg.Cooldown,
+		}
+		if deps.TrackFinality {
+			depth := ch.FinalityDepth
+			if depth == 0 {
+				depth = deps.FinalityDepth
+			}
+			if depth == 0 {
+				depth = DefaultFinalityDepth
+			}
+			p.fin = &finality{mode: ch.Finality, depth: depth}
 		}
 		for k, raw := range ch.URLs {
 			n := &node{pool: p, bit: 1 << k, endpoint: redactURL(raw)}
@@ -154,6 +170,9 @@ func (s *Set) Start(ctx context.Context) {
 		p.refresh()
 		for _, n := range p.nodes {
 			s.pollers.Go(func() { n.run(pctx, s.cfg.PollInterval) })
+		}
+		if p.fin != nil {
+			s.pollers.Go(func() { p.runFinality(pctx, s.cfg.PollInterval) })
 		}
 		healthy := 0
 		best := p.best.Load()
