@@ -104,9 +104,6 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.Batch.MaxInFlight, DefaultBatchMaxInFlight)
 	defaults.Set(&c.Batch.MaxSize, DefaultBatchMaxSize)
 	for i := range c.Chains {
-		if c.Chains[i].Finality == "" {
-			c.Chains[i].Finality = FinalityAuto
-		}
 		if c.Chains[i].Name == "" && c.Chains[i].ChainID != 0 {
 			c.Chains[i].Name = strconv.FormatUint(c.Chains[i].ChainID, 10)
 		}
@@ -172,7 +169,7 @@ func (c *Config) Validate() error {
 			byName[ch.Name] = i
 		}
 		switch ch.Finality {
-		case FinalityAuto, FinalityTag, FinalityDepth:
+		case "", FinalityAuto, FinalityTag, FinalityDepth:
 		default:
 			add("%s.finality: must be auto, tag or depth", key)
 		}
