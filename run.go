@@ -109,7 +109,8 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 			return fmt.Errorf("dev accounts: %w", err)
 		}
 	}
-	ups, err := upstreams.New(cfg.Upstreams, upstreams.Deps{Logger: log.Named("upstreams"), Registry: reg, Embedded: embedded})
+	ups, err := upstreams.New(cfg.Upstreams, upstreams.Deps{Logger: log.Named("upstreams"), Registry: reg, Embedded: embedded,
+		TrackFinality: cfg.Cache.Enabled, FinalityDepth: cfg.Cache.FinalityDepth})
 	if err != nil {
 		return fmt.Errorf("upstreams: %w", err)
 	}
@@ -368,6 +369,14 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 			return p.Head()
 		}
 		return 0
+	}
+	cacheDeps.Finality = func(id uint64) cache.Finality {
+		p, ok := ups.Pool(id)
+		if !ok {
+			return cache.Finality{}
+		}
+		f := p.Finality()
+		return cache.Finality{Known: f.Known, Head: f.Head, HeadHash: f.HeadHash, Finalized: f.Finalized}
 	}
 	cacheStage, err := cache.New(cfg.Cache, cacheDeps)
 	if err != nil {

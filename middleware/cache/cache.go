@@ -6,6 +6,7 @@ package cache
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"time"
@@ -13,7 +14,6 @@ import (
 	"github.com/dgraph-io/ristretto/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-	"github.com/tidwall/gjson"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/web3gate/web3gate/internal/defaults"
@@ -62,8 +62,13 @@ func (c *Config) Validate() error {
 // Deps are the stage's collaborators.
 type Deps struct {
 	Registry prometheus.Registerer
-	// Head returns the best known head block of a chain, for finality decisions.
+	// Head returns the best known head block of a chain, for finality decisions when
+	// Finality is nil.
 	Head func(chainID uint64) uint64
+	// Finality returns a chain's head identity and finalized block (see Finality). nil: the
+	// head from Head, FinalityDepth below it final, no head hash (a reorg at the same height
+	// is not seen).
+	Finality func(chainID uint64) Finality
 	// Redis is the second level shared by the replicas; nil: none.
 	Redis *redisx.Client
 	// Shared reports whether a chain's answers go to Redis: false for a chain only this
@@ -71,21 +76,64 @@ type Deps struct {
 	Shared func(chainID uint64) bool
 }
 
-// policy decides, from a non-error result, whether to cache it and for how long
-// (0 = until evicted).
-type policy func(s *Stage, chainID uint64, result []byte) (ok bool, ttl time.Duration)
+// Finality is what the stage knows of a chain at one call: its head block's number and hash
+// and its highest final block. Known false: nothing is cached by block number or tag.
+type Finality struct {
+	Known     bool
+	Head      uint64
+	HeadHash  string
+	Finalized uint64
+}
 
-// policies is the allow-list: only these methods are ever cached.
+// scope is the lifetime class of an entry.
+type scope uint8
+
+const (
+	scopeNone  scope = iota // not cached
+	scopeFinal              // immutable: kept until evicted (in Redis for redis.maxTtl)
+	scopeHead               // true at the current head only: keyed by the head's number and hash, at most unfinalizedTtl
+	// scopeResult: decided by the result (a transaction or receipt by hash: final once its
+	// block is): looked up as final, then as head.
+	scopeResult
+)
+
+// plan is what a cached call's params mean for the cache: their canonical form and the
+// scope they allow, with what keep needs of them.
+type plan struct {
+	canon []byte
+	scope scope
+	// skip is why the call is not cached (scope none): the reason label of skips_total.
+	skip string
+	// eth_getLogs: the range's end, and whether the filter names a block hash.
+	to        blockRef
+	blockHash bool
+}
+
+// policy is a cached method's rule. plan reads the params (at most max of them) into their
+// canonical form and scope (errCanon: not cached); keep decides from a non-error result
+// under which scope it is stored (scopeNone: not stored).
+type policy struct {
+	plan func(args []json.RawMessage, f Finality, pl *plan) (canon any, err error)
+	keep func(f Finality, pl *plan, result []byte) scope
+	max  int
+}
+
+// policies is the allow-list: only these methods are ever cached (policy.go has the rule of
+// each; the README a table). eth_chainId and net_version never reach the stage: the route
+// stage answers them.
 var policies = map[string]policy{
-	// A block's content never changes under its hash.
-	"eth_getBlockByHash": func(_ *Stage, _ uint64, r []byte) (bool, time.Duration) { return !isNull(r), 0 },
-	// A transaction is cacheable once mined; until final, a reorg could move it.
-	"eth_getTransactionByHash": func(s *Stage, chain uint64, r []byte) (bool, time.Duration) {
-		return s.minedTTL(chain, r)
-	},
-	"eth_getTransactionReceipt": func(s *Stage, chain uint64, r []byte) (bool, time.Duration) {
-		return s.minedTTL(chain, r)
-	},
+	"eth_getBlockByHash":        {planBlockByHash, keepNonNull, 2},
+	"eth_getBlockByNumber":      {planBlockByNumber, keepNonNull, 2},
+	"eth_getBlockReceipts":      {planBlockReceipts, keepNonNull, 1},
+	"eth_getTransactionByHash":  {planTxByHash, keepMined, 1},
+	"eth_getTransactionReceipt": {planTxByHash, keepMined, 1},
+	"eth_getLogs":               {planLogs, keepLogs, 1},
+	"eth_getBalance":            {planAccount, keepAny, 2},
+	"eth_getCode":               {planAccount, keepAny, 2},
+	"eth_getTransactionCount":   {planAccount, keepAny, 2},
+	"eth_getStorageAt":          {planStorage, keepAny, 3},
+	"eth_getProof":              {planProof, keepAny, 3},
+	"eth_call":                  {planCall, keepAny, 4},
 }
 
 // coalesced are the pure reads whose identical calls in flight share one upstream request.
@@ -104,15 +152,17 @@ var coalesced = map[string]bool{
 
 // Stage is the cache stage.
 type Stage struct {
-	cfg    Config
-	head   func(uint64) uint64
-	cache  *ristretto.Cache[string, []byte] // nil: no local level
-	redis  *redisx.Client                   // nil: no shared level
-	shared func(uint64) bool
-	flight singleflight.Group
+	cfg      Config
+	finality func(uint64) Finality
+	cache    *ristretto.Cache[string, []byte] // nil: no local level
+	redis    *redisx.Client                   // nil: no shared level
+	shared   func(uint64) bool
+	flight   singleflight.Group
 
 	lookups      *prometheus.CounterVec
 	redisLookups *prometheus.CounterVec
+	stores       *prometheus.CounterVec
+	skips        *prometheus.CounterVec
 	coalesces    prometheus.Counter
 }
 
@@ -120,10 +170,21 @@ var _ proxy.Stage = (*Stage)(nil)
 
 // New builds the stage. With caching disabled it still coalesces when configured to.
 func New(cfg Config, deps Deps) (*Stage, error) {
-	if deps.Registry == nil || deps.Head == nil {
-		return nil, errors.New("cache: registry and head are required")
+	if deps.Registry == nil || (deps.Head == nil && deps.Finality == nil) {
+		return nil, errors.New("cache: registry and head or finality are required")
 	}
-	s := &Stage{cfg: cfg, head: deps.Head, shared: deps.Shared}
+	s := &Stage{cfg: cfg, finality: deps.Finality, shared: deps.Shared}
+	if s.finality == nil {
+		head, depth := deps.Head, cfg.FinalityDepth
+		s.finality = func(chain uint64) Finality {
+			h := head(chain)
+			f := Finality{Known: h > 0, Head: h}
+			if h > depth {
+				f.Finalized = h - depth
+			}
+			return f
+		}
+	}
 	if cfg.Enabled {
 		s.redis = deps.Redis
 	}
@@ -144,12 +205,20 @@ func New(cfg Config, deps Deps) (*Stage, error) {
 	f := promauto.With(deps.Registry)
 	s.lookups = f.NewCounterVec(prometheus.CounterOpts{
 		Name: "web3gate_cache_lookups_total",
-		Help: "Response cache lookups of cacheable methods, by method and result (hit or miss).",
+		Help: "Response cache lookups of cacheable calls, by method and result (hit or miss).",
 	}, []string{"method", "result"})
 	s.redisLookups = f.NewCounterVec(prometheus.CounterOpts{
 		Name: "web3gate_cache_redis_lookups_total",
 		Help: "Response cache lookups in Redis (after a local miss), by method and result: hit, miss, error (failed or timed out), skipped (Redis marked down), invalid (not an entry of this version).",
 	}, []string{"method", "result"})
+	s.stores = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "web3gate_cache_stores_total",
+		Help: "Answers stored in the response cache, by method and class: final (kept until evicted) or head (valid at the current head only).",
+	}, []string{"method", "class"})
+	s.skips = f.NewCounterVec(prometheus.CounterOpts{
+		Name: "web3gate_cache_skips_total",
+		Help: "Calls of cached methods that the cache did not look up, by method and reason: params (not read: unknown fields, overrides, malformed), pending (the pending block), unknown_head (the chain's head is not known yet).",
+	}, []string{"method", "reason"})
 	s.coalesces = f.NewCounter(prometheus.CounterOpts{
 		Name: "web3gate_cache_coalesced_total",
 		Help: "Calls answered by sharing an identical upstream request already in flight.",
@@ -186,53 +255,150 @@ func (s *Stage) ForgetChain(ctx context.Context, chainID uint64) (int, error) {
 // Serve implements proxy.Stage.
 func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error) {
 	m := c.Method()
-	pol := policies[m]
-	if pol == nil && (!s.cfg.Coalesce || !coalesced[m]) {
+	pol, cacheable := policies[m]
+	coalesce := s.cfg.Coalesce && coalesced[m]
+	cacheable = cacheable && s.cfg.Enabled
+	if !cacheable && !coalesce {
 		return next.Serve(c)
 	}
-	key := cacheKey(c)
 	label := jsonrpc.MethodLabel(m)
-	if pol != nil && s.cache != nil {
-		if v, ok := s.cache.Get(key); ok {
-			s.lookups.WithLabelValues(label, "hit").Inc()
-			return &proxy.Response{Result: v}, nil
+	var (
+		pl        plan
+		fin       Finality
+		final, hd string // the entry's keys as final and as head (empty: not looked up)
+		flightKey string
+	)
+	if cacheable {
+		fin = s.finality(c.ChainID)
+		s.plan(c, pol, fin, &pl)
+		if pl.scope == scopeNone {
+			s.skips.WithLabelValues(label, pl.skip).Inc()
+		} else {
+			final, hd = s.keys(c.ChainID, m, &pl, fin)
+			flightKey = final
+		}
+	}
+	if flightKey == "" {
+		flightKey = cacheKey(c)
+	}
+	if pl.scope != scopeNone && s.cache != nil {
+		for _, k := range [2]string{final, hd} {
+			if k == "" {
+				continue
+			}
+			if v, ok := s.cache.Get(k); ok {
+				s.lookups.WithLabelValues(label, "hit").Inc()
+				return &proxy.Response{Result: v}, nil
+			}
 		}
 		s.lookups.WithLabelValues(label, "miss").Inc()
 	}
-	if pol == nil || !s.cfg.Enabled {
-		pol = nil // coalesced only
-	}
-	shared := pol != nil && s.redis != nil && s.shared(c.ChainID)
+	shared := pl.scope != scopeNone && s.redis != nil && s.shared(c.ChainID)
 	// serve asks Redis, then the upstream, and fills both levels. Identical calls in flight
 	// share one run of it (one Redis lookup, one upstream request).
 	serve := func() (*proxy.Response, error) {
 		if shared {
-			if v, ttl, ok := s.sharedGet(c, label); ok {
-				s.fillLocal(key, v, ttl)
-				return &proxy.Response{Result: v}, nil
+			for _, k := range [2]string{final, hd} {
+				if k == "" {
+					continue
+				}
+				if v, ttl, ok := s.sharedGet(k, c.ChainID, m, label); ok {
+					s.fillLocal(k, v, ttl)
+					return &proxy.Response{Result: v}, nil
+				}
 			}
 		}
 		resp, err := next.Serve(c)
-		if err != nil || resp == nil || pol == nil || int64(len(resp.Result)) > s.cfg.MaxEntryBytes {
+		if err != nil || resp == nil || pl.scope == scopeNone || int64(len(resp.Result)) > s.cfg.MaxEntryBytes {
 			return resp, err
 		}
-		if ok, ttl := pol(s, c.ChainID, resp.Result); ok {
-			s.fillLocal(key, resp.Result, ttl)
-			if shared {
-				s.sharedSet(c, resp.Result, ttl)
+		sc := pol.keep(fin, &pl, resp.Result)
+		if pl.scope != scopeResult && sc > pl.scope {
+			sc = pl.scope // keep narrows a plan's scope, never widens it
+		}
+		var (
+			key string
+			ttl time.Duration
+		)
+		switch sc {
+		case scopeFinal:
+			key = final
+		case scopeHead:
+			key, ttl = hd, s.cfg.UnfinalizedTTL
+			if ttl <= 0 || key == "" {
+				return resp, nil
 			}
+		default:
+			return resp, nil
+		}
+		if key == "" {
+			return resp, nil
+		}
+		s.stores.WithLabelValues(label, scopeNames[sc]).Inc()
+		s.fillLocal(key, resp.Result, ttl)
+		if shared {
+			s.sharedSet(key, c.ChainID, m, resp.Result, ttl)
 		}
 		return resp, nil
 	}
-	if !s.cfg.Coalesce || !coalesced[m] {
+	if !coalesce {
 		return serve()
 	}
-	v, err, dup := s.flight.Do(key, func() (any, error) { return serve() })
+	v, err, dup := s.flight.Do(flightKey, func() (any, error) { return serve() })
 	if dup {
 		s.coalesces.Inc()
 	}
 	resp, _ := v.(*proxy.Response)
 	return resp, err
+}
+
+// scopeNames are the class label values of stores_total.
+var scopeNames = [...]string{scopeNone: "none", scopeFinal: "final", scopeHead: "head", scopeResult: "result"}
+
+// plan reads c's params with pol into pl: the canonical params and the scope, or scope none
+// and the reason.
+func (s *Stage) plan(c *proxy.Call, pol policy, f Finality, pl *plan) {
+	args, err := readArgs(c.Request.Params, pol.max)
+	var canon any
+	if err == nil {
+		canon, err = pol.plan(args, f, pl)
+	}
+	if err == nil {
+		pl.canon, err = json.Marshal(canon)
+	}
+	switch {
+	case err != nil:
+		pl.scope, pl.skip = scopeNone, "params"
+	case pl.scope == scopeNone:
+		pl.skip = "pending"
+	case pl.scope == scopeHead && !f.Known:
+		pl.scope, pl.skip = scopeNone, "unknown_head"
+	}
+}
+
+// keys are the entry's local keys: "<chain>:<method>:<canonical params>" as final, and that
+// with "@<head number>:<head hash>" as head. A key the plan's scope never uses is empty.
+func (s *Stage) keys(chain uint64, method string, pl *plan, f Finality) (final, head string) {
+	b := make([]byte, 0, 24+len(method)+len(pl.canon)+90)
+	b = strconv.AppendUint(b, chain, 10)
+	b = append(b, ':')
+	b = append(b, method...)
+	b = append(b, ':')
+	b = append(b, pl.canon...)
+	n := len(b)
+	if f.Known {
+		b = append(b, '@')
+		b = strconv.AppendUint(b, f.Head, 10)
+		b = append(b, ':')
+		b = append(b, f.HeadHash...)
+	}
+	if pl.scope == scopeFinal || pl.scope == scopeResult {
+		final = string(b[:n])
+	}
+	if (pl.scope == scopeHead || pl.scope == scopeResult) && f.Known {
+		head = string(b)
+	}
+	return final, head
 }
 
 // fillLocal keeps result under key in the local level for ttl (0: until evicted).
@@ -242,30 +408,8 @@ func (s *Stage) fillLocal(key string, result []byte, ttl time.Duration) {
 	}
 }
 
-// minedTTL caches a transaction or receipt once it has a block: forever when the block is
-// at least FinalityDepth below the head, else for UnfinalizedTTL.
-func (s *Stage) minedTTL(chain uint64, r []byte) (bool, time.Duration) {
-	if isNull(r) {
-		return false, 0
-	}
-	res := gjson.ParseBytes(r)
-	if res.Get("blockHash").Type != gjson.String {
-		return false, 0
-	}
-	n, err := strconv.ParseUint(trimHex(res.Get("blockNumber").Str), 16, 64)
-	if err != nil {
-		return false, 0
-	}
-	if head := s.head(chain); head >= n+s.cfg.FinalityDepth {
-		return true, 0
-	}
-	if s.cfg.UnfinalizedTTL <= 0 {
-		return false, 0
-	}
-	return true, s.cfg.UnfinalizedTTL
-}
-
-// cacheKey is chain, method and the raw params: identical calls, whatever their ids.
+// cacheKey is chain, method and the raw params: identical calls, whatever their ids (the
+// coalescing key of calls that are not cached).
 func cacheKey(c *proxy.Call) string {
 	b := make([]byte, 0, 24+len(c.Request.Method)+len(c.Request.Params))
 	b = strconv.AppendUint(b, c.ChainID, 10)
@@ -277,10 +421,3 @@ func cacheKey(c *proxy.Call) string {
 }
 
 func isNull(r []byte) bool { return len(r) == 0 || string(r) == "null" }
-
-func trimHex(s string) string {
-	if len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X") {
-		return s[2:]
-	}
-	return "-"
-}

@@ -9,15 +9,16 @@ import (
 	"time"
 
 	"github.com/web3gate/web3gate/internal/redisx"
-	"github.com/web3gate/web3gate/proxy"
 )
 
 // The shared level (Redis). An entry is written by the replica that fetched it, with the
 // same rules and TTL as its local entry, and read by any replica after a local miss; a hit
 // fills the reader's local level for what is left of the TTL.
 //
-// Key:   <redis.keyPrefix>rc:<chain id>:<method>:<params as sent>, or, for params longer
-//        than maxKeyParams bytes, rc:<chain id>:<method>:#<SHA-256 of the params, hex>.
+// Key:   <redis.keyPrefix>rc:<local key>, the local key being <chain id>:<method>:<canonical
+//        params>, followed for an entry true at one head only by @<head number>:<head hash>
+//        (a replica that sees another head never reads it); or, for a local key longer than
+//        maxKeyParams bytes past the method, rc:<chain id>:<method>:#<SHA-256 of the local key, hex>.
 // Value: a version byte (1), the expiry as Unix milliseconds (8 bytes, big-endian; 0: none,
 //        the local level keeps it until evicted and Redis for redis.maxTtl), the result.
 
@@ -27,30 +28,28 @@ const (
 	maxKeyParams = 256
 )
 
-// redisKey is the Redis key of c's answer.
-func (s *Stage) redisKey(c *proxy.Call) string {
+// redisKey is the Redis key of the entry whose local key is key.
+func (s *Stage) redisKey(key string, chain uint64, method string) string {
 	prefix := s.redis.KeyPrefix()
-	params := c.Request.Params
-	b := make([]byte, 0, len(prefix)+3+20+2+len(c.Request.Method)+min(len(params), maxKeyParams+1))
+	b := make([]byte, 0, len(prefix)+3+20+2+len(method)+min(len(key), maxKeyParams+1))
 	b = append(b, prefix...)
 	b = append(b, "rc:"...)
-	b = strconv.AppendUint(b, c.ChainID, 10)
+	b = strconv.AppendUint(b, chain, 10)
 	b = append(b, ':')
-	b = append(b, c.Request.Method...)
+	b = append(b, method...)
 	b = append(b, ':')
-	if len(params) > maxKeyParams {
-		sum := sha256.Sum256(params)
+	if rest := len(key) - (len(b) - len(prefix) - 3); rest > maxKeyParams {
+		sum := sha256.Sum256([]byte(key))
 		b = append(b, '#')
 		b = hex.AppendEncode(b, sum[:])
-	} else {
-		b = append(b, params...)
+		return string(b)
 	}
-	return string(b)
+	return prefix + "rc:" + key
 }
 
-// sharedGet looks c's answer up in Redis: the result and the TTL left (0: none).
-func (s *Stage) sharedGet(c *proxy.Call, label string) ([]byte, time.Duration, bool) {
-	v, st := s.redis.Get(s.redisKey(c))
+// sharedGet looks the entry up in Redis: the result and the TTL left (0: none).
+func (s *Stage) sharedGet(key string, chain uint64, method, label string) ([]byte, time.Duration, bool) {
+	v, st := s.redis.Get(s.redisKey(key, chain, method))
 	if st != redisx.Hit {
 		s.redisLookups.WithLabelValues(label, st.String()).Inc()
 		return nil, 0, false
@@ -64,9 +63,9 @@ func (s *Stage) sharedGet(c *proxy.Call, label string) ([]byte, time.Duration, b
 	return result, ttl, true
 }
 
-// sharedSet writes c's answer to Redis in the background.
-func (s *Stage) sharedSet(c *proxy.Call, result []byte, ttl time.Duration) {
-	s.redis.Set(s.redisKey(c), encodeEntry(result, ttl, time.Now()), ttl)
+// sharedSet writes the entry to Redis in the background.
+func (s *Stage) sharedSet(key string, chain uint64, method string, result []byte, ttl time.Duration) {
+	s.redis.Set(s.redisKey(key, chain, method), encodeEntry(result, ttl, time.Now()), ttl)
 }
 
 func encodeEntry(result []byte, ttl time.Duration, now time.Time) []byte {

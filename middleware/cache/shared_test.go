@@ -94,9 +94,9 @@ func TestAnswerFetchedByOneReplicaIsAHitOnAnother(t *testing.T) {
 	a := newReplica(t, url, prefix, 100, block, nil)
 	b := newReplica(t, url, prefix, 100, block, nil)
 	calls := []*proxy.Call{
-		call("eth_getBlockByHash", `["0x01",false]`),
-		call("eth_getBlockByHash", `["0x01",true]`),
-		{ChainID: 2, Request: jsonrpc.Request{ID: []byte("1"), Method: "eth_getBlockByHash", Params: []byte(`["0x01",false]`)}},
+		call("eth_getBlockByHash", `["0x0000000000000000000000000000000000000000000000000000000000000001",false]`),
+		call("eth_getBlockByHash", `["0x0000000000000000000000000000000000000000000000000000000000000001",true]`),
+		{ChainID: 2, Request: jsonrpc.Request{ID: []byte("1"), Method: "eth_getBlockByHash", Params: []byte(`["0x0000000000000000000000000000000000000000000000000000000000000001",false]`)}},
 	}
 	for _, c := range calls {
 		a.serve(t, c)
@@ -148,7 +148,7 @@ func TestRedisFollowsTheLocalRules(t *testing.T) {
 			url, prefix := testengine.Redis(t)
 			a := newReplica(t, url, prefix, 200, tc.result, nil)
 			b := newReplica(t, url, prefix, 200, tc.result, nil)
-			c := call("eth_getTransactionReceipt", `["0x01"]`)
+			c := call("eth_getTransactionReceipt", `["0x0000000000000000000000000000000000000000000000000000000000000001"]`)
 			a.serve(t, c)
 			k := keys(t, prefix)
 			if len(k) != 1 {
@@ -175,7 +175,7 @@ func TestRedisFollowsTheLocalRules(t *testing.T) {
 			small := func(c *Config, _ *Deps) { c.MaxEntryBytes = 1024 }
 			a := newReplica(t, url, prefix, 200, tc.result, small)
 			b := newReplica(t, url, prefix, 200, tc.result, small)
-			c := call("eth_getTransactionReceipt", `["0x01"]`)
+			c := call("eth_getTransactionReceipt", `["0x0000000000000000000000000000000000000000000000000000000000000001"]`)
 			a.serve(t, c)
 			a.serve(t, c)
 			b.serve(t, c)
@@ -224,8 +224,8 @@ func TestEntryTTLCarriesOver(t *testing.T) {
 func TestForeignValuesAreMisses(t *testing.T) {
 	url, prefix := testengine.Redis(t)
 	r := newReplica(t, url, prefix, 100, block, nil)
-	c := call("eth_getBlockByHash", `["0x01",false]`)
-	if _, err := testengine.RedisCommand(testengine.RedisAddr(), "SET", r.s.redisKey(c), "not an entry"); err != nil {
+	c := call("eth_getBlockByHash", `["0x0000000000000000000000000000000000000000000000000000000000000001",false]`)
+	if _, err := testengine.RedisCommand(testengine.RedisAddr(), "SET", r.s.redisKeyOf(c), "not an entry"); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.serve(t, c); got != block {
@@ -239,22 +239,34 @@ func TestForeignValuesAreMisses(t *testing.T) {
 func TestLongParamsAreHashedInTheKey(t *testing.T) {
 	url, prefix := testengine.Redis(t)
 	r := newReplica(t, url, prefix, 100, block, nil)
-	long := `["0x01",false,"` + strings.Repeat("p", 300) + `"]`
-	k := r.s.redisKey(call("eth_getBlockByHash", long))
-	if len(k) > len(prefix)+100 || !strings.HasPrefix(k, prefix+"rc:1:eth_getBlockByHash:#") {
+	long := `[{"to":"0x00000000000000000000000000000000000000aa","input":"0x` + strings.Repeat("ab", 150) + `"},"0x1"]`
+	k := r.s.redisKeyOf(call("eth_call", long))
+	if len(k) > len(prefix)+100 || !strings.HasPrefix(k, prefix+"rc:1:eth_call:#") {
 		t.Fatalf("key %q", k)
 	}
-	if k == r.s.redisKey(call("eth_getBlockByHash", long[:len(long)-3]+`q"]`)) {
+	if k == r.s.redisKeyOf(call("eth_call", strings.Replace(long, "abab\"", "abac\"", 1))) {
 		t.Fatal("two params, one key")
 	}
+}
+
+// redisKeyOf is the Redis key of c's entry (as final, or else as head).
+func (s *Stage) redisKeyOf(c *proxy.Call) string {
+	var pl plan
+	f := s.finality(c.ChainID)
+	s.plan(c, policies[c.Method()], f, &pl)
+	final, head := s.keys(c.ChainID, c.Method(), &pl, f)
+	if final == "" {
+		final = head
+	}
+	return s.redisKey(final, c.ChainID, c.Method())
 }
 
 func TestChainsNotSharedStayLocal(t *testing.T) {
 	url, prefix := testengine.Redis(t)
 	private := func(_ *Config, d *Deps) { d.Shared = func(id uint64) bool { return id != 1 } }
 	a := newReplica(t, url, prefix, 100, block, private)
-	a.serve(t, call("eth_getBlockByHash", `["0x01",false]`))
-	a.serve(t, call("eth_getBlockByHash", `["0x01",false]`))
+	a.serve(t, call("eth_getBlockByHash", `["0x0000000000000000000000000000000000000000000000000000000000000001",false]`))
+	a.serve(t, call("eth_getBlockByHash", `["0x0000000000000000000000000000000000000000000000000000000000000001",false]`))
 	if k := keys(t, prefix); len(k) != 0 {
 		t.Fatalf("a chain not shared reached Redis: %v", k)
 	}
@@ -268,7 +280,7 @@ func TestWithoutLocalLevelEveryLookupAsksRedis(t *testing.T) {
 	url, prefix := testengine.Redis(t)
 	noLocal := func(c *Config, _ *Deps) { c.Local = false }
 	r := newReplica(t, url, prefix, 100, block, noLocal)
-	c := call("eth_getBlockByHash", `["0x01",false]`)
+	c := call("eth_getBlockByHash", `["0x0000000000000000000000000000000000000000000000000000000000000001",false]`)
 	for range 5 {
 		if got := r.serve(t, c); got != block {
 			t.Fatalf("answered %s", got)
@@ -292,7 +304,7 @@ func TestConcurrentMissesShareOneRedisLookup(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := h.Serve(call("eth_getBlockByHash", `["0x02",false]`)); err != nil {
+			if _, err := h.Serve(call("eth_getBlockByHash", `["0x0000000000000000000000000000000000000000000000000000000000000002",false]`)); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -328,7 +340,7 @@ func (b *blocking) Serve(c *proxy.Call) (*proxy.Response, error) {
 func TestRedisDownServesFromTheUpstream(t *testing.T) {
 	srv := testengine.PrivateRedis(t)
 	r := newReplica(t, srv.URL(), "t:", 100, block, func(c *Config, _ *Deps) { c.Local = false })
-	c := call("eth_getBlockByHash", `["0x01",false]`)
+	c := call("eth_getBlockByHash", `["0x0000000000000000000000000000000000000000000000000000000000000001",false]`)
 	r.serve(t, c)
 	r.serve(t, c)
 	srv.Kill()
