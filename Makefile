@@ -74,6 +74,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePrivateKeyHex$$' -fuzztime 20000x ./wallet
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCriteria$$' -fuzztime 20000x ./feeds
 	$(GO) test -run '^$$' -fuzz '^FuzzStoredCriteria$$' -fuzztime 20000x ./middleware/filters
+	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalKeyNeverMerges$$' -fuzztime 20000x ./middleware/cache
 	$(GO) test -run '^$$' -fuzz '^FuzzFixed$$' -fuzztime 20000x ./internal/rpchex
 
 # Load benchmark: ratios against baselines measured in the same run (needs Debian's wrk, and

@@ -121,14 +121,11 @@ func canonQuantity(raw json.RawMessage) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	d, err := hexDigits(s, 0, false)
+	d, err := hexDigits(s, 64, false) // geth: at most 256 bits, 64 digits
 	if err != nil {
 		return "", err
 	}
 	d = strings.TrimLeft(d, "0")
-	if len(d) > 64 {
-		return "", errCanon
-	}
 	if d == "" {
 		d = "0"
 	}
@@ -194,7 +191,7 @@ func readBlockNumber(raw json.RawMessage, def string) (blockRef, error) {
 	case "earliest":
 		return blockRef{kind: refNumber}, nil
 	}
-	d, err := hexDigits(s, 0, false)
+	d, err := hexDigits(s, 16, false) // a uint64: at most 16 digits
 	if err != nil {
 		return blockRef{}, err
 	}
