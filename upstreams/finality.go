@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
@@ -51,8 +53,30 @@ type finality struct {
 	mode  string
 	depth uint64
 	cur   atomic.Pointer[Finality]
+	// head and final are the web3gate_upstream_finality_block gauges of the pool.
+	head, final prometheus.Gauge
 	// tagLogged: the node's refusal of the tag was logged (once per pool).
 	tagLogged atomic.Bool
+}
+
+// newFinality is the tracker of chain ch; its gauges are children of vec.
+func newFinality(ch ChainConfig, depth uint64, vec *prometheus.GaugeVec) *finality {
+	if ch.FinalityDepth != 0 {
+		depth = ch.FinalityDepth
+	}
+	if depth == 0 {
+		depth = DefaultFinalityDepth
+	}
+	return &finality{mode: ch.Finality, depth: depth,
+		head: vec.WithLabelValues(ch.Name, "head"), final: vec.WithLabelValues(ch.Name, "finalized")}
+}
+
+// newFinalityGauge is web3gate_upstream_finality_block, registered with reg (nil: not).
+func newFinalityGauge(reg prometheus.Registerer) *prometheus.GaugeVec {
+	return promauto.With(reg).NewGaugeVec(prometheus.GaugeOpts{
+		Name: "web3gate_upstream_finality_block",
+		Help: "The head (block=head) and the highest final block (block=finalized) of each chain as its finality poll last saw them: what the response cache keys its head entries by and caches as final below.",
+	}, []string{"chain", "block"})
 }
 
 // Finality returns the pool's view of its head and finality (Known false before the first
@@ -142,6 +166,8 @@ func (p *Pool) pollFinality(ctx context.Context) error {
 		}
 	}
 	p.fin.cur.Store(&f)
+	p.fin.head.Set(float64(f.Head))
+	p.fin.final.Set(float64(f.Finalized))
 	return nil
 }
 

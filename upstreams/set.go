@@ -76,6 +76,10 @@ func New(cfg Config, deps Deps) (*Set, error) {
 		log = zap.NewNop()
 	}
 	m := newMetrics(deps.Registry)
+	var finGauge *prometheus.GaugeVec
+	if deps.TrackFinality {
+		finGauge = newFinalityGauge(deps.Registry)
+	}
 	s := &Set{cfg: cfg, log: log, byChain: make(map[uint64]*Pool, len(cfg.Chains))}
 	for i, ch := range cfg.Chains {
 		p := &Pool{
@@ -90,14 +94,7 @@ func New(cfg Config, deps Deps) (*Set, error) {
 			cooldown:    cfg.Cooldown,
 		}
 		if deps.TrackFinality {
-			depth := ch.FinalityDepth
-			if depth == 0 {
-				depth = deps.FinalityDepth
-			}
-			if depth == 0 {
-				depth = DefaultFinalityDepth
-			}
-			p.fin = &finality{mode: ch.Finality, depth: depth}
+			p.fin = newFinality(ch, deps.FinalityDepth, finGauge)
 		}
 		for k, raw := range ch.URLs {
 			n := &node{pool: p, bit: 1 << k, endpoint: redactURL(raw)}
