@@ -11,8 +11,8 @@ import (
 
 // Canonical params: a cached method's params are read into their meaning and written back in
 // one form, so that requests meaning the same share an entry: quantities in minimal hex
-// (0x1 and 0x01), addresses, hashes and data in lowercase hex, absent arguments as their
-// defaults (eth_getBalance's block is "latest", eth_getBlockByNumber's flag false), eth_call's
+// (0x1 and 0x01), addresses, hashes and data in lowercase hex, absent optional arguments as
+// their defaults (eth_call's block is "latest", eth_getLogs' range latest), eth_call's
 // call object with its fields in one order and `data` as `input` (geth reads both and refuses
 // them when they differ). A request the reader does not fully understand (an unknown field,
 // another type, an override argument) is not cached: errCanon.
@@ -161,11 +161,12 @@ func canonData(raw json.RawMessage) (string, error) {
 	return "0x" + d, nil
 }
 
-// canonBool is a JSON boolean, def when absent.
-func canonBool(raw json.RawMessage, def bool) (bool, error) {
+// canonBool is a JSON boolean; absent: def ("true" or "false"), or errCanon when def is "".
+func canonBool(raw json.RawMessage, def string) (bool, error) {
+	if raw == nil {
+		raw = json.RawMessage(def)
+	}
 	switch string(raw) {
-	case "":
-		return def, nil
 	case "true":
 		return true, nil
 	case "false":
@@ -174,9 +175,13 @@ func canonBool(raw json.RawMessage, def bool) (bool, error) {
 	return false, errCanon
 }
 
-// readBlockNumber reads a block number or tag (geth's rpc.BlockNumber); absent: def.
+// readBlockNumber reads a block number or tag (geth's rpc.BlockNumber); absent: def, or
+// errCanon when def is "".
 func readBlockNumber(raw json.RawMessage, def string) (blockRef, error) {
 	s := def
+	if raw == nil && def == "" {
+		return blockRef{}, errCanon
+	}
 	if raw != nil {
 		var err error
 		if s, err = readString(raw); err != nil {
@@ -203,7 +208,7 @@ func readBlockNumber(raw json.RawMessage, def string) (blockRef, error) {
 }
 
 // readBlockRef reads a block number, tag or hash, as a string or an EIP-1898 object
-// (geth's rpc.BlockNumberOrHash); absent: def.
+// (geth's rpc.BlockNumberOrHash); absent: def, or errCanon when def is "".
 func readBlockRef(raw json.RawMessage, def string) (blockRef, error) {
 	if len(raw) > 0 && raw[0] == '{' {
 		var o map[string]json.RawMessage
@@ -228,7 +233,7 @@ func readBlockRef(raw json.RawMessage, def string) (blockRef, error) {
 		}
 		rc := false
 		if hasCanon {
-			if rc, err = canonBool(canon, false); err != nil {
+			if rc, err = canonBool(canon, "false"); err != nil {
 				return blockRef{}, err
 			}
 		}

@@ -42,10 +42,10 @@ func TestCanonicalParamsShareAnEntry(t *testing.T) {
 		name, method string
 		params       []string
 	}{
-		{"number forms", "eth_getBlockByNumber", []string{`["0x1"]`, `["0x01",false]`, `["0x0001", false]`, `[ "0x1" , null ]`}},
-		{"earliest is 0", "eth_getBlockByNumber", []string{`["earliest"]`, `["0x0",false]`, `["0x00"]`}},
-		{"balance: address case and default block", "eth_getBalance", []string{
-			`["` + addrLower + `"]`, `["` + addrCheck + `","latest"]`, `["` + strings.ToUpper(addrLower[:2]) + addrLower[2:] + `",null]`,
+		{"number forms", "eth_getBlockByNumber", []string{`["0x1",false]`, `["0x01",false]`, `["0x0001", false]`, `[ "0x1" , false ]`}},
+		{"earliest is 0", "eth_getBlockByNumber", []string{`["earliest",true]`, `["0x0",true]`, `["0x00",true]`}},
+		{"balance: address case", "eth_getBalance", []string{
+			`["` + addrLower + `","latest"]`, `["` + addrCheck + `","latest"]`, `["` + strings.ToUpper(addrLower[:2]) + addrLower[2:] + `","latest"]`,
 		}},
 		{"balance: EIP-1898 number", "eth_getBalance", []string{`["` + addrLower + `","0x5"]`, `["` + addrLower + `",{"blockNumber":"0x05"}]`}},
 		{"balance: EIP-1898 hash", "eth_getBalance", []string{
@@ -53,7 +53,7 @@ func TestCanonicalParamsShareAnEntry(t *testing.T) {
 			`["` + addrLower + `",{"blockHash":"` + hashUpper + `","requireCanonical":false}]`,
 		}},
 		{"storage slot forms", "eth_getStorageAt", []string{
-			`["` + addrLower + `","0x1","latest"]`, `["` + addrCheck + `","0x0000000000000000000000000000000000000000000000000000000000000001"]`,
+			`["` + addrLower + `","0x1","latest"]`, `["` + addrCheck + `","0x0000000000000000000000000000000000000000000000000000000000000001","latest"]`,
 		}},
 		{"call: field order, case, quantities, data as input", "eth_call", []string{
 			`[{"to":"` + addrLower + `","data":"0xABCD","gas":"0x010"},"latest"]`,
@@ -86,7 +86,7 @@ func TestCanonicalParamsKeepDifferentRequestsApart(t *testing.T) {
 		name, method string
 		a, b         string
 	}{
-		{"flag", "eth_getBlockByNumber", `["0x1"]`, `["0x1",true]`},
+		{"flag", "eth_getBlockByNumber", `["0x1",false]`, `["0x1",true]`},
 		{"tag vs number", "eth_getBalance", `["` + addrLower + `","latest"]`, `["` + addrLower + `","0x64"]`},
 		{"canonical hash", "eth_getBalance", `["` + addrLower + `","` + hash1 + `"]`, `["` + addrLower + `",{"blockHash":"` + hash1 + `","requireCanonical":true}]`},
 		{"topic position", "eth_getLogs", `[{"topics":[null,"` + hash1 + `"]}]`, `[{"topics":["` + hash1 + `"]}]`},
@@ -125,10 +125,14 @@ func TestUnreadParamsAreNotCached(t *testing.T) {
 		{"eth_getLogs", `[{"topics":[["` + hash1 + `",null]]}]`, "params"},
 		{"eth_getLogs", `[{"limit":1}]`, "params"},
 		{"eth_getBlockByNumber", `[]`, "params"},
-		{"eth_getBlockByNumber", `["0x"]`, "params"},
-		{"eth_getBlockByNumber", `["1"]`, "params"},
+		{"eth_getBlockByNumber", `["0x1"]`, "params"},      // the flag is required (geth, anvil)
+		{"eth_getBlockByNumber", `["0x1",null]`, "params"}, // as null
+		{"eth_getBalance", `["` + addrLower + `"]`, "params"}, // the block is required (geth, anvil)
+		{"eth_getBlockByHash", `["` + hash1 + `"]`, "params"},
+		{"eth_getBlockByNumber", `["0x",false]`, "params"},
+		{"eth_getBlockByNumber", `["1",false]`, "params"},
 		{"eth_getBlockByNumber", `["0x1","false"]`, "params"},
-		{"eth_getBlockByNumber", `["` + hash1 + `"]`, "params"}, // rpc.BlockNumber takes no hash
+		{"eth_getBlockByNumber", `["` + hash1 + `",false]`, "params"}, // rpc.BlockNumber takes no hash
 		{"eth_getBalance", `["` + addrLower + `",{"blockNumber":"0x1","blockHash":"` + hash1 + `"}]`, "params"},
 		{"eth_getTransactionReceipt", `["0x01"]`, "params"},
 		{"eth_getTransactionReceipt", `["` + hash1 + `",1]`, "params"},
@@ -156,8 +160,8 @@ func TestScopeFollowsFinality(t *testing.T) {
 		{"eth_getBalance", bal(`"earliest"`), scopeFinal},
 		{"eth_getBalance", bal(`"` + hash1 + `"`), scopeFinal},
 		{"eth_getBalance", bal(`{"blockHash":"` + hash1 + `","requireCanonical":true}`), scopeHead},
-		{"eth_getBlockByNumber", `["0x10"]`, scopeFinal},
-		{"eth_getBlockByNumber", `["0x1000"]`, scopeHead},
+		{"eth_getBlockByNumber", `["0x10",false]`, scopeFinal},
+		{"eth_getBlockByNumber", `["0x1000",false]`, scopeHead},
 		{"eth_getBlockReceipts", `["` + hash1 + `"]`, scopeFinal},
 		{"eth_getLogs", `[{"fromBlock":"0x1","toBlock":"0x58"}]`, scopeFinal},
 		{"eth_getLogs", `[{"fromBlock":"0x1","toBlock":"0x59"}]`, scopeHead},
@@ -180,8 +184,8 @@ func TestKeepRefusesEmptyAnswers(t *testing.T) {
 		name, method, params, result string
 		want                         scope
 	}{
-		{"null block", "eth_getBlockByNumber", `["0x10"]`, `null`, scopeNone},
-		{"block", "eth_getBlockByNumber", `["0x10"]`, `{"number":"0x10"}`, scopeFinal},
+		{"null block", "eth_getBlockByNumber", `["0x10",false]`, `null`, scopeNone},
+		{"block", "eth_getBlockByNumber", `["0x10",false]`, `{"number":"0x10"}`, scopeFinal},
 		{"empty logs past the head", "eth_getLogs", `[{"fromBlock":"0x60","toBlock":"0x70"}]`, `[]`, scopeNone},
 		{"empty logs of a finalized range", "eth_getLogs", `[{"fromBlock":"0x1","toBlock":"0x10"}]`, `[]`, scopeFinal},
 		{"empty logs up to latest", "eth_getLogs", `[{"fromBlock":"0x1"}]`, ` [] `, scopeHead},
@@ -211,14 +215,14 @@ var fuzzMethods = []string{"eth_getBalance", "eth_call", "eth_getLogs", "eth_get
 func FuzzCanonicalKeyNeverMerges(f *testing.F) {
 	seeds := [][3]string{
 		{"eth_getBalance", `["` + addrLower + `","0x1"]`, `["` + addrCheck + `",{"blockNumber":"0x01"}]`},
-		{"eth_getBalance", `["` + addrLower + `"]`, `["` + addrLower + `","latest"]`},
+		{"eth_getBalance", `["` + addrLower + `","latest"]`, `["` + addrCheck + `","latest",null]`},
 		{"eth_call", `[{"to":"` + addrLower + `","data":"0xab"}]`, `[{"input":"0xAB","to":"` + addrCheck + `"},"latest"]`},
 		{"eth_getLogs", `[{"address":["` + addrLower + `"],"topics":[null,["` + hash1 + `"]]}]`, `[{"address":"` + addrCheck + `","topics":[[],"` + hash1 + `"]}]`},
-		{"eth_getBlockByNumber", `["0x1"]`, `["0x01",false]`},
-		{"eth_getStorageAt", `["` + addrLower + `","0x0"]`, `["` + addrLower + `","0x00","latest"]`},
+		{"eth_getBlockByNumber", `["0x1",false]`, `["0x01",false]`},
+		{"eth_getStorageAt", `["` + addrLower + `","0x0","latest"]`, `["` + addrLower + `","0x00","latest"]`},
 		{"eth_getBlockReceipts", `["` + hash1 + `"]`, `[{"blockHash":"` + hash1 + `"}]`},
-		{"eth_getProof", `["` + addrLower + `",["0x1"]]`, `["` + addrLower + `",["0x1"],"latest"]`},
-		{"eth_getBlockByHash", `["` + hashUpper + `"]`, `["` + strings.ToLower(hashUpper) + `",false]`},
+		{"eth_getProof", `["` + addrLower + `",["0x1"],"0x1"]`, `["` + addrCheck + `",["0x1"],{"blockNumber":"0x1"}]`},
+		{"eth_getBlockByHash", `["` + hashUpper + `",false]`, `["` + strings.ToLower(hashUpper) + `",false]`},
 	}
 	for _, s := range seeds {
 		f.Add(byte(slices.Index(fuzzMethods, s[0])), []byte(s[1]), []byte(s[2]))
@@ -277,9 +281,9 @@ func readIndependently(method string, params []byte) (any, error) {
 	}
 	switch method {
 	case "eth_getBalance":
-		return seq(indAddress(at(0)), indBlock(at(1), "latest"))
+		return seq(indAddress(at(0)), indBlock(at(1), ""))
 	case "eth_getStorageAt":
-		return seq(indAddress(at(0)), indQuantity(at(1)), indBlock(at(2), "latest"))
+		return seq(indAddress(at(0)), indQuantity(at(1)), indBlock(at(2), ""))
 	case "eth_getBlockByNumber":
 		return seq(indBlock(at(0), ""), indBool(at(1)))
 	case "eth_getBlockByHash":
@@ -293,7 +297,7 @@ func readIndependently(method string, params []byte) (any, error) {
 		if !ok {
 			return nil, errors.New("keys")
 		}
-		return seq(indAddress(at(0)), fmt.Sprint(keys), nil, indBlock(at(2), "latest"))
+		return seq(indAddress(at(0)), fmt.Sprint(keys), nil, indBlock(at(2), ""))
 	case "eth_call":
 		return seq(indCall(at(0)), indBlock(at(1), "latest"))
 	case "eth_getLogs":
@@ -347,9 +351,6 @@ func indQuantity(v any) any {
 }
 
 func indBool(v any) any {
-	if v == nil {
-		return false
-	}
 	if b, ok := v.(bool); ok {
 		return b
 	}

@@ -34,14 +34,19 @@ func scopeOf(r blockRef, f Finality) scope {
 	return scopeNone
 }
 
-// eth_getBlockByHash [hash, fullTx = false]: final (a block's content never changes under
+// Arguments a node requires (geth and anvil answer -32602 without them: the block of the
+// state reads, the fullTx flag) are required here too: a call without one is not cached, so
+// that a cached answer never stands for a call its node would refuse. eth_call's block is
+// optional (latest), as in geth.
+
+// eth_getBlockByHash [hash, fullTx]: final (a block's content never changes under
 // its hash); null is not stored.
 func planBlockByHash(args []json.RawMessage, _ Finality, pl *plan) (any, error) {
 	h, err := canonHash(arg(args, 0))
 	if err != nil {
 		return nil, err
 	}
-	full, err := canonBool(arg(args, 1), false)
+	full, err := canonBool(arg(args, 1), "")
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +54,7 @@ func planBlockByHash(args []json.RawMessage, _ Finality, pl *plan) (any, error) 
 	return []any{h, full}, nil
 }
 
-// eth_getBlockByNumber [number or tag, fullTx = false]: by its block reference; null (a
+// eth_getBlockByNumber [number or tag, fullTx]: by its block reference; null (a
 // block past the head) is not stored.
 func planBlockByNumber(args []json.RawMessage, f Finality, pl *plan) (any, error) {
 	if arg(args, 0) == nil {
@@ -59,7 +64,7 @@ func planBlockByNumber(args []json.RawMessage, f Finality, pl *plan) (any, error
 	if err != nil {
 		return nil, err
 	}
-	full, err := canonBool(arg(args, 1), false)
+	full, err := canonBool(arg(args, 1), "")
 	if err != nil {
 		return nil, err
 	}
@@ -90,13 +95,13 @@ func planTxByHash(args []json.RawMessage, _ Finality, pl *plan) (any, error) {
 	return []any{h}, nil
 }
 
-// eth_getBalance, eth_getCode, eth_getTransactionCount [address, block = latest].
+// eth_getBalance, eth_getCode, eth_getTransactionCount [address, block].
 func planAccount(args []json.RawMessage, f Finality, pl *plan) (any, error) {
 	a, err := canonAddress(arg(args, 0))
 	if err != nil {
 		return nil, err
 	}
-	r, err := readBlockRef(arg(args, 1), "latest")
+	r, err := readBlockRef(arg(args, 1), "")
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +109,7 @@ func planAccount(args []json.RawMessage, f Finality, pl *plan) (any, error) {
 	return []any{a, r.json()}, nil
 }
 
-// eth_getStorageAt [address, slot, block = latest]: the slot is a number (geth reads it as up
+// eth_getStorageAt [address, slot, block]: the slot is a number (geth reads it as up
 // to 32 big-endian bytes), kept in minimal hex.
 func planStorage(args []json.RawMessage, f Finality, pl *plan) (any, error) {
 	a, err := canonAddress(arg(args, 0))
@@ -115,7 +120,7 @@ func planStorage(args []json.RawMessage, f Finality, pl *plan) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := readBlockRef(arg(args, 2), "latest")
+	r, err := readBlockRef(arg(args, 2), "")
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +128,7 @@ func planStorage(args []json.RawMessage, f Finality, pl *plan) (any, error) {
 	return []any{a, slot, r.json()}, nil
 }
 
-// eth_getProof [address, storage keys, block = latest]: the keys are kept as sent (the
+// eth_getProof [address, storage keys, block]: the keys are kept as sent (the
 // answer repeats each key as given).
 func planProof(args []json.RawMessage, f Finality, pl *plan) (any, error) {
 	a, err := canonAddress(arg(args, 0))
@@ -140,7 +145,7 @@ func planProof(args []json.RawMessage, f Finality, pl *plan) (any, error) {
 			return nil, err
 		}
 	}
-	r, err := readBlockRef(arg(args, 2), "latest")
+	r, err := readBlockRef(arg(args, 2), "")
 	if err != nil {
 		return nil, err
 	}
