@@ -125,8 +125,8 @@ func TestUnreadParamsAreNotCached(t *testing.T) {
 		{"eth_getLogs", `[{"topics":[["` + hash1 + `",null]]}]`, "params"},
 		{"eth_getLogs", `[{"limit":1}]`, "params"},
 		{"eth_getBlockByNumber", `[]`, "params"},
-		{"eth_getBlockByNumber", `["0x1"]`, "params"},      // the flag is required (geth, anvil)
-		{"eth_getBlockByNumber", `["0x1",null]`, "params"}, // as null
+		{"eth_getBlockByNumber", `["0x1"]`, "params"},         // the flag is required (geth, anvil)
+		{"eth_getBlockByNumber", `["0x1",null]`, "params"},    // as null
 		{"eth_getBalance", `["` + addrLower + `"]`, "params"}, // the block is required (geth, anvil)
 		{"eth_getBlockByHash", `["` + hash1 + `"]`, "params"},
 		{"eth_getBlockByNumber", `["0x",false]`, "params"},
