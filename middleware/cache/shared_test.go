@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -355,5 +356,62 @@ func TestRedisDownServesFromTheUpstream(t *testing.T) {
 	// failureThreshold (3) failures mark Redis down: lookups, and the fills after them.
 	if e, s := r.redisLookups("eth_getBlockByHash", "error"), r.redisLookups("eth_getBlockByHash", "skipped"); e < 1 || e > 3 || e+s != 20 {
 		t.Fatalf("redis lookups: %v errors, %v skipped; want 1 to 3 errors, then skipped", e, s)
+	}
+}
+
+// TestRedisSharesFinalAndHeadEntries: a balance at a finalized block fetched by A is a Redis
+// hit on B; a latest balance is a hit on B at the same head (number and hash) and a miss on
+// C, which sees another block at the same height (a reorg): head entries are keyed by the
+// head's identity in Redis too.
+func TestRedisSharesFinalAndHeadEntries(t *testing.T) {
+	url, prefix := testengine.Redis(t)
+	at := func(hash string) func(*Config, *Deps) {
+		return func(_ *Config, d *Deps) {
+			d.Finality = func(uint64) Finality {
+				return Finality{Known: true, Head: 100, HeadHash: hash, Finalized: 88}
+			}
+		}
+	}
+	h1, h2 := "0x"+strings.Repeat("a1", 32), "0x"+strings.Repeat("b2", 32)
+	a := newReplica(t, url, prefix, 0, `"0x5"`, at(h1))
+	b := newReplica(t, url, prefix, 0, `"0x5"`, at(h1))
+	c := newReplica(t, url, prefix, 0, `"0x6"`, at(h2))
+	final := call("eth_getBalance", `["`+addrCheck+`","0x10"]`)
+	latest := call("eth_getBalance", `["`+addrLower+`","latest"]`)
+	a.serve(t, final)
+	a.serve(t, latest)
+	waitKeys := func(n int) []string {
+		var k []string
+		for range 200 {
+			if k = keys(t, prefix); len(k) >= n {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return k
+	}
+	k := waitKeys(2)
+	slices.Sort(k)
+	want := []string{
+		prefix + "rc:1:eth_getBalance:[\"" + addrLower + "\",\"0x10\"]",
+		prefix + "rc:1:eth_getBalance:[\"" + addrLower + "\",\"latest\"]@100:" + h1,
+	}
+	if !slices.Equal(k, want) {
+		t.Fatalf("redis keys\n%q\nwant\n%q", k, want)
+	}
+	if got := b.serve(t, call("eth_getBalance", `["`+addrLower+`",{"blockNumber":"0x010"}]`)); got != `"0x5"` {
+		t.Fatalf("B final: %s", got)
+	}
+	if got := b.serve(t, call("eth_getBalance", `["`+addrCheck+`","latest"]`)); got != `"0x5"` {
+		t.Fatalf("B latest: %s", got)
+	}
+	if n := b.up.n.Load(); n != 0 {
+		t.Fatalf("B made %d upstream calls, want 0", n)
+	}
+	if got := c.serve(t, latest); got != `"0x6"` || c.up.n.Load() != 1 {
+		t.Fatalf("C at another head answered %s with %d upstream calls, want its own answer", got, c.up.n.Load())
+	}
+	if got := c.serve(t, final); got != `"0x5"` || c.up.n.Load() != 1 {
+		t.Fatalf("C final: %s, %d upstream calls", got, c.up.n.Load())
 	}
 }
