@@ -39,14 +39,20 @@
 //	    dev chain, blocks of 100 ERC-20 Transfer events: delivery latency and RSS per idle
 //	    socket, against (w0) the same subscribers on one anvil node in the same rounds
 //
+// and the finality-aware response cache (cache.go):
+//
+//	(t) a replayed dApp workload (1,000 distinct calls, Zipf repeats) through web3gate in
+//	    front of one anvil node, the cache on against off in the same rounds
+//
 // Targets: throughput b/a ≥ 0.85, d/c ≥ 0.60, h/b ≥ 0.80, and the p50 latency at concurrency 1 that web3gate
 // adds in front of anvil (d − c) ≤ 50 µs; (f) ≥ 5,000 signatures/s and (g) ≥ 1,000 sends/s on
 // the machine; (p) p99 ≤ 5 ms; (i) ≥ 50,000 logs/s and (o) p99 ≤ 5 ms; r/b ≥ 0.5; (w) p99 ≤ 50 ms over
-// every subscriber and ≤ 20 KiB RSS per idle socket. It is a measurement, not a test: it exits 0 whether the targets are met or not,
+// every subscriber and ≤ 20 KiB RSS per idle socket; (t) ≥ 70 % of calls answered without an
+// upstream call and p99 at most half of the uncached run's. It is a measurement, not a test: it exits 0 whether the targets are met or not,
 // and 1 when something could not run, the load got errors, or (g)'s nonces do not add up.
 // -only proxy measures (a)-(e) alone, -only signing (f), (g) and (g') alone, -only products (p) alone,
 // -only owners (i) and (o) alone, -only redis (b) and (r) alone (redis-server from Debian's
-// redis-server package), -only ws (w) and (w0) alone.
+// redis-server package), -only ws (w) and (w0) alone, -only cache (t) alone.
 //
 // Every server runs as a child process on free 127.0.0.1 ports, built from this module
 // (web3gate with `go build .`, bench/bare), anvil from `npm ci --prefix e2e`; the load is
@@ -92,7 +98,7 @@ type options struct {
 	rounds, threads, conns        int
 	pin, forwarder                bool
 	src                           string
-	only                          string   // "", "proxy", "signing", "products", "owners", "redis" or "ws"
+	only                          string   // "", "proxy", "signing", "products", "owners", "redis", "ws" or "cache"
 	signTargets                   []string // the signing measurements to run; none: all
 	postgres                      string   // admin connection string of (f2) and (g2)'s PostgreSQL
 	ws                            wsOptions
@@ -129,7 +135,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.postgres, "postgres", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
 		"PostgreSQL of (f2) and (g2): a connection string of an existing database, from which each of their rounds creates a database of its own (CREATE DATABASE) and drops it after")
 	signTargets := fs.String("sign-targets", "", `the signing measurements to run, comma separated (of f, g, g', f2, g2); empty: all`)
-	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f), (g), (g'), (f2) and (g2), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index; "redis": only (b) and (r), a read answered by Redis; "ws": only (w) and (w0), WebSocket subscribers`)
+	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f), (g), (g'), (f2) and (g2), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index; "redis": only (b) and (r), a read answered by Redis; "ws": only (w) and (w0), WebSocket subscribers; "cache": only (t), a replayed dApp workload with the response cache on and off`)
 	fs.IntVar(&o.ws.heads, "ws-heads", 10_000, "(w): newHeads subscribers, one socket each")
 	fs.IntVar(&o.ws.logs, "ws-logs", 1_000, "(w): logs subscribers, one socket each")
 	fs.IntVar(&o.ws.blocks, "ws-blocks", 20, "(w): measured blocks a round")
@@ -154,8 +160,8 @@ func parseFlags(args []string) (options, error) {
 	if o.rounds < 1 || o.threads < 1 || o.conns < o.threads {
 		return o, errors.New("-rounds and -threads must be at least 1, -connections at least -threads")
 	}
-	if o.only != "" && !slices.Contains([]string{"proxy", "signing", "products", "owners", "redis", "ws"}, o.only) {
-		return o, fmt.Errorf(`-only %q: must be "proxy", "signing", "products", "owners", "redis" or "ws"`, o.only)
+	if o.only != "" && !slices.Contains([]string{"proxy", "signing", "products", "owners", "redis", "ws", "cache"}, o.only) {
+		return o, fmt.Errorf(`-only %q: must be "proxy", "signing", "products", "owners", "redis", "ws" or "cache"`, o.only)
 	}
 	if o.ws.heads < 0 || o.ws.logs < 0 || o.ws.heads+o.ws.logs < 1 || o.ws.blocks < 1 || o.ws.warmups < 0 {
 		return o, errors.New("-ws-heads and -ws-logs must be at least 0 and not both 0, -ws-blocks at least 1, -ws-warmup at least 0")
@@ -319,6 +325,16 @@ func run(args []string) (err error) {
 			return err
 		}
 	}
+	var cached *cacheRun
+	if o.only == "" || o.only == "cache" {
+		cached, err = measureCache(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin}, anvilBin)
+		if err != nil {
+			return err
+		}
+		if _, err := cs.stopAll(); err != nil {
+			return err
+		}
+	}
 	var rt *wsRun
 	if o.only == "" || o.only == "ws" {
 		if rt, err = measureWS(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin}, anvilBin, o.ws); err != nil {
@@ -330,8 +346,9 @@ func run(args []string) (err error) {
 	reportOwners(os.Stdout, cfg, owns)
 	shared.report(os.Stdout, cfg)
 	reportWS(os.Stdout, cfg, rt)
+	reportCache(os.Stdout, cfg, cached)
 	var bad []string
-	for _, b := range []string{failures(rounds), signFailures(signRounds), productsFailures(prods), ownersFailures(owns), shared.failures(), wsFailures(rt)} {
+	for _, b := range []string{failures(rounds), signFailures(signRounds), productsFailures(prods), ownersFailures(owns), shared.failures(), wsFailures(rt), cacheFailures(cached)} {
 		if b != "" {
 			bad = append(bad, b)
 		}

@@ -1,0 +1,469 @@
+package main
+
+// The finality-aware cache measurement:
+//
+//	(t) a replayed dApp workload through web3gate in front of one anvil node, with the
+//	    response cache on and, in the same rounds, off: the share of calls answered without an
+//	    upstream call, the upstream calls per client call, and p50/p99 latency. Target: at
+//	    least 70 % answered locally and p99 at most half of the uncached run's.
+//
+// The trace: anvil mines cacheTraceBlocks empty blocks first (its finalized tag is 64 below
+// the head, so blocks 1..cacheFinalMax are final throughout), and a block every
+// cacheBlockEvery while the trace runs (the head moves, so head entries come and go). 1,000
+// distinct calls (keys) are drawn with a fixed seed: 80 % at a finalized block or a block
+// hash (eth_call 25 %, eth_getBalance 20 %, eth_getBlockByNumber 12 %, eth_getLogs over a
+// range of 1 to 16 blocks 12 %, eth_getTransactionCount 10 %, eth_getCode 6 %,
+// eth_getStorageAt 5 %, eth_getBlockReceipts 5 %, eth_getBlockByHash 5 %; addresses from 50:
+// anvil's 10 dev accounts and 40 others) and 20 % at `latest` (eth_call, eth_getBalance,
+// eth_getTransactionCount, eth_getCode, eth_getBlockByNumber). Each key has two spellings
+// (lowercase or checksummed address, minimal or zero-padded block number) and a request takes
+// either at random. The trace is cacheTraceCalls requests whose keys follow a Zipf law
+// (s = 1.1) over a random ranking of the 1,000 keys: a few calls are asked very often, most
+// rarely, as the calls of a dApp's front ends are. cacheWorkers clients replay it, each
+// taking the next request when its previous one is answered.
+//
+// Upstream calls are counted by a proxy of the bench in front of anvil, which leaves out the
+// gateway's node polls (eth_chainId, eth_blockNumber: the same with the cache on or off) and
+// counts the finality poll of the cache (eth_getBlockByNumber latest and finalized) apart.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+const (
+	cacheTraceBlocks = 300
+	cacheFinalMax    = 200 // ≤ head − 64 while the trace runs
+	cacheKeys        = 1000
+	cacheTraceCalls  = 20000
+	cacheWorkers     = 8
+	cacheBlockEvery  = 500 * time.Millisecond
+	targetCacheLocal = 0.70 // share of calls answered without an upstream call
+	targetCacheP99   = 0.5  // p99 with the cache / p99 without
+)
+
+// cacheRun is the whole measurement.
+type cacheRun struct {
+	rounds   []map[string]*cacheSample // "on", "off"
+	problems []string
+}
+
+// cacheSample is one replay of the trace through one gateway.
+type cacheSample struct {
+	calls    int
+	upstream int // upstream calls of the trace (polls left out)
+	finality int // calls of the cache's finality poll during the replay
+	errors   int
+	p50, p99 time.Duration
+	elapsed  time.Duration
+}
+
+// upstreamCounter is an HTTP proxy to anvil that counts the calls it forwards.
+type upstreamCounter struct {
+	url      string
+	target   string
+	calls    atomic.Int64
+	finality atomic.Int64
+	client   *http.Client
+}
+
+func (u *upstreamCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+	if err != nil {
+		http.Error(w, "read", http.StatusBadRequest)
+		return
+	}
+	type call struct {
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	var calls []call
+	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
+		_ = json.Unmarshal(body, &calls)
+	} else {
+		calls = make([]call, 1)
+		_ = json.Unmarshal(body, &calls[0])
+	}
+	for _, c := range calls {
+		p := string(c.Params)
+		switch {
+		case c.Method == "eth_chainId" || c.Method == "eth_blockNumber":
+		case c.Method == "eth_getBlockByNumber" && (p == `["latest",false]` || p == `["finalized",false]`):
+			u.finality.Add(1)
+		default:
+			u.calls.Add(1)
+		}
+	}
+	resp, err := u.client.Post(u.target, "application/json", bytes.NewReader(body))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+// measureCache starts anvil, a counting proxy, web3gate with the cache on and with it off,
+// and replays the trace through each, in alternating order each round.
+func measureCache(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvilBin string) (*cacheRun, error) {
+	cred, err := newCredentials()
+	if err != nil {
+		return nil, err
+	}
+	fmt.Println("cache: starting anvil, a counting proxy and web3gate with the cache on and off...")
+	anvil := &target{key: "anvil", body: chainIDBody, headers: cred.headers()}
+	if err := startAnvil(ctx, cs, cfg.serverCPUs, anvilBin, anvil); err != nil {
+		return nil, err
+	}
+	node := func(method, params string) (json.RawMessage, error) {
+		t := *anvil
+		t.body = `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":` + params + `}`
+		return rpcResult(&t)
+	}
+	if _, err := node("anvil_mine", `["`+hexU(cacheTraceBlocks)+`"]`); err != nil {
+		return nil, fmt.Errorf("anvil_mine: %w", err)
+	}
+	hashes := make([]string, 0, 50)
+	for n := uint64(1); n <= 50; n++ {
+		res, err := node("eth_getBlockByNumber", `["`+hexU(n)+`",false]`)
+		if err != nil {
+			return nil, err
+		}
+		hashes = append(hashes, jsonField(res, "hash"))
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	up := &upstreamCounter{url: "http://" + ln.Addr().String(), target: anvil.url,
+		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	srv := &http.Server{Handler: up, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+
+	dir := env.tmp
+	gw := map[string]*target{}
+	for _, g := range []struct{ key, cache string }{
+		{"on", "  enabled: true\n  local: true\n  coalesce: true\n"},
+		{"off", "  enabled: false\n  coalesce: false\n"},
+	} {
+		c, api, admin, err := startWeb3gate(ctx, cs, cfg.serverCPUs, env.bin, "web3gate (cache "+g.key+")",
+			anvilGatewayConfig(dir, "web3gate-cache-"+g.key+".yaml", "(t), the cache "+g.key, up.url, cred, g.cache, ""))
+		if err != nil {
+			return nil, err
+		}
+		gw[g.key] = &target{key: g.key, url: api + "/v1/web3/mainnet", admin: admin, headers: cred.headers(), servers: []*child{c}}
+	}
+
+	keys := cacheKeySet(rand.New(rand.NewPCG(1, 2)), hashes)
+	trace := cacheTrace(rand.New(rand.NewPCG(3, 4)), keys)
+
+	// The head moves while the trace runs, as on a live chain.
+	mineCtx, stopMining := context.WithCancel(ctx)
+	defer stopMining()
+	go func() {
+		t := time.NewTicker(cacheBlockEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-mineCtx.Done():
+				return
+			case <-t.C:
+				_, _ = node("evm_mine", "[]")
+			}
+		}
+	}()
+
+	run := &cacheRun{}
+	order := []string{"on", "off"}
+	for r := range cfg.rounds {
+		if r%2 == 1 {
+			order = []string{"off", "on"}
+		} else {
+			order = []string{"on", "off"}
+		}
+		round := map[string]*cacheSample{}
+		for _, k := range order {
+			s, err := replay(ctx, gw[k], trace, up)
+			if err != nil {
+				return run, err
+			}
+			round[k] = s
+			fmt.Printf("round %d/%d  (t) cache %-3s  %d calls in %v, %d upstream (%.3f per call), finality poll %d, p50 %.0f µs, p99 %.0f µs, errors %d\n",
+				r+1, cfg.rounds, k, s.calls, s.elapsed.Round(time.Millisecond), s.upstream, float64(s.upstream)/float64(s.calls),
+				s.finality, us(s.p50), us(s.p99), s.errors)
+			if s.errors > 0 {
+				run.problems = append(run.problems, fmt.Sprintf("  round %d, cache %s: %d calls answered with an error", r+1, k, s.errors))
+			}
+		}
+		run.rounds = append(run.rounds, round)
+	}
+	return run, nil
+}
+
+// cacheKey is one distinct call of the trace in its two spellings.
+type cacheKey struct{ method, a, b string }
+
+func hexU(n uint64) string { return "0x" + strconv.FormatUint(n, 16) }
+
+// cacheKeySet draws the trace's distinct calls (see the top of the file).
+func cacheKeySet(rng *rand.Rand, hashes []string) []cacheKey {
+	addrs := make([]common.Address, 0, 50)
+	for i := range 10 { // anvil's dev accounts are funded and have nonces; any 10 do for the rest
+		addrs = append(addrs, devAccount(i))
+	}
+	for len(addrs) < 50 {
+		var a common.Address
+		for i := range a {
+			a[i] = byte(rng.IntN(256))
+		}
+		addrs = append(addrs, a)
+	}
+	addr := func() (string, string) {
+		a := addrs[rng.IntN(len(addrs))]
+		return strings.ToLower(a.Hex()), a.Hex()
+	}
+	block := func() (string, string) {
+		n := uint64(1 + rng.IntN(cacheFinalMax))
+		return hexU(n), fmt.Sprintf("0x%04x", n)
+	}
+	type gen func() cacheKey
+	account := func(method string) gen {
+		return func() cacheKey {
+			la, ca := addr()
+			lb, pb := block()
+			return cacheKey{method, `["` + la + `","` + lb + `"]`, `["` + ca + `",{"blockNumber":"` + pb + `"}]`}
+		}
+	}
+	latest := func(method string) gen {
+		return func() cacheKey {
+			la, ca := addr()
+			return cacheKey{method, `["` + la + `","latest"]`, `["` + ca + `","latest"]`}
+		}
+	}
+	call := func(at func() (string, string)) gen {
+		return func() cacheKey {
+			la, ca := addr()
+			sel := fmt.Sprintf("0x70a08231%064x", rng.IntN(1<<30)) // balanceOf(some holder)
+			ba, bb := at()
+			return cacheKey{"eth_call", `[{"to":"` + la + `","data":"` + sel + `"},"` + ba + `"]`,
+				`[{"input":"0x` + strings.ToUpper(sel[2:]) + `","to":"` + ca + `"},"` + bb + `"]`}
+		}
+	}
+	final := []struct {
+		weight int
+		g      gen
+	}{
+		{25, call(block)},
+		{20, account("eth_getBalance")},
+		{12, func() cacheKey {
+			a, b := block()
+			return cacheKey{"eth_getBlockByNumber", `["` + a + `",false]`, `["` + b + `",false]`}
+		}},
+		{12, func() cacheKey {
+			from := uint64(1 + rng.IntN(cacheFinalMax-16))
+			to := from + uint64(rng.IntN(16))
+			la, ca := addr()
+			return cacheKey{"eth_getLogs", `[{"fromBlock":"` + hexU(from) + `","toBlock":"` + hexU(to) + `","address":"` + la + `"}]`,
+				`[{"address":["` + ca + `"],"toBlock":"` + hexU(to) + `","fromBlock":"` + hexU(from) + `"}]`}
+		}},
+		{10, account("eth_getTransactionCount")},
+		{6, account("eth_getCode")},
+		{5, func() cacheKey {
+			la, ca := addr()
+			slot := rng.IntN(8)
+			a, b := block()
+			return cacheKey{"eth_getStorageAt", `["` + la + `","` + hexU(uint64(slot)) + `","` + a + `"]`,
+				`["` + ca + `","` + fmt.Sprintf("0x%064x", slot) + `","` + b + `"]`}
+		}},
+		{5, func() cacheKey {
+			a, b := block()
+			return cacheKey{"eth_getBlockReceipts", `["` + a + `"]`, `["` + b + `"]`}
+		}},
+		{5, func() cacheKey {
+			h := hashes[rng.IntN(len(hashes))]
+			return cacheKey{"eth_getBlockByHash", `["` + h + `",false]`, `["0x` + strings.ToUpper(h[2:]) + `",false]`}
+		}},
+	}
+	head := []gen{
+		call(func() (string, string) { return "latest", "latest" }),
+		latest("eth_getBalance"), latest("eth_getTransactionCount"), latest("eth_getCode"),
+		func() cacheKey {
+			return cacheKey{"eth_getBlockByNumber", `["latest",false]`, `["latest",false]`}
+		},
+	}
+	seen := map[string]bool{}
+	var keys []cacheKey
+	for len(keys) < cacheKeys {
+		var k cacheKey
+		if rng.IntN(100) < 80 {
+			w := rng.IntN(100)
+			for _, f := range final {
+				if w < f.weight {
+					k = f.g()
+					break
+				}
+				w -= f.weight
+			}
+		} else {
+			k = head[rng.IntN(len(head))]()
+		}
+		if id := k.method + k.a; !seen[id] {
+			seen[id] = true
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// devAccount is the 20 bytes of anvil's i-th dev account (its default mnemonic).
+func devAccount(i int) common.Address {
+	accounts := [...]string{
+		"f39fd6e51aad88f6f4ce6ab8827279cfffb92266", "70997970c51812dc3a010c7d01b50e0d17dc79c8",
+		"3c44cdddb6a900fa2b585dd299e03d12fa4293bc", "90f79bf6eb2c4f870365e785982e1f101e93b906",
+		"15d34aaf54267db7d7c367839aaf71a00a2c6a65", "9965507d1a55bcc2695c58ba16fb37d819b0a4dc",
+		"976ea74026e726554db657fa54763abd0c3a0aa9", "14dc79964da2c08b23698b3d3cc7ca32193d9955",
+		"23618e81e3f5cdf7f54c3d65f7fbc0abf5b21e8f", "a0ee7a142d267c1f36714e4a8f75612f20a79720",
+	}
+	return common.HexToAddress(accounts[i])
+}
+
+// cacheTrace draws the requests: keys by a Zipf law over a random ranking, each in either
+// spelling.
+func cacheTrace(rng *rand.Rand, keys []cacheKey) []string {
+	rank := rng.Perm(len(keys))
+	z := rand.NewZipf(rng, 1.1, 1, uint64(len(keys)-1))
+	out := make([]string, cacheTraceCalls)
+	for i := range out {
+		k := keys[rank[z.Uint64()]]
+		params := k.a
+		if rng.IntN(2) == 1 {
+			params = k.b
+		}
+		out[i] = `{"jsonrpc":"2.0","id":1,"method":"` + k.method + `","params":` + params + `}`
+	}
+	return out
+}
+
+// replay sends the trace to t with cacheWorkers clients and measures it.
+func replay(ctx context.Context, t *target, trace []string, up *upstreamCounter) (*cacheSample, error) {
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: cacheWorkers}}
+	defer client.CloseIdleConnections()
+	lat := make([]time.Duration, len(trace))
+	var next, errs atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	up0, fin0 := up.calls.Load(), up.finality.Load()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range cacheWorkers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(trace) || ctx.Err() != nil {
+					return
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, t.url, strings.NewReader(trace[i]))
+				for _, h := range t.headers {
+					req.Header.Set(h[0], h[1])
+				}
+				t0 := time.Now()
+				resp, err := client.Do(req)
+				var body []byte
+				if err == nil {
+					body, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+				}
+				lat[i] = time.Since(t0)
+				if err != nil || !bytes.Contains(body, []byte(`"result"`)) {
+					errs.Add(1)
+					errOnce.Do(func() { firstErr = fmt.Errorf("%s → %s %v", trace[i], body, err) })
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	s := &cacheSample{calls: len(trace), upstream: int(up.calls.Load() - up0), finality: int(up.finality.Load() - fin0),
+		errors: int(errs.Load()), elapsed: time.Since(start)}
+	slices.Sort(lat)
+	s.p50, s.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	if s.errors > 0 {
+		fmt.Println("  first error:", firstErr)
+	}
+	return s, nil
+}
+
+// reportCache prints the rounds and the medians.
+func reportCache(w io.Writer, cfg runConfig, run *cacheRun) {
+	if run == nil || len(run.rounds) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n===== (t) finality-aware cache: a replayed dApp workload, cache on against off =====\n")
+	fmt.Fprintf(w, "%d calls over %d distinct keys (Zipf s=1.1, two spellings each), %d clients, anvil mining a block every %v; blocks 1..%d final\n",
+		cacheTraceCalls, cacheKeys, cacheWorkers, cacheBlockEvery, cacheFinalMax)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "round\tlocal share\tupstream/call on\tupstream/call off\tfinality polls\tp50 on µs\tp50 off µs\tp99 on µs\tp99 off µs\tp99 on/off\t")
+	series := map[string][]float64{}
+	add := func(k string, v float64) { series[k] = append(series[k], v) }
+	for i, rd := range run.rounds {
+		on, off := rd["on"], rd["off"]
+		local := 1 - float64(on.upstream)/float64(on.calls)
+		ratio := float64(on.p99) / float64(off.p99)
+		add("local", local)
+		add("up on", float64(on.upstream)/float64(on.calls))
+		add("up off", float64(off.upstream)/float64(off.calls))
+		add("p50 on", us(on.p50))
+		add("p50 off", us(off.p50))
+		add("p99 on", us(on.p99))
+		add("p99 off", us(off.p99))
+		add("p99 ratio", ratio)
+		fmt.Fprintf(tw, "%d\t%.3f\t%.3f\t%.3f\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.3f\t\n", i+1, local,
+			float64(on.upstream)/float64(on.calls), float64(off.upstream)/float64(off.calls), on.finality,
+			us(on.p50), us(off.p50), us(on.p99), us(off.p99), ratio)
+	}
+	tw.Flush()
+	med := func(k string) float64 { return median(series[k]) }
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "measure\tmedian\trange over rounds\ttarget\tresult\t")
+	fmt.Fprintf(tw, "calls answered without an upstream call\t%.1f %%\t%.1f–%.1f %%\t≥ %.0f %%\t%s\t\n", 100*med("local"),
+		100*slices.Min(series["local"]), 100*slices.Max(series["local"]), 100*targetCacheLocal, verdict(med("local") >= targetCacheLocal))
+	fmt.Fprintf(tw, "upstream calls per client call, on / off\t%.3f / %.3f\t\t\t\t\n", med("up on"), med("up off"))
+	fmt.Fprintf(tw, "p50, on / off\t%.0f / %.0f µs\t\t\t\t\n", med("p50 on"), med("p50 off"))
+	fmt.Fprintf(tw, "p99, on / off\t%.0f / %.0f µs\t\t\t\t\n", med("p99 on"), med("p99 off"))
+	fmt.Fprintf(tw, "p99 on/off\t%.3f\t%.3f–%.3f\t≤ %.2f\t%s\t\n", med("p99 ratio"), slices.Min(series["p99 ratio"]),
+		slices.Max(series["p99 ratio"]), targetCacheP99, verdict(med("p99 ratio") <= targetCacheP99))
+	tw.Flush()
+	if bad := cacheFailures(run); bad != "" {
+		fmt.Fprintf(w, "\n!!!!! THE REPLAY GOT ERRORS: these figures are not valid !!!!!\n%s\n", bad)
+	}
+}
+
+// cacheFailures lists the replays that got errors, "" when none.
+func cacheFailures(run *cacheRun) string {
+	if run == nil {
+		return ""
+	}
+	return strings.Join(run.problems, "\n")
+}
