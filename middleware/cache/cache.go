@@ -9,11 +9,14 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/tidwall/gjson"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/web3gate/web3gate/internal/defaults"
@@ -158,6 +161,11 @@ type Stage struct {
 	redis    *redisx.Client                   // nil: no shared level
 	shared   func(uint64) bool
 	flight   singleflight.Group
+	// seen is the highest block number per chain (*atomic.Uint64) that an answer passing
+	// through the stage showed (a receipt's block, a block, eth_blockNumber): while it is
+	// above the finality poll's head, head answers are neither served nor stored, so a client
+	// that saw block N through web3gate never gets an answer of an older head afterwards.
+	seen sync.Map
 
 	lookups      *prometheus.CounterVec
 	redisLookups *prometheus.CounterVec
@@ -271,11 +279,23 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 	if cacheable {
 		fin = s.finality(c.ChainID)
 		s.plan(c, pol, fin, &pl)
+		behind := fin.Known && pl.scope != scopeFinal && s.ahead(c.ChainID, fin.Head)
+		if behind && pl.scope == scopeHead {
+			// A client saw a block above the poll's head: no head answer until the poll
+			// catches up.
+			pl.scope, pl.skip = scopeNone, "head_behind"
+		}
 		if pl.scope == scopeNone {
 			s.skips.WithLabelValues(label, pl.skip).Inc()
 		} else {
 			final, hd = s.keys(c.ChainID, m, &pl, fin)
+			if behind {
+				hd = ""
+			}
 			flightKey = final
+			if flightKey == "" {
+				flightKey = hd
+			}
 		}
 	}
 	if flightKey == "" {
@@ -309,6 +329,9 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 			}
 		}
 		resp, err := next.Serve(c)
+		if err == nil && resp != nil && observed[m] {
+			s.observe(c.ChainID, m, resp.Result)
+		}
 		if err != nil || resp == nil || pl.scope == scopeNone || int64(len(resp.Result)) > s.cfg.MaxEntryBytes {
 			return resp, err
 		}
@@ -350,6 +373,43 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 	}
 	resp, _ := v.(*proxy.Response)
 	return resp, err
+}
+
+// observed are the methods whose answers tell a block number the client now knows of.
+var observed = map[string]bool{
+	"eth_blockNumber": true, "eth_getBlockByNumber": true, "eth_getBlockByHash": true,
+	"eth_getTransactionReceipt": true, "eth_getTransactionByHash": true,
+}
+
+// observe records the block number an answer of method shows (see Stage.seen).
+func (s *Stage) observe(chain uint64, method string, result []byte) {
+	var raw []byte
+	switch method {
+	case "eth_blockNumber":
+		raw = result
+	case "eth_getBlockByNumber", "eth_getBlockByHash":
+		raw = []byte(gjson.GetBytes(result, "number").Raw)
+	default:
+		raw = []byte(gjson.GetBytes(result, "blockNumber").Raw)
+	}
+	r, err := readBlockNumber(raw, "")
+	if err != nil || r.kind != refNumber {
+		return
+	}
+	v, _ := s.seen.Load(chain)
+	n, _ := v.(*atomic.Uint64)
+	if n == nil {
+		v, _ = s.seen.LoadOrStore(chain, new(atomic.Uint64))
+		n = v.(*atomic.Uint64)
+	}
+	for old := n.Load(); r.num > old && !n.CompareAndSwap(old, r.num); old = n.Load() {
+	}
+}
+
+// ahead reports whether an answer showed chain's clients a block above head.
+func (s *Stage) ahead(chain, head uint64) bool {
+	v, ok := s.seen.Load(chain)
+	return ok && v.(*atomic.Uint64).Load() > head
 }
 
 // scopeNames are the class label values of stores_total.

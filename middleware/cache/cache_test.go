@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,5 +108,77 @@ func TestCacheKeySeparatesChainsAndParams(t *testing.T) {
 	}
 	if got := h.n.Load(); got != 3 {
 		t.Fatalf("%d upstream calls, want 3 distinct entries", got)
+	}
+}
+
+// byMethod answers each method with its result, counting the calls per method.
+type byMethod struct {
+	results map[string]string
+	mu      sync.Mutex
+	n       map[string]int
+}
+
+func (h *byMethod) Serve(c *proxy.Call) (*proxy.Response, error) {
+	h.mu.Lock()
+	h.n[c.Method()]++
+	h.mu.Unlock()
+	return &proxy.Response{Result: []byte(h.results[c.Method()])}, nil
+}
+
+func (h *byMethod) count(m string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n[m]
+}
+
+// TestNoHeadAnswersBehindWhatAClientSaw: once an answer showed block 101 (eth_blockNumber, a
+// receipt) while the finality poll still says 100, latest reads are not served from the
+// cache nor stored until the poll sees 101; final ones still are.
+func TestNoHeadAnswersBehindWhatAClientSaw(t *testing.T) {
+	for _, shown := range []struct{ method, params, result string }{
+		{"eth_blockNumber", `[]`, `"0x65"`},
+		{"eth_getTransactionReceipt", `["` + hash1 + `"]`, `{"blockHash":"0xab","blockNumber":"0x65"}`},
+	} {
+		t.Run(shown.method, func(t *testing.T) {
+			var head atomic.Uint64
+			head.Store(100)
+			cfg := Config{Enabled: true, Local: true, Coalesce: true}
+			cfg.SetDefaults()
+			s, err := New(cfg, Deps{Registry: prometheus.NewRegistry(), Finality: func(uint64) Finality {
+				h := head.Load()
+				return Finality{Known: true, Head: h, HeadHash: fmt.Sprintf("0x%064x", h), Finalized: h - 12}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Close)
+			h := &byMethod{n: map[string]int{}, results: map[string]string{
+				"eth_getBalance": `"0x1"`, shown.method: shown.result,
+			}}
+			chain := proxy.Compile(h, s)
+			serve := func(m, p string) {
+				t.Helper()
+				if _, err := chain.Serve(call(m, p)); err != nil {
+					t.Fatal(err)
+				}
+				s.Wait()
+			}
+			latest, final := `["`+addrLower+`","latest"]`, `["`+addrLower+`","0x10"]`
+			serve(shown.method, shown.params)
+			for range 2 {
+				serve("eth_getBalance", latest)
+				serve("eth_getBalance", final)
+			}
+			if n := h.count("eth_getBalance"); n != 3 {
+				t.Fatalf("%d upstream calls, want 3: latest twice (the poll is behind), the final one once", n)
+			}
+			head.Store(101)
+			for range 2 {
+				serve("eth_getBalance", latest)
+			}
+			if n := h.count("eth_getBalance"); n != 4 {
+				t.Fatalf("%d upstream calls, want 4: latest cached once the poll caught up", n)
+			}
+		})
 	}
 }
