@@ -112,6 +112,10 @@ func TestValidateRejects(t *testing.T) {
 			"ejectAfter: must be at least 1",
 			"maxResponseBytes: must be at least 1024",
 		}},
+		{"finality", func(c *Config) { c.Chains[1].Finality, c.Chains[1].FinalityDepth = "safe", 1<<21 }, []string{
+			"chains[1].finality: must be auto, tag or depth",
+			"chains[1].finalityDepth: must be at most 1048576",
+		}},
 		{"batch limits", func(c *Config) { c.Batch.MaxInFlight, c.Batch.MaxSize = 0, 1 }, []string{
 			"batch.maxInFlight: must be between 1 and 512",
 			"batch.maxSize: must be between 2 and 1000",
