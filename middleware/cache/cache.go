@@ -336,8 +336,8 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 			return resp, err
 		}
 		sc := pol.keep(fin, &pl, resp.Result)
-		if pl.scope != scopeResult && sc > pl.scope {
-			sc = pl.scope // keep narrows a plan's scope, never widens it
+		if pl.scope == scopeHead && sc == scopeFinal {
+			sc = scopeHead // keep narrows a plan's scope, never widens it
 		}
 		var (
 			key string

@@ -182,3 +182,42 @@ func TestNoHeadAnswersBehindWhatAClientSaw(t *testing.T) {
 		})
 	}
 }
+
+// TestServeStoresByClass: through the stage, what keep decides is what is stored: answers
+// stored (one upstream call for two) or not (two).
+func TestServeStoresByClass(t *testing.T) {
+	for _, tc := range []struct {
+		name, method, params, result string
+		upcalls                      int32
+	}{
+		{"final logs", "eth_getLogs", `[{"fromBlock":"0x1","toBlock":"0x10"}]`, `[]`, 1},
+		{"logs by hash", "eth_getLogs", `[{"blockHash":"` + hash1 + `"}]`, `[{"logIndex":"0x0"}]`, 1},
+		{"empty logs by hash", "eth_getLogs", `[{"blockHash":"` + hash1 + `"}]`, `[]`, 2},
+		{"empty logs past the head", "eth_getLogs", `[{"fromBlock":"0x60","toBlock":"0x70"}]`, `[]`, 2},
+		{"latest balance", "eth_getBalance", `["` + addrLower + `","latest"]`, `"0x1"`, 1},
+		{"pending balance", "eth_getBalance", `["` + addrLower + `","pending"]`, `"0x1"`, 2},
+		{"null block", "eth_getBlockByNumber", `["0x10",false]`, `null`, 2},
+		{"recent receipt", "eth_getTransactionReceipt", `["` + hash1 + `"]`, `{"blockHash":"0xab","blockNumber":"0x63"}`, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Enabled: true, Local: true, Coalesce: true}
+			cfg.SetDefaults()
+			s, err := New(cfg, Deps{Registry: prometheus.NewRegistry(), Finality: func(uint64) Finality { return testFinality }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Close)
+			h := &counting{result: tc.result}
+			chain := proxy.Compile(h, s)
+			for range 2 {
+				if _, err := chain.Serve(call(tc.method, tc.params)); err != nil {
+					t.Fatal(err)
+				}
+				s.Wait()
+			}
+			if got := h.n.Load(); got != tc.upcalls {
+				t.Fatalf("%d upstream calls, want %d", got, tc.upcalls)
+			}
+		})
+	}
+}

@@ -189,7 +189,7 @@ func TestKeepRefusesEmptyAnswers(t *testing.T) {
 		{"empty logs past the head", "eth_getLogs", `[{"fromBlock":"0x60","toBlock":"0x70"}]`, `[]`, scopeNone},
 		{"empty logs of a finalized range", "eth_getLogs", `[{"fromBlock":"0x1","toBlock":"0x10"}]`, `[]`, scopeFinal},
 		{"empty logs up to latest", "eth_getLogs", `[{"fromBlock":"0x1"}]`, ` [] `, scopeHead},
-		{"empty logs by hash", "eth_getLogs", `[{"blockHash":"` + hash1 + `"}]`, `[]`, scopeHead},
+		{"empty logs by hash", "eth_getLogs", `[{"blockHash":"` + hash1 + `"}]`, `[]`, scopeNone},
 		{"null receipt", "eth_getTransactionReceipt", `["` + hash1 + `"]`, `null`, scopeNone},
 		{"final receipt", "eth_getTransactionReceipt", `["` + hash1 + `"]`, `{"blockHash":"0xab","blockNumber":"0x58"}`, scopeFinal},
 		{"recent receipt", "eth_getTransactionReceipt", `["` + hash1 + `"]`, `{"blockHash":"0xab","blockNumber":"0x59"}`, scopeHead},

@@ -171,8 +171,8 @@ func planCall(args []json.RawMessage, f Finality, pl *plan) (any, error) {
 	return []any{call, r.json()}, nil
 }
 
-// eth_getLogs [filter]: a block hash is final (keepLogs: an empty answer only for the
-// head); a range is final when both ends are numbers at or below the finalized block, else
+// eth_getLogs [filter]: a block hash is final (keepLogs: an empty answer is not stored); a
+// range is final when both ends are numbers at or below the finalized block, else
 // head; pending at either end is not cached.
 func planLogs(args []json.RawMessage, f Finality, pl *plan) (any, error) {
 	if len(args) != 1 {
@@ -230,15 +230,14 @@ func keepMined(f Finality, _ *plan, r []byte) scope {
 	return scopeHead
 }
 
-// keepLogs stores logs under the plan's scope, except an empty list: by block hash it may
-// mean a block not yet seen (head only); for a range that reaches past the head it is not
-// stored at all.
+// keepLogs stores logs under the plan's scope, except an empty list by block hash (it may
+// mean a block the node has not seen yet) or for a range that reaches past the head.
 func keepLogs(f Finality, pl *plan, r []byte) scope {
 	if string(bytes.TrimSpace(r)) != "[]" {
 		return pl.scope
 	}
 	if pl.blockHash {
-		return scopeHead
+		return scopeNone
 	}
 	if pl.to.kind == refNumber && (!f.Known || pl.to.num > f.Head) {
 		return scopeNone
