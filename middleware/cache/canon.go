@@ -86,8 +86,13 @@ func arg(args []json.RawMessage, i int) json.RawMessage {
 
 // readString decodes a JSON string (escapes included).
 func readString(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || raw[0] != '"' {
+	if len(raw) < 2 || raw[0] != '"' {
 		return "", errCanon
+	}
+	if body := raw[1 : len(raw)-1]; raw[len(raw)-1] == '"' && bytes.IndexByte(body, '\\') < 0 && bytes.IndexByte(body, '"') < 0 {
+		// No escapes: the text is the value (raw came from a JSON parser, so it is valid
+		// UTF-8 without control characters).
+		return string(body), nil
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
