@@ -1,7 +1,9 @@
-// Package cache is the response-cache stage: an allow-list of methods whose answers are
-// immutable once they exist (by-hash lookups), kept in ristretto and aware of finality, plus
-// coalescing of identical read calls in flight at once. With Redis configured, Redis is the
-// second level that the replicas share (shared.go).
+// Package cache is the response-cache stage: an allow-list of the reads dApps repeat, each
+// with its policy (policy.go), keyed by chain, method and canonical params (canon.go), kept
+// in ristretto and aware of finality: answers that can no longer change (at a finalized
+// block, by hash) are kept until evicted, answers true at the current head only are keyed by
+// the head's number and hash. Plus coalescing of identical read calls in flight at once.
+// With Redis configured, Redis is the second level that the replicas share (shared.go).
 package cache
 
 import (
