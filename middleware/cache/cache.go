@@ -276,7 +276,6 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 		pl        plan
 		fin       Finality
 		final, hd string // the entry's keys as final and as head (empty: not looked up)
-		flightKey string
 	)
 	if cacheable {
 		fin = s.finality(c.ChainID)
@@ -294,14 +293,7 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 			if behind {
 				hd = ""
 			}
-			flightKey = final
-			if flightKey == "" {
-				flightKey = hd
-			}
 		}
-	}
-	if flightKey == "" {
-		flightKey = cacheKey(c)
 	}
 	if pl.scope != scopeNone && s.cache != nil {
 		for _, k := range [2]string{final, hd} {
@@ -369,7 +361,9 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 	if !coalesce {
 		return serve()
 	}
-	v, err, dup := s.flight.Do(flightKey, func() (any, error) { return serve() })
+	// Coalesced by the params as sent, not their canonical form: a call must not get the error
+	// that another spelling of it got (a node may refuse 0x01 for 0x1).
+	v, err, dup := s.flight.Do(cacheKey(c), func() (any, error) { return serve() })
 	if dup {
 		s.coalesces.Inc()
 	}
