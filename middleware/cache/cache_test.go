@@ -221,3 +221,60 @@ func TestServeStoresByClass(t *testing.T) {
 		})
 	}
 }
+
+// gated answers each call once gate is closed, with the result of its params as sent.
+type gated struct {
+	gate, entered chan struct{}
+	n             atomic.Int32
+	results       map[string]string
+}
+
+func (g *gated) Serve(c *proxy.Call) (*proxy.Response, error) {
+	g.n.Add(1)
+	g.entered <- struct{}{}
+	<-g.gate
+	return &proxy.Response{Result: []byte(g.results[string(c.Request.Params)])}, nil
+}
+
+// TestCoalescingKeepsSpellingsApart: two spellings of one call in flight at once each get
+// their own upstream request (a node may answer one with an error), and the answer stored
+// serves both afterwards.
+func TestCoalescingKeepsSpellingsApart(t *testing.T) {
+	cfg := Config{Enabled: true, Local: true, Coalesce: true}
+	cfg.SetDefaults()
+	s, err := New(cfg, Deps{Registry: prometheus.NewRegistry(), Finality: func(uint64) Finality { return testFinality }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	a, b := `["`+addrLower+`","0x10"]`, `["`+addrCheck+`","0x010"]`
+	g := &gated{gate: make(chan struct{}), entered: make(chan struct{}, 2), results: map[string]string{a: `"0x1"`, b: `"0x1"`}}
+	chain := proxy.Compile(g, s)
+	var wg sync.WaitGroup
+	for _, p := range []string{a, b} {
+		wg.Go(func() {
+			if _, err := chain.Serve(call("eth_getBalance", p)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for range 2 { // both reach the upstream: neither waits for the other
+		select {
+		case <-g.entered:
+		case <-time.After(10 * time.Second):
+			close(g.gate)
+			t.Fatal("one spelling waited for the other's upstream request")
+		}
+	}
+	close(g.gate)
+	wg.Wait()
+	s.Wait()
+	for _, p := range []string{a, b} {
+		if _, err := chain.Serve(call("eth_getBalance", p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := g.n.Load(); n != 2 {
+		t.Fatalf("%d upstream calls, want 2", n)
+	}
+}
