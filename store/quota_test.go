@@ -76,11 +76,11 @@ func testUsage(t *testing.T, be backend) {
 	}
 
 	// Pruning: the periods that started before the bound go, the others stay.
-	old := UsageKey{"a", UsageMonth, month.AddDate(-14, 0, 0)}
+	old := UsageKey{"a", UsageMonth, month.AddDate(0, -14, 0)}
 	add(old, 99)
 	var pruned int64
 	if err := db.Write(ctx, func(tx *Tx) (err error) {
-		pruned, err = tx.PruneUsage(ctx, month.AddDate(-13, 0, 0))
+		pruned, err = tx.PruneUsage(ctx, month.AddDate(0, -13, 0))
 		return err
 	}); err != nil {
 		t.Fatal(err)
