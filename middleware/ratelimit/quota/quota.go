@@ -121,8 +121,8 @@ type Deps struct {
 
 // row is one period's usage of a client id as this replica knows it.
 type row struct {
-	period int
-	start  time.Time
+	period     int
+	start, end time.Time // the period: [start, end)
 	// total is the store's total as last learned (a flush's RETURNING, or a read); it
 	// includes this replica's flushed charges. known: it was learned at all.
 	total uint64
@@ -266,12 +266,12 @@ func (b *Book) Charge(clientID string, units uint64) error {
 	c.charged = now
 	fresh := false
 	for p := range periods {
-		start := periodStart(p, now)
-		if r := c.cur[p]; r == nil || !r.start.Equal(start) {
+		if r := c.cur[p]; r == nil || now.Before(r.start) || !now.Before(r.end) {
 			if r != nil && r.unflushed() > 0 {
 				c.stale = append(c.stale, r)
 			}
-			c.cur[p] = &row{period: p, start: start}
+			start := periodStart(p, now)
+			c.cur[p] = &row{period: p, start: start, end: periodEnd(p, start)}
 			fresh = true
 		}
 	}
@@ -280,7 +280,7 @@ func (b *Book) Charge(clientID string, units uint64) error {
 			if q := c.quota[p]; q > 0 && c.cur[p].used() >= q {
 				b.mu.Unlock()
 				b.exceeded[p].Inc()
-				reset := periodEnd(p, c.cur[p].start)
+				reset := c.cur[p].end
 				return &ExceededError{Period: periodNames[p], Quota: q, ResetsAt: reset, retry: reset.Sub(now)}
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,7 +30,7 @@ func forEachBackend(t *testing.T, test func(t *testing.T, driver string)) {
 	}
 }
 
-func storeConfig(t *testing.T, driver string) store.Config {
+func storeConfig(t testing.TB, driver string) store.Config {
 	t.Helper()
 	cfg := store.Config{Driver: driver, Path: filepath.Join(t.TempDir(), "web3gate.db"), MaxConns: 4}
 	if driver == store.DriverPostgres {
@@ -39,7 +40,7 @@ func storeConfig(t *testing.T, driver string) store.Config {
 	return cfg
 }
 
-func openStore(t *testing.T, cfg store.Config) *store.DB {
+func openStore(t testing.TB, cfg store.Config) *store.DB {
 	t.Helper()
 	db, err := store.Open(context.Background(), cfg, store.Deps{})
 	if err != nil {
@@ -560,4 +561,40 @@ func TestConfigValidate(t *testing.T) {
 	if _, err := New(ok, Deps{}); err == nil {
 		t.Fatal("New without a store succeeded")
 	}
+}
+
+// The rate-limit stage calls the Book through this interface, and reads RetryAfter from its
+// refusals.
+var (
+	_ interface {
+		Charge(clientID string, units uint64) error
+	} = (*Book)(nil)
+	_ interface{ RetryAfter() time.Duration } = (*ExceededError)(nil)
+)
+
+// BenchmarkCharge: the cost of a charge on the request path (no store involved), from
+// parallel goroutines over 1000 client ids.
+func BenchmarkCharge(b *testing.B) {
+	db := openStore(b, storeConfig(b, store.DriverSQLite))
+	book, err := New(Config{Enabled: true, Clients: []ClientQuota{{ClientID: "c7", Daily: maxQuota}}}, Deps{DB: db})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer book.Close()
+	ids := make([]string, 1000)
+	for i := range ids {
+		ids[i] = "c" + strconv.Itoa(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if err := book.Charge(ids[i%len(ids)], 1); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
 }
