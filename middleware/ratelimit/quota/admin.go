@@ -86,7 +86,7 @@ func (h *adminHandler) serve(w http.ResponseWriter, r *http.Request) (*ClientUsa
 		return nil, proxy.Errorf(http.StatusBadRequest, "clientId: give it once")
 	case len(ids[0]) > maxClientIDLen:
 		return nil, proxy.Errorf(http.StatusBadRequest, "clientId: must be at most %d bytes", maxClientIDLen)
-	case store.CheckText("clientId", ids[0]) != nil:
+	case !recordable(ids[0]):
 		return nil, proxy.Errorf(http.StatusBadRequest, "clientId: must be valid UTF-8 without NUL characters")
 	}
 	return h.b.Usage(r.Context(), ids[0])

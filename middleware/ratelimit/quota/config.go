@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/web3gate/web3gate/internal/defaults"
-	"github.com/web3gate/web3gate/store"
 )
 
 // The defaults of the section, as documented in config.yaml.
@@ -73,7 +72,7 @@ func (c *Config) Validate() error {
 			add("clients[%d].clientId: must not be empty", i)
 		case len(q.ClientID) > maxClientIDLen:
 			add("clients[%d].clientId: must be at most %d bytes", i, maxClientIDLen)
-		case store.CheckText("", q.ClientID) != nil:
+		case !recordable(q.ClientID):
 			add("clients[%d].clientId: must be valid UTF-8 without NUL characters", i)
 		default:
 			if j, dup := seen[q.ClientID]; dup {

@@ -245,7 +245,8 @@ func (b *Book) Enabled() bool { return b.cfg.Enabled }
 // used units (the store's last known total and this replica's unflushed charges) reached
 // the quota. A call is refused only once the quota is reached, so the call that reaches it
 // may go past it by its own cost; a call of 0 units is never refused. A refused call is not
-// charged. With quotas disabled Charge does nothing.
+// charged. The charges of a client id that cannot be stored (empty, over 256 bytes, not
+// UTF-8 or with a NUL) are not recorded. With quotas disabled Charge does nothing.
 func (b *Book) Charge(clientID string, units uint64) error {
 	if !b.cfg.Enabled {
 		return nil
@@ -255,7 +256,8 @@ func (b *Book) Charge(clientID string, units uint64) error {
 	c := b.clients[clientID]
 	if c == nil {
 		q, configured := b.quotas[clientID]
-		if !configured && len(b.clients) >= b.cfg.MaxClients {
+		// A client id the store cannot hold would fail every flush of its batch.
+		if !configured && (len(b.clients) >= b.cfg.MaxClients || !recordable(clientID)) {
 			b.mu.Unlock()
 			b.unrecorded.Add(float64(units))
 			return nil
@@ -304,6 +306,12 @@ func (b *Book) Charge(clientID string, units uint64) error {
 		ctr.Add(float64(units))
 	}
 	return nil
+}
+
+// recordable reports whether clientID can be a row of the store (and asked for on the admin
+// route): 1 to 256 bytes of UTF-8 without NUL.
+func recordable(clientID string) bool {
+	return clientID != "" && len(clientID) <= maxClientIDLen && store.CheckText("", clientID) == nil
 }
 
 func satAdd(a, b uint64) uint64 {

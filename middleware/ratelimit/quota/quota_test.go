@@ -506,6 +506,24 @@ func TestMaxClients(t *testing.T) {
 	}
 }
 
+// TestUnstorableClientIDs: the charges of a client id the store cannot hold (empty, too long,
+// NUL, not UTF-8) are not recorded, and do not fail the flush of the others.
+func TestUnstorableClientIDs(t *testing.T) {
+	db := openStore(t, storeConfig(t, store.DriverSQLite))
+	b := newBook(t, db, Config{}, func() time.Time { return lateNov }, nil)
+	for _, id := range []string{"", strings.Repeat("x", 257), "a\x00b", "\xff"} {
+		charge(t, b.Book, id, 4)
+	}
+	charge(t, b.Book, "fine", 3)
+	flush(t, b.Book)
+	if got := stored(t, db, "fine", store.UsageDay, nov27); got != 3 {
+		t.Fatalf("fine: %d, want 3", got)
+	}
+	if got := metric(t, b.reg, "web3gate_quota_unrecorded_units_total", nil); got != 16 {
+		t.Fatalf("unrecorded = %v, want 16", got)
+	}
+}
+
 // TestPrune: the flusher deletes rows of periods that started more than 13 months before
 // the current month, and keeps the others.
 func TestPrune(t *testing.T) {
