@@ -3,6 +3,9 @@ package quota
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -454,6 +457,18 @@ func TestStoreDown(t *testing.T) {
 	}
 	if n := logs.FilterMessageSnippet("the store failed").Len(); n != 1 {
 		t.Fatalf("%d failure lines within one flush interval, want 1", n)
+	}
+	// The admin route cannot read the store: 503, in the REST error object.
+	srv := httptest.NewServer(b.AdminHandler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + AdminPath + "?clientId=abc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"message":"store unavailable: the usage cannot be read now"`) {
+		t.Fatalf("usage with the store down: %d %s", resp.StatusCode, body)
 	}
 
 	pg.Start()
