@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -27,6 +28,9 @@ type nodeProxy struct {
 	base     time.Duration
 	slow     atomic.Int64 // nanoseconds
 	maxRange atomic.Uint64
+	// tail: when set, a read waits tailDelay with probability tailP (a node's latency tail).
+	tailP     float64
+	tailDelay time.Duration
 
 	refused atomic.Int64
 	mu      sync.Mutex
@@ -86,6 +90,9 @@ func (p *nodeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	wait := p.base
 	if reads {
 		wait += time.Duration(p.slow.Load())
+		if p.tailP > 0 && rand.Float64() < p.tailP {
+			wait += p.tailDelay
+		}
 	}
 	if wait > 0 {
 		select {
