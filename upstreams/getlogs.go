@@ -31,6 +31,10 @@ import (
 // does not know those blocks), malformed bounds (the node answers them) and calls in a
 // ForwardBatch.
 
+// maxLogsChunks bounds the chunks of one call: a range that the nodes' learned chunk size
+// would cut into more is refused, like one over maxRange.
+const maxLogsChunks = 10_000
+
 // logsConf is one pool's eth_getLogs splitting.
 type logsConf struct {
 	cfg   GetLogsConfig
@@ -195,8 +199,13 @@ func (p *Pool) getLogs(ctx context.Context, params []byte) ([]byte, error) {
 // splitLogs fetches q's range in chunks of span blocks, getLogs.concurrency at a time, and
 // joins their logs in order. The first failure cancels the chunks not yet fetched.
 func (p *Pool) splitLogs(ctx context.Context, q *logsQuery, span uint64) ([]byte, error) {
+	chunks := (q.to-q.from)/span + 1
+	if chunks > maxLogsChunks {
+		return nil, errLogsLimit.Withf("block range too large: %d blocks, at most %d in chunks of %d the nodes take",
+			q.to-q.from+1, maxLogsChunks*span, span)
+	}
 	p.logs.split.Inc()
-	n := int((q.to-q.from)/span) + 1
+	n := int(chunks)
 	parts := make([][]byte, n)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -344,3 +344,16 @@ func TestLogsQueryOf(t *testing.T) {
 		}
 	})
 }
+
+// TestGetLogsTooManyChunks: a range the learned chunk size would cut into more than
+// maxLogsChunks chunks is refused before any upstream call, naming the sizes.
+func TestGetLogsTooManyChunks(t *testing.T) {
+	p := &Pool{logs: &logsConf{cfg: GetLogsConfig{MaxRange: 100_000, ChunkSize: 2000, Concurrency: 1}}}
+	q := logsQuery{rest: map[string]json.RawMessage{}, from: 0, to: maxLogsChunks * 2}
+	_, err := p.splitLogs(context.Background(), &q, 2)
+	e := asError[*jsonrpc.Error](t, err)
+	want := "block range too large: 20001 blocks, at most 20000 in chunks of 2 the nodes take"
+	if e.Code != -32005 || e.Message != want {
+		t.Errorf("error = %d %q, want -32005 %q", e.Code, e.Message, want)
+	}
+}

@@ -191,7 +191,7 @@ type hedge struct {
 func (h *hedge) fire() {
 	p := h.p
 	h.mu.Lock()
-	if h.aDone {
+	if h.aDone || p.set.closed.Load() {
 		h.mu.Unlock()
 		return
 	}
