@@ -162,6 +162,9 @@ func newHedgeEnv(t *testing.T, maxExtra float64) *hedgeEnv {
 	}
 	cfg := anvilConfig(e.first, e.second)
 	cfg.Hedge = HedgeConfig{Enabled: true, Quantile: 0.9, MinDelay: 50 * time.Millisecond, MaxDelay: time.Second, MaxExtra: maxExtra}
+	// Upstream batching on, with a small in-flight limit: concurrent reads queue and travel
+	// in batches, and a canceled attempt leaves its batch.
+	cfg.Batch = BatchConfig{Enabled: true, MaxInFlight: 2, MaxSize: 50}
 	e.s = startSet(t, cfg, Deps{})
 	e.p = e.s.anvilPool(t)
 	eventually(t, 5*time.Second, "the first node in rotation, the second lagging", func() bool {
@@ -240,9 +243,10 @@ func TestHedgedReadsTakeTheFastNode(t *testing.T) {
 	}
 }
 
-// TestHedgedReadsConcurrent: concurrent hedged reads through the coalescer each get an
-// answer of one node, whole (no answer written into a buffer that another read reuses);
-// Close then waits for the canceled attempts, and TestMain's leak check finds none left.
+// TestHedgedReadsConcurrent: concurrent hedged reads through the coalescer (8 readers, 2
+// exchanges in flight per node: the others queue and go in batches) each get an answer of
+// one node, whole (no answer written into a buffer that another read reuses); Close then
+// waits for the canceled attempts, and TestMain's leak check finds none left.
 func TestHedgedReadsConcurrent(t *testing.T) {
 	e := newHedgeEnv(t, 1)
 	for range 10 {
@@ -272,6 +276,9 @@ func TestHedgedReadsConcurrent(t *testing.T) {
 	}
 	if e.hedges(t, "won") == 0 {
 		t.Error("no hedge won against a node 200ms slow")
+	}
+	if e.s.metricValue(t, "web3gate_upstream_batches_total", map[string]string{"chain": "anvil", "node": "anvil-0"}) == 0 {
+		t.Error("no batch to the first node: the reads did not go through the coalescer's queue")
 	}
 	e.s.Close()
 }
