@@ -88,16 +88,17 @@ type logsQuery struct {
 	from, to uint64
 }
 
-// params are the call's params for blocks from..to.
-func (q *logsQuery) params(from, to uint64) []byte {
+// params are the call's params for blocks from..to. The members come from a decoded filter,
+// so they encode again; an error would be invalid params.
+func (q *logsQuery) params(from, to uint64) ([]byte, error) {
 	f := maps.Clone(q.rest)
 	f["fromBlock"] = json.RawMessage(`"0x` + strconv.FormatUint(from, 16) + `"`)
 	f["toBlock"] = json.RawMessage(`"0x` + strconv.FormatUint(to, 16) + `"`)
 	b, err := json.Marshal([1]map[string]json.RawMessage{f})
 	if err != nil {
-		panic("eth_getLogs params of a decoded filter: " + err.Error()) // decoded JSON re-encodes
+		return nil, jsonrpc.ErrInvalidParams.With("eth_getLogs filter: " + err.Error())
 	}
-	return b
+	return b, nil
 }
 
 // Errors of eth_getLogs besides the pool's. -32005 "limit exceeded" (EIP-1474) with HTTP
@@ -253,7 +254,11 @@ func (p *Pool) splitLogs(ctx context.Context, q *logsQuery, span uint64) ([]byte
 // fetchLogs fetches q's logs of blocks from..to in one call, or, when the node refuses the
 // range as too large, in halves.
 func (p *Pool) fetchLogs(ctx context.Context, q *logsQuery, from, to uint64) ([]byte, error) {
-	res, n, err := p.forward(ctx, "eth_getLogs", q.params(from, to))
+	params, err := q.params(from, to)
+	if err != nil {
+		return nil, err
+	}
+	res, n, err := p.forward(ctx, "eth_getLogs", params)
 	p.logs.chunks.Inc()
 	if err == nil || from == to || !logsRefused(err) {
 		return res, err

@@ -308,9 +308,13 @@ func TestLogsQueryOf(t *testing.T) {
 			if err != nil || !ok || q.from != tc.from || q.to != tc.to {
 				t.Fatalf("= %d..%d, %v, %v; want %d..%d", q.from, q.to, ok, err, tc.from, tc.to)
 			}
+			params, err := q.params(q.from, q.to)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var back []map[string]json.RawMessage
-			if err := json.Unmarshal(q.params(q.from, q.to), &back); err != nil || len(back) != 1 {
-				t.Fatalf("params %s: %v", q.params(q.from, q.to), err)
+			if err := json.Unmarshal(params, &back); err != nil || len(back) != 1 {
+				t.Fatalf("params %s: %v", params, err)
 			}
 			for k := range back[0] {
 				if strings.EqualFold(k, "fromblock") && k != "fromBlock" || strings.EqualFold(k, "toblock") && k != "toBlock" {

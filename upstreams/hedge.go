@@ -55,6 +55,8 @@ type hedger struct {
 	tokens  atomic.Int64
 
 	won, lost, capped prometheus.Counter
+
+	bufs atomic.Int64 // answer buffers held by hedges (tests check they all come back)
 }
 
 func newHedger(cfg HedgeConfig, nodes int, m *metrics, chain string) *hedger {
@@ -208,6 +210,7 @@ func (h *hedge) fire() {
 	body := getBuffer()
 	*body = append((*body)[:0], h.body...)
 	h.launched, h.n, h.buf = true, n, getBuffer()
+	p.hedge.bufs.Add(1)
 	p.set.inflight.Add(1)
 	h.mu.Unlock()
 	defer p.set.inflight.Done()
@@ -217,7 +220,7 @@ func (h *hedge) fire() {
 	h.mu.Lock()
 	if h.finished {
 		h.mu.Unlock()
-		putBuffer(h.buf)
+		h.freeBuf()
 		return
 	}
 	h.res, h.o, h.err, h.ready = res, o, err, true
@@ -226,6 +229,12 @@ func (h *hedge) fire() {
 		h.cancel() // the first attempt gives up: this answer wins
 	}
 	h.done <- struct{}{}
+}
+
+// freeBuf returns the second attempt's answer buffer to the pool.
+func (h *hedge) freeBuf() {
+	putBuffer(h.buf)
+	h.p.hedge.bufs.Add(-1)
 }
 
 // answered reports whether o is a node's answer: a result or a JSON-RPC error.
@@ -257,7 +266,7 @@ func (p *Pool) hedged(ctx context.Context, n *node, label string, want expect, b
 		ready := h.ready
 		h.mu.Unlock()
 		if ready {
-			putBuffer(h.buf)
+			h.freeBuf()
 		}
 		p.hedge.lost.Inc()
 		return res, o, err, n, sent
@@ -267,11 +276,11 @@ func (p *Pool) hedged(ctx context.Context, n *node, label string, want expect, b
 	<-h.done
 	if answered(h.o) {
 		*respBuf, *h.buf = *h.buf, *respBuf // h.res aliases the answer, now the caller's buffer
-		putBuffer(h.buf)
+		h.freeBuf()
 		p.hedge.won.Inc()
 		return h.res, h.o, h.err, h.n, sent
 	}
-	putBuffer(h.buf)
+	h.freeBuf()
 	p.hedge.lost.Inc()
 	if o == outcomeCanceled && ctx.Err() == nil {
 		return nil, h.o, h.err, h.n, sent

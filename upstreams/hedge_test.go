@@ -281,6 +281,9 @@ func TestHedgedReadsConcurrent(t *testing.T) {
 		t.Error("no batch to the first node: the reads did not go through the coalescer's queue")
 	}
 	e.s.Close()
+	if n := e.p.hedge.bufs.Load(); n != 0 {
+		t.Errorf("%d answer buffers of hedges not returned after Close", n)
+	}
 }
 
 // TestNoHedgeForSendRawTransaction: a transaction broadcast to the slow node is never sent to
