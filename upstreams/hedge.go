@@ -16,8 +16,10 @@ import (
 // hedge delay is sent to the next node as well (pick with the first excluded); the first
 // answer wins and the other attempt is canceled. The delay is the chosen node's recent
 // answer latency at upstreams.hedge.quantile (see latencies), bounded by minDelay and
-// maxDelay; a node with too few recent answers gets maxDelay. A JSON-RPC error is an answer:
-// it is not hedged, and it wins when it comes first. Only the first attempt of a read is
+// maxDelay; a node with too few recent answers gets maxDelay. The chosen node's JSON-RPC
+// error is its answer: not hedged, and it wins when it comes first. The second node's error
+// does not end the first attempt (that node may be behind: "unknown block"); it is the
+// answer only when the first attempt fails. Only the first attempt of a read is
 // hedged: when both attempts fail, the read fails over to the other nodes as any read does,
 // the hedge counting as one of its maxAttempts. Hedges are capped by a token bucket filled
 // by the hedgeable reads themselves: each adds maxExtra of a token (up to hedgeBurst
@@ -225,8 +227,11 @@ func (h *hedge) fire() {
 	}
 	h.res, h.o, h.err, h.ready = res, o, err, true
 	h.mu.Unlock()
-	if answered(o) {
-		h.cancel() // the first attempt gives up: this answer wins
+	if o == outcomeOK {
+		// The first attempt gives up: this result wins. A JSON-RPC error does not end it (a
+		// node behind the other may not know the block yet): it answers only if the first
+		// attempt fails.
+		h.cancel()
 	}
 	h.done <- struct{}{}
 }

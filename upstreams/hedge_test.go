@@ -336,3 +336,39 @@ func TestNoHedgeInOneNodePool(t *testing.T) {
 		}
 	}
 }
+
+// TestHedgeErrorDoesNotBeatTheAnswer: the second node's JSON-RPC error (here its contract
+// reverts) comes first but does not end the wait for the slow first node, whose result is
+// the answer; the hedge counts as lost.
+func TestHedgeErrorDoesNotBeatTheAnswer(t *testing.T) {
+	e := newHedgeEnv(t, 1)
+	const contract = "0x00000000000000000000000000000000000020aa"
+	// First node: returns the word 1. Second node: reverts.
+	if _, err := e.first.node.Call("anvil_setCode", contract, "0x600160005260206000f3"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.second.node.Call("anvil_setCode", contract, "0x60006000fd"); err != nil {
+		t.Fatal(err)
+	}
+	call := []byte(`[{"to":"` + contract + `","data":"0x"},"latest"]`)
+	for range 10 {
+		if _, err := e.p.Forward(context.Background(), "eth_call", call); err != nil {
+			t.Fatal(err)
+		}
+	}
+	won0, lost0 := e.hedges(t, "won"), e.hedges(t, "lost")
+	e.first.slow.Store(int64(300 * time.Millisecond))
+	res, err := e.p.Forward(context.Background(), "eth_call", call)
+	if err != nil {
+		t.Fatalf("eth_call: %v (the second node's revert won)", err)
+	}
+	if want := `"0x0000000000000000000000000000000000000000000000000000000000000001"`; string(res) != want {
+		t.Errorf("eth_call = %s, want %s", res, want)
+	}
+	if won, lost := e.hedges(t, "won")-won0, e.hedges(t, "lost")-lost0; won != 0 || lost != 1 {
+		t.Errorf("hedges won %d, lost %d; want 0, 1", won, lost)
+	}
+	if got := e.second.count("eth_call"); got != 1 {
+		t.Errorf("the second node got %d eth_call, want the one hedge", got)
+	}
+}
