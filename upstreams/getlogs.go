@@ -27,7 +27,8 @@ import (
 // whose message says so, as providers word it: see logsRefused): the range is then halved
 // and fetched again, and that node gets chunks of the halved size from then on (until
 // restart). A range within the chunk size goes as the client sent it, and is split only if
-// refused. Never split: the blockHash form, ranges bounded by safe or finalized (the pool
+// refused. Chunks cover the range up to the pool's head (see logsQuery); a range that starts
+// past it goes as it came. Never split: the blockHash form, ranges bounded by safe or finalized (the pool
 // does not know those blocks), malformed bounds (the node answers them) and calls in a
 // ForwardBatch.
 
@@ -83,9 +84,13 @@ func (l *logsConf) halve(n *node, size uint64) uint64 {
 }
 
 // logsQuery is a split-able eth_getLogs filter: its numeric range and its other members.
+// Chunks cover from..last, the part of the range at or below the pool's head; the chunk that
+// ends at last asks up to the client's toBlock, so that a node past the pool's head (polled
+// a moment ago) answers for the blocks it has, as it would unsplit.
 type logsQuery struct {
 	rest     map[string]json.RawMessage // the filter less fromBlock and toBlock
 	from, to uint64
+	last     uint64 // min(to, the pool's head)
 }
 
 // params are the call's params for blocks from..to. The members come from a decoded filter,
@@ -138,7 +143,8 @@ func (p *Pool) logsQueryOf(params []byte) (q logsQuery, ok bool, err error) {
 	head := p.Head()
 	from, okFrom := resolveBlock(f.FromBlock, head)
 	to, okTo := resolveBlock(f.ToBlock, head)
-	if !okFrom || !okTo || from > to {
+	if !okFrom || !okTo || from > to || head != 0 && from > head {
+		// Nothing to split: the node answers (an error for a range past its head).
 		return q, false, nil
 	}
 	if size := to - from + 1; size > p.logs.cfg.MaxRange || size == 0 {
@@ -149,7 +155,10 @@ func (p *Pool) logsQueryOf(params []byte) (q logsQuery, ok bool, err error) {
 			delete(q.rest, k)
 		}
 	}
-	q.from, q.to = from, to
+	q.from, q.to, q.last = from, to, to
+	if head != 0 && to > head {
+		q.last = head
+	}
 	return q, true, nil
 }
 
@@ -187,20 +196,20 @@ func (p *Pool) getLogs(ctx context.Context, params []byte) ([]byte, error) {
 		return res, err
 	}
 	span := p.logs.span(p.pick(0))
-	if q.to-q.from < span {
+	if q.last-q.from < span {
 		res, n, err := p.forward(ctx, "eth_getLogs", params)
-		if err == nil || q.from == q.to || !logsRefused(err) {
+		if err == nil || q.from == q.last || !logsRefused(err) {
 			return res, err
 		}
-		span = p.logs.halve(n, q.to-q.from+1)
+		span = p.logs.halve(n, q.last-q.from+1)
 	}
 	return p.splitLogs(ctx, &q, span)
 }
 
-// splitLogs fetches q's range in chunks of span blocks, getLogs.concurrency at a time, and
+// splitLogs fetches q's range (from..last) in chunks of span blocks, getLogs.concurrency at a time, and
 // joins their logs in order. The first failure cancels the chunks not yet fetched.
 func (p *Pool) splitLogs(ctx context.Context, q *logsQuery, span uint64) ([]byte, error) {
-	chunks := (q.to-q.from)/span + 1
+	chunks := (q.last-q.from)/span + 1
 	if chunks > maxLogsChunks {
 		return nil, errLogsLimit.Withf("block range too large: %d blocks, at most %d in chunks of %d the nodes take",
 			q.to-q.from+1, maxLogsChunks*span, span)
@@ -227,8 +236,8 @@ func (p *Pool) splitLogs(ctx context.Context, q *logsQuery, span uint64) ([]byte
 				return
 			}
 			from := q.from + uint64(i)*span
-			to := min(from+span-1, q.to)
-			res, err := p.fetchLogs(ctx, q, from, to)
+			to := min(from+span-1, q.last)
+			res, err := p.fetchLogs(ctx, q, from, to, to == q.last && q.to > q.last)
 			if err != nil {
 				fail(err)
 				return
@@ -252,23 +261,33 @@ func (p *Pool) splitLogs(ctx context.Context, q *logsQuery, span uint64) ([]byte
 }
 
 // fetchLogs fetches q's logs of blocks from..to in one call, or, when the node refuses the
-// range as too large, in halves.
-func (p *Pool) fetchLogs(ctx context.Context, q *logsQuery, from, to uint64) ([]byte, error) {
-	params, err := q.params(from, to)
+// range as too large, in halves. open: the call asks up to the client's toBlock, past the
+// pool's head (to); refused, it asks up to to before it halves.
+func (p *Pool) fetchLogs(ctx context.Context, q *logsQuery, from, to uint64, open bool) ([]byte, error) {
+	upTo := to
+	if open {
+		upTo = q.to
+	}
+	params, err := q.params(from, upTo)
 	if err != nil {
 		return nil, err
 	}
 	res, n, err := p.forward(ctx, "eth_getLogs", params)
 	p.logs.chunks.Inc()
-	if err == nil || from == to || !logsRefused(err) {
+	switch {
+	case err == nil || !logsRefused(err):
 		return res, err
+	case open:
+		return p.fetchLogs(ctx, q, from, to, false)
+	case from == to:
+		return nil, err
 	}
 	half := p.logs.halve(n, to-from+1)
-	a, err := p.fetchLogs(ctx, q, from, from+half-1)
+	a, err := p.fetchLogs(ctx, q, from, from+half-1, false)
 	if err != nil {
 		return nil, err
 	}
-	b, err := p.fetchLogs(ctx, q, from+half, to)
+	b, err := p.fetchLogs(ctx, q, from+half, to, false)
 	if err != nil {
 		return nil, err
 	}

@@ -94,6 +94,7 @@ func TestGetLogsSplitMatchesUnsplit(t *testing.T) {
 		{"numbers, by address", logsParams("0x0", hexBlock(head), `,"address":"`+logger+`"`)},
 		{"earliest to latest, every log", logsParams("earliest", "latest", "")},
 		{"absent bounds' defaults as members in other case", []byte(`[{"FromBlock":"0x0","TOBLOCK":"latest","topics":[]}]`)},
+		{"past the head: the node's own bound", logsParams("0x0", hexBlock(head+500), "")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before, sent := s.logsMetric(t, "chunks"), px.count("eth_getLogs")
@@ -120,8 +121,8 @@ func TestGetLogsSplitMatchesUnsplit(t *testing.T) {
 			}
 		})
 	}
-	if got := s.logsMetric(t, "split"); got != 3 {
-		t.Errorf("split calls = %d, want 3", got)
+	if got := s.logsMetric(t, "split"); got != 4 {
+		t.Errorf("split calls = %d, want 4", got)
 	}
 
 	t.Run("within a chunk, and blockHash, unsplit", func(t *testing.T) {
@@ -190,6 +191,18 @@ func TestGetLogsRefusingNodeHalves(t *testing.T) {
 	}
 	if got, want := s.logsMetric(t, "chunks"), 2+int(head/20)+1; got != want {
 		t.Errorf("chunks = %d, want %d (2 halves, then chunks of 20)", got, want)
+	}
+
+	// Past the head: the last chunk asks up to the client's bound, is refused for its
+	// nominal size, and is asked again up to the head.
+	past := logsParams("0x0", hexBlock(head+1000), "")
+	refused = px.refused.Load()
+	got, err = p.Forward(context.Background(), "eth_getLogs", past)
+	if err != nil || string(got) != direct(t, a, whole) {
+		t.Fatalf("range past the head: %.200s, %v", got, err)
+	}
+	if n := px.refused.Load() - refused; n != 1 {
+		t.Errorf("%d refusals past the head, want 1 (the last chunk's nominal range)", n)
 	}
 
 	// A larger chunk size in a new pool: each 64-block chunk is refused, halved twice.
@@ -292,21 +305,22 @@ func TestLogsQueryOf(t *testing.T) {
 	p := &Pool{logs: &logsConf{cfg: GetLogsConfig{MaxRange: 1000, ChunkSize: 10, Concurrency: 1}}}
 	p.best.Store(500)
 	for _, tc := range []struct {
-		name     string
-		params   string
-		from, to uint64
+		name           string
+		params         string
+		from, to, last uint64
 	}{
-		{"numbers", `[{"fromBlock":"0x10","toBlock":"0x20"}]`, 16, 32},
-		{"tags", `[{"fromBlock":"earliest","toBlock":"latest"}]`, 0, 500},
-		{"pending is the head", `[{"fromBlock":"0x1f4","toBlock":"pending"}]`, 500, 500},
-		{"absent bounds are latest", `[{"address":"0x01"}]`, 500, 500},
-		{"null bounds are latest", `[{"fromBlock":null,"toBlock":null,"blockHash":null}]`, 500, 500},
-		{"members in any case", `[{"FROMBLOCK":"0x1","toblock":"0x2"}]`, 1, 2},
+		{"numbers", `[{"fromBlock":"0x10","toBlock":"0x20"}]`, 16, 32, 32},
+		{"tags", `[{"fromBlock":"earliest","toBlock":"latest"}]`, 0, 500, 500},
+		{"pending is the head", `[{"fromBlock":"0x1f4","toBlock":"pending"}]`, 500, 500, 500},
+		{"absent bounds are latest", `[{"address":"0x01"}]`, 500, 500, 500},
+		{"null bounds are latest", `[{"fromBlock":null,"toBlock":null,"blockHash":null}]`, 500, 500, 500},
+		{"members in any case", `[{"FROMBLOCK":"0x1","toblock":"0x2"}]`, 1, 2, 2},
+		{"past the head: chunks stop at the head", `[{"fromBlock":"0x1","toBlock":"0x300"}]`, 1, 768, 500},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q, ok, err := p.logsQueryOf([]byte(tc.params))
-			if err != nil || !ok || q.from != tc.from || q.to != tc.to {
-				t.Fatalf("= %d..%d, %v, %v; want %d..%d", q.from, q.to, ok, err, tc.from, tc.to)
+			if err != nil || !ok || q.from != tc.from || q.to != tc.to || q.last != tc.last {
+				t.Fatalf("= %d..%d (last %d), %v, %v; want %d..%d (last %d)", q.from, q.to, q.last, ok, err, tc.from, tc.to, tc.last)
 			}
 			params, err := q.params(q.from, q.to)
 			if err != nil {
@@ -331,6 +345,7 @@ func TestLogsQueryOf(t *testing.T) {
 		{"not hex", `[{"fromBlock":"12","toBlock":"0x2"}]`},
 		{"a number", `[{"fromBlock":1,"toBlock":"0x2"}]`},
 		{"from after to", `[{"fromBlock":"0x3","toBlock":"0x2"}]`},
+		{"from past the head", `[{"fromBlock":"0x1f5","toBlock":"0x1f6"}]`},
 		{"two params", `[{},{}]`},
 		{"not an object", `["latest"]`},
 		{"not JSON", `[{`},
@@ -353,7 +368,7 @@ func TestLogsQueryOf(t *testing.T) {
 // maxLogsChunks chunks is refused before any upstream call, naming the sizes.
 func TestGetLogsTooManyChunks(t *testing.T) {
 	p := &Pool{logs: &logsConf{cfg: GetLogsConfig{MaxRange: 100_000, ChunkSize: 2000, Concurrency: 1}}}
-	q := logsQuery{rest: map[string]json.RawMessage{}, from: 0, to: maxLogsChunks * 2}
+	q := logsQuery{rest: map[string]json.RawMessage{}, from: 0, to: maxLogsChunks * 2, last: maxLogsChunks * 2}
 	_, err := p.splitLogs(context.Background(), &q, 2)
 	e := asError[*jsonrpc.Error](t, err)
 	want := "block range too large: 20001 blocks, at most 20000 in chunks of 2 the nodes take"
