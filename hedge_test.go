@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // getLogsConfig is upstreamConfig's chain 1 with eth_getLogs limits of 50 blocks, in chunks
@@ -51,5 +53,54 @@ func TestGetLogsOverHTTP(t *testing.T) {
 	}
 	if n := up.count("eth_getLogs"); n != 5 {
 		t.Errorf("the node got %d eth_getLogs, want 5 chunks of 10 blocks", n)
+	}
+}
+
+// TestHedgedReadsOverHTTP: through the whole server, a chain of two nodes where the preferred
+// one (its polls answer at once, the other's take 30 ms) holds eth_getBalance for 300 ms:
+// every read is hedged to the other node after maxDelay (50 ms, the slow node having no
+// answered read to estimate from) and gets its answer; each node sees every read once;
+// eth_sendRawTransaction is never hedged.
+func TestHedgedReadsOverHTTP(t *testing.T) {
+	slow, fast := newFakeUpstream(t, 1), newFakeUpstream(t, 1)
+	slow.routes["eth_getBalance"] = func(w http.ResponseWriter, id json.RawMessage) {
+		time.Sleep(300 * time.Millisecond)
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":"0xa"}`, id)
+	}
+	slow.routes["eth_sendRawTransaction"] = func(w http.ResponseWriter, id json.RawMessage) {
+		time.Sleep(100 * time.Millisecond)
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"nonce too low"}}`, id)
+	}
+	fast.result("eth_getBalance", `"0xb"`)
+	fast.result("eth_sendRawTransaction", `"0x01"`)
+	fast.routes["eth_blockNumber"] = func(w http.ResponseWriter, id json.RawMessage) {
+		time.Sleep(30 * time.Millisecond)
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":"0x64"}`, id)
+	}
+	cfg := strings.Replace(upstreamConfig("", slow.srv.URL, fast.srv.URL), "  chains:\n",
+		"  hedge: {enabled: true, minDelay: 10ms, maxDelay: 50ms, maxExtra: 1}\n  chains:\n", 1)
+	ts := startServer(t, cfg)
+	url := ts.API + "/v1/web3/mainnet"
+
+	const reads = 5
+	for i := range reads {
+		code, _, body := post(t, url, `{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0x00000000000000000000000000000000000000aa","latest"]}`)
+		if want := `{"jsonrpc":"2.0","id":1,"result":"0xb"}`; code != 200 || string(body) != want {
+			t.Fatalf("read %d: %d %s, want the fast node's %s", i, code, body, want)
+		}
+	}
+	if a, b := slow.count("eth_getBalance"), fast.count("eth_getBalance"); a != reads || b != reads {
+		t.Errorf("the slow node got %d reads, the fast one %d; want %d each (every read hedged)", a, b, reads)
+	}
+	code, _, body := post(t, url, `{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["0x00"]}`)
+	if want := `{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"nonce too low"}}`; code != 200 || string(body) != want {
+		t.Errorf("eth_sendRawTransaction: %d %s, want the preferred node's %s", code, body, want)
+	}
+	if n := fast.count("eth_sendRawTransaction"); n != 0 {
+		t.Errorf("eth_sendRawTransaction reached the second node %d times", n)
+	}
+	_, metrics := get(t, ts.Admin+"/metrics")
+	if want := fmt.Sprintf(`web3gate_upstream_hedges_total{chain="one",outcome="won"} %d`, reads); !strings.Contains(metrics, want) {
+		t.Errorf("metrics lack %s", want)
 	}
 }
