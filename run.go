@@ -29,6 +29,7 @@ import (
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
 	"github.com/web3gate/web3gate/middleware/filters"
+	"github.com/web3gate/web3gate/middleware/ratelimit/quota"
 	"github.com/web3gate/web3gate/middleware/route"
 	"github.com/web3gate/web3gate/middleware/sign"
 	"github.com/web3gate/web3gate/middleware/subscribe"
@@ -87,6 +88,18 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		return err
 	}
 	defer func() { _ = leases.Close() }()
+	// The quota book records usage per client id (when quotas.enabled) and flushes it to the
+	// store; its last flush runs before the store closes (defers run last first).
+	quotas, err := quota.New(cfg.Quotas, quota.Deps{DB: db, Logger: log.Named("quotas"), Registry: reg})
+	if err != nil {
+		return err
+	}
+	quotas.Start()
+	defer func() {
+		if err := quotas.Close(); err != nil {
+			log.Warn("quota usage not flushed at shutdown", zap.Error(err))
+		}
+	}()
 	keys, err := openKeys(cfg, db, log.Named("wallet"))
 	if err != nil {
 		return err
@@ -269,7 +282,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	}
 	// ReadTimeout bounds the bodies of the admin product API as well as the headers.
 	admin := &http.Server{Handler: adminMux(adminDeps{reg: reg, ups: ups, db: db, readyTimeout: cfg.Admin.ReadyTimeout, redis: rc, leases: leases,
-		products: catalog.AdminHandler(), clients: clientsAdmin}), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+		products: catalog.AdminHandler(), clients: clientsAdmin, usage: quotas.AdminHandler()}), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
@@ -416,11 +429,12 @@ type adminDeps struct {
 	redis             *redisx.Client // nil: no Redis configured
 	leases            *lease.Leases
 	products, clients http.Handler
+	usage             http.Handler // GET /v1/admin/usage (quotas)
 }
 
 // adminMux serves /metrics, /healthz (the process is up), /readyz (every chain has a
 // healthy upstream and the store answers), /leases (the leases this replica holds), the admin
-// product API and the OAuth client admin API.
+// product API, the OAuth client admin API and the quota usage of a client id.
 //
 // /readyz also says, when Redis is configured, whether it is in use. A Redis outage leaves
 // the replica ready (200): it serves from its local caches and the upstreams, and taking
@@ -439,6 +453,7 @@ func adminMux(d adminDeps) http.Handler {
 	mux.Handle(products.AdminPath, d.products)
 	mux.Handle(products.AdminPath+"/", d.products)
 	mux.Handle(auth.ClientsAdminPath+"/", d.clients)
+	mux.Handle(quota.AdminPath, d.usage)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

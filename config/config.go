@@ -23,6 +23,7 @@ import (
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
 	"github.com/web3gate/web3gate/middleware/filters"
+	"github.com/web3gate/web3gate/middleware/ratelimit/quota"
 	"github.com/web3gate/web3gate/middleware/route"
 	"github.com/web3gate/web3gate/owners"
 	"github.com/web3gate/web3gate/products"
@@ -51,6 +52,7 @@ type Config struct {
 	Products  products.Config   `yaml:"products"`
 	Cluster   lease.Config      `yaml:"cluster"`
 	Redis     redisx.Config     `yaml:"redis"`
+	Quotas    quota.Config      `yaml:"quotas"`
 }
 
 // LogConfig is the `log:` section.
@@ -127,6 +129,7 @@ func (c *Config) SetDefaults() {
 	c.Products.SetDefaults()
 	c.Cluster.SetDefaults()
 	c.Redis.SetDefaults()
+	c.Quotas.SetDefaults()
 }
 
 // ValidationError lists every problem found, each naming its key path.
@@ -176,6 +179,7 @@ func (c *Config) Validate() error {
 	add("products", c.Products.Validate())
 	add("cluster", c.Cluster.Validate())
 	add("redis", c.Redis.Validate())
+	add("quotas", c.Quotas.Validate())
 	problems = append(problems, c.crossCheck()...)
 	if len(problems) > 0 {
 		return &ValidationError{Problems: problems}

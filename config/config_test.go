@@ -16,6 +16,9 @@ func TestShippedConfigLoads(t *testing.T) {
 	if c.Upstreams.Mainnet != 1337 || !c.Devchain.Enabled || c.Server.Listen != "127.0.0.1:8545" || c.Admin.Listen != "127.0.0.1:9545" {
 		t.Fatalf("unexpected shipped config: %+v", c)
 	}
+	if q := c.Quotas; q.Enabled || q.FlushInterval != time.Second || q.MaxClients != 100_000 || len(q.Clients) != 0 {
+		t.Fatalf("shipped quotas: %+v", q)
+	}
 }
 
 const minimal = `
@@ -127,6 +130,8 @@ func TestRejects(t *testing.T) {
 		{"redis keys", minimal + "redis: {url: 'http://127.0.0.1:6379', timeout: 1m, poolSize: 3}\n", []string{
 			"redis.url: the scheme must be redis or rediss", "redis.timeout: must be from 1ms to 5s", "redis.poolSize: must be 0 (one connection per 4 CPUs) or a power of two"}},
 		{"cache without a level", minimal + "cache: {local: false}\n", []string{"cache.local: false needs redis.url"}},
+		{"quotas", minimal + "quotas: {enabled: true, flushInterval: 1ms, clients: [{clientId: abc}, {clientId: abc, daily: 5}]}\n", []string{
+			"quotas.flushInterval: must be between 10ms and 1h0m0s", "quotas.clients[0]: daily and monthly are both 0", `quotas.clients[1].clientId: "abc" is also clients[0]`}},
 		{"cache entry bound", minimal + "cache: {maxEntryBytes: 100}\n", []string{"cache.maxEntryBytes: must be from 1024 to maxBytes"}},
 		{"dev token with real mainnet", strings.Replace(minimal, "clients: [{id: c1}]", "clients: [{id: web3gate-dev}]\n  tokens: [{sha256: b1e46dbebcf3fa8cd6338efbcd8a0e6d8a4efe3e802280151c1bad9eea00a361, principal: dev}]", 1), []string{
 			`auth.tokens[0]: the dev token "dev-access-token" is accepted only while the embedded dev chain serves mainnet`,

@@ -15,7 +15,8 @@ import (
 
 // populate fills db through the repositories: accounts, clients, keys, transactions in every
 // state on two chains (nonce heads, in-flight sums), chain genesis, metadata, the owners
-// index (balances, nft_minted, progress, blocks, undo) and products under the sold rule.
+// index (balances, nft_minted, progress, blocks, undo), products under the sold rule and
+// quota usage.
 func populate(t *testing.T, db *DB) {
 	t.Helper()
 	ctx := context.Background()
@@ -116,6 +117,18 @@ func populate(t *testing.T, db *DB) {
 			}),
 		} {
 			if _, err := tx.PutProduct(ctx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Write(ctx, func(tx *Tx) error {
+		day := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+		for _, k := range []UsageKey{{"c1", UsageDay, day}, {"c1", UsageMonth, day.AddDate(0, 0, -26)}, {"c2", UsageDay, day}} {
+			if _, err := tx.AddUsage(ctx, k, 1234, day.Add(time.Hour)); err != nil {
 				return err
 			}
 		}

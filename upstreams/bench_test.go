@@ -98,3 +98,34 @@ func BenchmarkForwardParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkForwardHedge measures a read to a pool of two nodes with hedging off and on,
+// nothing slow: the cost of being ready to hedge (a cancelable attempt, a timer).
+func BenchmarkForwardHedge(b *testing.B) {
+	u := benchNode(b)
+	for _, on := range []bool{false, true} {
+		name := "off"
+		if on {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) {
+			cfg := testConfig()
+			cfg.Chains = []ChainConfig{{ChainID: 1337, Name: "dev", URLs: []string{u, u + "/b"}}}
+			cfg.Hedge = DefaultConfig().Hedge
+			cfg.Hedge.Enabled = on
+			s, err := New(cfg, Deps{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			s.Start(context.Background())
+			p, _ := s.Pool(1337)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Forward(context.Background(), "eth_getBalance", benchParams); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

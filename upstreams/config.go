@@ -37,8 +37,39 @@ type Config struct {
 	MaxResponseBytes int `yaml:"maxResponseBytes"`
 	// Batch is upstream batching: the calls to one node beyond its in-flight limit go
 	// together as JSON-RPC batches (see coalescer).
-	Batch  BatchConfig   `yaml:"batch"`
-	Chains []ChainConfig `yaml:"chains"`
+	Batch BatchConfig `yaml:"batch"`
+	// Hedge is hedged reads: a pure read still unanswered after the chosen node's recent
+	// latency is also sent to the next node (see hedge.go).
+	Hedge HedgeConfig `yaml:"hedge"`
+	// GetLogs is the splitting of eth_getLogs over large block ranges (see getlogs.go).
+	GetLogs GetLogsConfig `yaml:"getLogs"`
+	Chains  []ChainConfig `yaml:"chains"`
+}
+
+// HedgeConfig is `upstreams.hedge`.
+type HedgeConfig struct {
+	// Enabled turns hedged reads on (default true). A pool with one node never hedges.
+	Enabled bool `yaml:"enabled"`
+	// Quantile of the chosen node's recent answer latencies after which the read is hedged.
+	Quantile float64 `yaml:"quantile"`
+	// MinDelay and MaxDelay bound that delay; MaxDelay is also the delay of a node with too
+	// few recent answers to estimate it.
+	MinDelay time.Duration `yaml:"minDelay"`
+	MaxDelay time.Duration `yaml:"maxDelay"`
+	// MaxExtra is the largest share of reads that may be hedged (0.1: one hedge per ten
+	// reads at most).
+	MaxExtra float64 `yaml:"maxExtra"`
+}
+
+// GetLogsConfig is `upstreams.getLogs`.
+type GetLogsConfig struct {
+	// MaxRange is the largest block range of one eth_getLogs call; a larger one is refused.
+	MaxRange uint64 `yaml:"maxRange"`
+	// ChunkSize is the block range of one upstream call when a range is split; a node that
+	// refuses a chunk as too large gets chunks of half that size from then on.
+	ChunkSize uint64 `yaml:"chunkSize"`
+	// Concurrency is the number of chunks of one call in flight at once.
+	Concurrency int `yaml:"concurrency"`
 }
 
 // BatchConfig is `upstreams.batch`.
@@ -79,6 +110,19 @@ const (
 	DefaultMaxResponseBytes = 32 << 20
 	DefaultBatchMaxInFlight = 4
 	DefaultBatchMaxSize     = 50
+	DefaultHedgeQuantile    = 0.9
+	DefaultHedgeMinDelay    = 10 * time.Millisecond
+	DefaultHedgeMaxDelay    = 2 * time.Second
+	DefaultHedgeMaxExtra    = 0.1
+	DefaultGetLogsMaxRange  = 100_000
+	DefaultGetLogsChunkSize = 2000
+	DefaultGetLogsConc      = 4
+)
+
+// Bounds of upstreams.getLogs.
+const (
+	MaxGetLogsRange       = 100_000_000
+	MaxGetLogsConcurrency = 64
 )
 
 // DefaultConfig returns the section with every default set and no chains. A loader that
@@ -87,6 +131,7 @@ const (
 func DefaultConfig() Config {
 	var c Config
 	c.Batch.Enabled = true
+	c.Hedge.Enabled = true
 	c.SetDefaults()
 	return c
 }
@@ -103,6 +148,13 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.MaxResponseBytes, DefaultMaxResponseBytes)
 	defaults.Set(&c.Batch.MaxInFlight, DefaultBatchMaxInFlight)
 	defaults.Set(&c.Batch.MaxSize, DefaultBatchMaxSize)
+	defaults.Set(&c.Hedge.Quantile, DefaultHedgeQuantile)
+	defaults.Set(&c.Hedge.MinDelay, DefaultHedgeMinDelay)
+	defaults.Set(&c.Hedge.MaxDelay, DefaultHedgeMaxDelay)
+	defaults.Set(&c.Hedge.MaxExtra, DefaultHedgeMaxExtra)
+	defaults.Set(&c.GetLogs.MaxRange, DefaultGetLogsMaxRange)
+	defaults.Set(&c.GetLogs.ChunkSize, DefaultGetLogsChunkSize)
+	defaults.Set(&c.GetLogs.Concurrency, DefaultGetLogsConc)
 	for i := range c.Chains {
 		if c.Chains[i].Name == "" && c.Chains[i].ChainID != 0 {
 			c.Chains[i].Name = strconv.FormatUint(c.Chains[i].ChainID, 10)
@@ -141,6 +193,27 @@ func (c *Config) Validate() error {
 	}
 	if c.Batch.MaxSize < 2 || c.Batch.MaxSize > 1000 {
 		add("batch.maxSize: must be between 2 and 1000")
+	}
+	if !(c.Hedge.Quantile > 0 && c.Hedge.Quantile < 1) {
+		add("hedge.quantile: must be between 0 and 1 (exclusive)")
+	}
+	if c.Hedge.MinDelay <= 0 {
+		add("hedge.minDelay: must be a positive duration")
+	}
+	if c.Hedge.MaxDelay < c.Hedge.MinDelay {
+		add("hedge.maxDelay: must not be below hedge.minDelay")
+	}
+	if !(c.Hedge.MaxExtra > 0 && c.Hedge.MaxExtra <= 1) {
+		add("hedge.maxExtra: must be above 0 and at most 1")
+	}
+	if c.GetLogs.MaxRange < 1 || c.GetLogs.MaxRange > MaxGetLogsRange {
+		add("getLogs.maxRange: must be between 1 and %d", MaxGetLogsRange)
+	}
+	if c.GetLogs.ChunkSize < 1 || c.GetLogs.ChunkSize > c.GetLogs.MaxRange {
+		add("getLogs.chunkSize: must be between 1 and getLogs.maxRange")
+	}
+	if c.GetLogs.Concurrency < 1 || c.GetLogs.Concurrency > MaxGetLogsConcurrency {
+		add("getLogs.concurrency: must be between 1 and %d", MaxGetLogsConcurrency)
 	}
 
 	if len(c.Chains) == 0 {

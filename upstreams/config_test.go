@@ -29,12 +29,14 @@ func TestSetDefaults(t *testing.T) {
 		Cooldown:         10 * time.Second,
 		MaxResponseBytes: 32 << 20,
 		Batch:            BatchConfig{MaxInFlight: 4, MaxSize: 50},
+		Hedge:            HedgeConfig{Quantile: 0.9, MinDelay: 10 * time.Millisecond, MaxDelay: 2 * time.Second, MaxExtra: 0.1},
+		GetLogs:          GetLogsConfig{MaxRange: 100_000, ChunkSize: 2000, Concurrency: 4},
 		Chains:           []ChainConfig{{ChainID: 137, Name: "137", URLs: []string{"https://p.example"}}, {ChainID: 1, Name: "eth"}},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("SetDefaults =\n%+v\nwant\n%+v", c, want)
 	}
-	if d := DefaultConfig(); d.Timeout != DefaultTimeout || d.MaxLag != DefaultMaxLag || !d.Batch.Enabled || d.Chains != nil {
+	if d := DefaultConfig(); d.Timeout != DefaultTimeout || d.MaxLag != DefaultMaxLag || !d.Batch.Enabled || !d.Hedge.Enabled || d.Chains != nil {
 		t.Errorf("DefaultConfig = %+v", d)
 	}
 }
@@ -120,6 +122,25 @@ func TestValidateRejects(t *testing.T) {
 			"batch.maxInFlight: must be between 1 and 512",
 			"batch.maxSize: must be between 2 and 1000",
 		}},
+		{"hedge bounds", func(c *Config) {
+			c.Hedge.Quantile, c.Hedge.MinDelay, c.Hedge.MaxDelay, c.Hedge.MaxExtra = 1, -1, -2, 0
+		}, []string{
+			"hedge.quantile: must be between 0 and 1 (exclusive)",
+			"hedge.minDelay: must be a positive duration",
+			"hedge.maxDelay: must not be below hedge.minDelay",
+			"hedge.maxExtra: must be above 0 and at most 1",
+		}},
+		{"hedge delays inverted", func(c *Config) { c.Hedge.MinDelay, c.Hedge.MaxDelay = time.Second, time.Millisecond },
+			[]string{"hedge.maxDelay: must not be below hedge.minDelay"}},
+		{"getLogs bounds", func(c *Config) {
+			c.GetLogs.MaxRange, c.GetLogs.ChunkSize, c.GetLogs.Concurrency = MaxGetLogsRange+1, MaxGetLogsRange+2, 65
+		}, []string{
+			"getLogs.maxRange: must be between 1 and 100000000",
+			"getLogs.chunkSize: must be between 1 and getLogs.maxRange",
+			"getLogs.concurrency: must be between 1 and 64",
+		}},
+		{"getLogs chunk over range", func(c *Config) { c.GetLogs.MaxRange, c.GetLogs.ChunkSize = 100, 101 },
+			[]string{"getLogs.chunkSize: must be between 1 and getLogs.maxRange"}},
 		{"several chains wrong at once", func(c *Config) {
 			c.Chains[0].URLs = nil
 			c.Chains[1].URLs[0] = "ws://a.example"

@@ -338,7 +338,7 @@ type testSet struct {
 }
 
 // startSet builds and starts a set; it is closed when the test ends.
-func startSet(t *testing.T, cfg Config, deps Deps) testSet {
+func startSet(t testing.TB, cfg Config, deps Deps) testSet {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	deps.Registry = reg
@@ -364,7 +364,7 @@ func (s testSet) dev(t *testing.T) *Pool {
 }
 
 // metricValue is the value of the counter or gauge name with exactly labels, 0 if absent.
-func (s testSet) metricValue(t *testing.T, name string, labels map[string]string) float64 {
+func (s testSet) metricValue(t testing.TB, name string, labels map[string]string) float64 {
 	t.Helper()
 	mfs, err := s.reg.Gather()
 	if err != nil {
@@ -413,7 +413,7 @@ func status(t *testing.T, p *Pool, name string) NodeStatus {
 }
 
 // eventually polls cond every 10ms until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {

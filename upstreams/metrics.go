@@ -38,6 +38,11 @@ type metrics struct {
 	ejections *prometheus.CounterVec
 	batches   *prometheus.CounterVec
 	batched   *prometheus.CounterVec
+
+	hedges      *prometheus.CounterVec
+	logsSplit   *prometheus.CounterVec
+	logsChunks  *prometheus.CounterVec
+	logsHalving *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -73,6 +78,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "web3gate_upstream_batched_calls_total",
 			Help: "Calls sent to upstream nodes inside those batches.",
 		}, []string{"chain", "node"}),
+		hedges: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "web3gate_upstream_hedges_total",
+			Help: "Hedged reads (upstreams.hedge), by chain and outcome: won (the second node's " +
+				"answer was used), lost (the first node's answer, or neither), capped (due but " +
+				"refused by hedge.maxExtra).",
+		}, []string{"chain", "outcome"}),
+		logsSplit: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "web3gate_upstream_getlogs_split_total",
+			Help: "eth_getLogs calls split into chunks (upstreams.getLogs), by chain.",
+		}, []string{"chain"}),
+		logsChunks: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "web3gate_upstream_getlogs_chunks_total",
+			Help: "Chunks of split eth_getLogs calls fetched from upstream nodes, by chain.",
+		}, []string{"chain"}),
+		logsHalving: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "web3gate_upstream_getlogs_halvings_total",
+			Help: "eth_getLogs ranges halved after a node refused them as too large, by chain.",
+		}, []string{"chain"}),
 	}
 }
 

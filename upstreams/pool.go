@@ -3,6 +3,7 @@ package upstreams
 import (
 	"context"
 	"errors"
+	"math/bits"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,9 @@ type Pool struct {
 	maxLag      uint64
 	ejectAfter  int
 	cooldown    time.Duration
+
+	hedge *hedger   // nil: hedging off, or one node
+	logs  *logsConf // eth_getLogs splitting
 
 	best   atomic.Uint64 // best head among verified, non-ejected nodes
 	bestMu sync.Mutex    // serializes refresh
@@ -159,6 +163,8 @@ const (
 // again after a short backoff (so a single node is retried). eth_sendRawTransaction goes
 // at most once to each node. When every verified node is ejected, the best known of them is
 // still tried rather than failing without trying; unverified and wrong-chain nodes never are.
+// A pure read may be hedged: sent to a second node when the first is slow (see hedge.go).
+// eth_getLogs over a range larger than getLogs.chunkSize is split (see getlogs.go).
 //
 // The error is a *jsonrpc.Error: the upstream's JSON-RPC error passed through unchanged
 // (never retried), jsonrpc.ErrUpstreamTimeout when the last failure was a timeout or ctx's
@@ -170,17 +176,31 @@ func (p *Pool) Forward(ctx context.Context, method string, params []byte) ([]byt
 	if err := ctx.Err(); err != nil {
 		return nil, ctxError(err)
 	}
+	if method == "eth_getLogs" {
+		return p.getLogs(ctx, params)
+	}
+	res, _, err := p.forward(ctx, method, params)
+	return res, err
+}
+
+// forward is Forward without its checks and eth_getLogs splitting; n is the node of the
+// answer or of the last failure (nil when none was tried).
+func (p *Pool) forward(ctx context.Context, method string, params []byte) (res []byte, n *node, err error) {
 	id := p.nextID.Add(1)
 	reqBuf, respBuf := getBuffer(), getBuffer()
 	defer putBuffer(reqBuf)
 	defer putBuffer(respBuf)
 	*reqBuf = appendRequest((*reqBuf)[:0], id, method, params)
 	once := sentAtMostOncePerNode(method)
-	res, err := p.attempt(ctx, jsonrpc.MethodLabel(method), once, expect{id: id, join: !once}, *reqBuf, respBuf)
-	if err != nil {
-		return nil, err
+	hedge := p.hedge != nil && hedgeable[method]
+	if hedge {
+		p.hedge.credit()
 	}
-	return append([]byte(nil), res...), nil
+	res, n, err = p.attempt(ctx, jsonrpc.MethodLabel(method), once, hedge, expect{id: id, join: !once}, *reqBuf, respBuf)
+	if err != nil {
+		return nil, n, err
+	}
+	return append([]byte(nil), res...), n, nil
 }
 
 // BatchCall is one call of ForwardBatch: a method and its raw JSON params array (nil: none).
@@ -230,7 +250,7 @@ func (p *Pool) ForwardBatch(ctx context.Context, calls []BatchCall) ([]BatchResu
 		oncePerNode = oncePerNode || sentAtMostOncePerNode(c.Method)
 	}
 	out := make([]BatchResult, len(calls))
-	if _, err := p.attempt(ctx, "batch", oncePerNode, expect{id: first, batch: out}, *reqBuf, respBuf); err != nil {
+	if _, _, err := p.attempt(ctx, "batch", oncePerNode, false, expect{id: first, batch: out}, *reqBuf, respBuf); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -245,9 +265,10 @@ type expect struct {
 	join  bool
 }
 
-// attempt runs the failover loop of Forward and ForwardBatch for one request body. The
-// result aliases *respBuf.
-func (p *Pool) attempt(ctx context.Context, label string, oncePerNode bool, want expect, body []byte, respBuf *[]byte) ([]byte, error) {
+// attempt runs the failover loop of Forward and ForwardBatch for one request body; with
+// hedge, its first attempt is hedged (see hedged). The result aliases *respBuf. by is the
+// node of the answer or of the last failure, nil when no node was tried.
+func (p *Pool) attempt(ctx context.Context, label string, oncePerNode, hedge bool, want expect, body []byte, respBuf *[]byte) (result []byte, by *node, _ error) {
 	var (
 		tried   uint64
 		last    = outcomeOK
@@ -258,7 +279,7 @@ func (p *Pool) attempt(ctx context.Context, label string, oncePerNode bool, want
 		if n == nil && tried != 0 && !oncePerNode {
 			// Every candidate failed this call: back off, then go round again.
 			if err := sleepCtx(ctx, min(backoffBase<<retries, backoffMax)); err != nil {
-				return nil, ctxError(err)
+				return nil, by, ctxError(err)
 			}
 			retries++
 			tried = 0
@@ -267,29 +288,42 @@ func (p *Pool) attempt(ctx context.Context, label string, oncePerNode bool, want
 		if n == nil {
 			break
 		}
-		tried |= n.bit
-		res, o, err := p.exchange(ctx, n, label, want, body, respBuf, false)
+		var (
+			res []byte
+			o   outcome
+			err error
+		)
+		if hedge && attempt == 0 {
+			var sent uint64
+			res, o, err, by, sent = p.hedged(ctx, n, label, want, body, respBuf)
+			tried |= sent
+			attempt += bits.OnesCount64(sent) - 1 // the hedge was an attempt too
+		} else {
+			tried |= n.bit
+			by = n
+			res, o, err = p.exchange(ctx, n, label, want, body, respBuf, false)
+		}
 		switch {
 		case o == outcomeOK:
-			return res, nil
+			return res, by, nil
 		case o == outcomeRPCError:
-			return nil, err
+			return nil, by, err
 		case o == outcomeCanceled:
-			return nil, ctxError(err)
+			return nil, by, ctxError(err)
 		case errors.Is(err, errResponseTooLarge):
-			return nil, errTooLarge
+			return nil, by, errTooLarge
 		case o == outcomeTimeout && deadlinePassed(ctx):
-			return nil, jsonrpc.ErrUpstreamTimeout
+			return nil, by, jsonrpc.ErrUpstreamTimeout
 		}
 		last = o
 	}
 	switch {
 	case tried == 0 && last == outcomeOK:
-		return nil, errNoNode
+		return nil, by, errNoNode
 	case last == outcomeTimeout:
-		return nil, jsonrpc.ErrUpstreamTimeout
+		return nil, by, jsonrpc.ErrUpstreamTimeout
 	default:
-		return nil, errAllFail
+		return nil, by, errAllFail
 	}
 }
 
@@ -405,6 +439,9 @@ func (p *Pool) exchange(ctx context.Context, n *node, label string, want expect,
 	switch {
 	case o == outcomeOK || o == outcomeRPCError:
 		n.succeeded(elapsed, poll)
+		if !poll && p.hedge != nil {
+			p.hedge.observe(n, elapsed)
+		}
 	case counts:
 		n.failed(poll)
 	}

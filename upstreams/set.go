@@ -124,6 +124,10 @@ func New(cfg Config, deps Deps) (*Set, error) {
 			n.m.healthy.Set(0)
 			p.nodes = append(p.nodes, n)
 		}
+		if cfg.Hedge.Enabled && len(p.nodes) > 1 && cfg.MaxAttempts > 1 {
+			p.hedge = newHedger(cfg.Hedge, len(p.nodes), m, ch.Name)
+		}
+		p.logs = newLogsConf(cfg.GetLogs, cfg.MaxResponseBytes, len(p.nodes), m, ch.Name)
 		s.pools = append(s.pools, p)
 		s.byChain[ch.ChainID] = p
 	}
