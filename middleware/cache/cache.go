@@ -269,7 +269,11 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 	coalesce := s.cfg.Coalesce && coalesced[m]
 	cacheable = cacheable && s.cfg.Enabled
 	if !cacheable && !coalesce {
-		return next.Serve(c)
+		resp, err := next.Serve(c)
+		if err == nil && resp != nil && s.cfg.Enabled && observed[m] {
+			s.observe(c.ChainID, m, resp.Result)
+		}
+		return resp, err
 	}
 	label := jsonrpc.MethodLabel(m)
 	var (

@@ -135,14 +135,18 @@ func (h *byMethod) count(m string) int {
 // receipt) while the finality poll still says 100, latest reads are not served from the
 // cache nor stored until the poll sees 101; final ones still are.
 func TestNoHeadAnswersBehindWhatAClientSaw(t *testing.T) {
-	for _, shown := range []struct{ method, params, result string }{
-		{"eth_blockNumber", `[]`, `"0x65"`},
-		{"eth_getTransactionReceipt", `["` + hash1 + `"]`, `{"blockHash":"0xab","blockNumber":"0x65"}`},
+	for _, shown := range []struct {
+		method, params, result string
+		coalesce               bool
+	}{
+		{"eth_blockNumber", `[]`, `"0x65"`, true},
+		{"eth_blockNumber", `[]`, `"0x65"`, false},
+		{"eth_getTransactionReceipt", `["` + hash1 + `"]`, `{"blockHash":"0xab","blockNumber":"0x65"}`, true},
 	} {
-		t.Run(shown.method, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s coalesce %v", shown.method, shown.coalesce), func(t *testing.T) {
 			var head atomic.Uint64
 			head.Store(100)
-			cfg := Config{Enabled: true, Local: true, Coalesce: true}
+			cfg := Config{Enabled: true, Local: true, Coalesce: shown.coalesce}
 			cfg.SetDefaults()
 			s, err := New(cfg, Deps{Registry: prometheus.NewRegistry(), Finality: func(uint64) Finality {
 				h := head.Load()
