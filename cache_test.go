@@ -28,7 +28,8 @@ type countingProxy struct {
 func newCountingProxy(t *testing.T, node *anvil.Node) *countingProxy {
 	t.Helper()
 	p := &countingProxy{counts: map[string]int{}}
-	client := &http.Client{Timeout: 10 * time.Second}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
+	t.Cleanup(client.CloseIdleConnections)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
