@@ -8,12 +8,12 @@ package cache
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/dgraph-io/ristretto/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -105,20 +105,22 @@ const (
 // plan is what a cached call's params mean for the cache: their canonical form and the
 // scope they allow, with what keep needs of them.
 type plan struct {
-	canon []byte
-	scope scope
+	// key is "<chain>:<method>:<canonical params>", canon its params part.
+	key, canon []byte
+	scope      scope
 	// skip is why the call is not cached (scope none): the reason label of skips_total.
 	skip string
 	// eth_getLogs: the range's end, and whether the filter names a block hash.
 	to        blockRef
 	blockHash bool
+	args      args // the params as read
 }
 
-// policy is a cached method's rule. plan reads the params (at most max of them) into their
-// canonical form and scope (errCanon: not cached); keep decides from a non-error result
-// under which scope it is stored (scopeNone: not stored).
+// policy is a cached method's rule. plan reads the params (at most max of them), appends
+// their canonical form to b and sets the scope (errCanon: not cached); keep decides from a
+// non-error result under which scope it is stored (scopeNone: not stored).
 type policy struct {
-	plan func(args []json.RawMessage, f Finality, pl *plan) (canon any, err error)
+	plan func(a *args, f Finality, pl *plan, b []byte) ([]byte, error)
 	keep func(f Finality, pl *plan, result []byte) scope
 	max  int
 }
@@ -170,6 +172,7 @@ type Stage struct {
 	seen sync.Map
 
 	lookups      *prometheus.CounterVec
+	counters     map[string]*methodCounters // per cached method, made at New
 	redisLookups *prometheus.CounterVec
 	stores       *prometheus.CounterVec
 	skips        *prometheus.CounterVec
@@ -217,6 +220,11 @@ func New(cfg Config, deps Deps) (*Stage, error) {
 		Name: "web3gate_cache_lookups_total",
 		Help: "Response cache lookups of cacheable calls, by method and result (hit or miss).",
 	}, []string{"method", "result"})
+	s.counters = make(map[string]*methodCounters, len(policies))
+	for m := range policies {
+		l := jsonrpc.MethodLabel(m)
+		s.counters[m] = &methodCounters{label: l, hit: s.lookups.WithLabelValues(l, "hit"), miss: s.lookups.WithLabelValues(l, "miss")}
+	}
 	s.redisLookups = f.NewCounterVec(prometheus.CounterOpts{
 		Name: "web3gate_cache_redis_lookups_total",
 		Help: "Response cache lookups in Redis (after a local miss), by method and result: hit, miss, error (failed or timed out), skipped (Redis marked down), invalid (not an entry of this version).",
@@ -275,52 +283,81 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 		}
 		return resp, err
 	}
-	label := jsonrpc.MethodLabel(m)
-	var (
-		pl        plan
-		fin       Finality
-		final, hd string // the entry's keys as final and as head (empty: not looked up)
-	)
-	if cacheable {
-		fin = s.finality(c.ChainID)
-		s.plan(c, pol, fin, &pl)
-		behind := fin.Known && pl.scope != scopeFinal && s.ahead(c.ChainID, fin.Head)
-		if behind && pl.scope == scopeHead {
-			// A client saw a block above the poll's head: no head answer until the poll
-			// catches up.
-			pl.scope, pl.skip = scopeNone, "head_behind"
+	if !cacheable {
+		return s.miss(c, next, &lookup{coalesce: true})
+	}
+	// A hit allocates nothing but its response: the plan and the keys are built in a pooled
+	// scratch, the keys looked up locally without a copy. Only a miss copies them out.
+	ctr := s.counters[m]
+	fin := s.finality(c.ChainID)
+	sc := scratches.Get().(*scratch)
+	defer sc.release()
+	pl := &sc.pl
+	sc.buf = s.plan(c, pol, fin, pl, sc.buf[:0])
+	behind := fin.Known && pl.scope != scopeFinal && s.ahead(c.ChainID, fin.Head)
+	if behind && pl.scope == scopeHead {
+		// A client saw a block above the poll's head: no head answer until the poll catches up.
+		pl.scope, pl.skip = scopeNone, "head_behind"
+	}
+	var final, hd []byte // the entry's keys as final and as head (nil: not looked up)
+	if pl.scope == scopeNone {
+		s.skips.WithLabelValues(ctr.label, pl.skip).Inc()
+	} else {
+		final, hd = s.keys(pl, fin)
+		if behind {
+			hd = nil
 		}
-		if pl.scope == scopeNone {
-			s.skips.WithLabelValues(label, pl.skip).Inc()
-		} else {
-			final, hd = s.keys(c.ChainID, m, &pl, fin)
-			if behind {
-				hd = ""
+		if s.cache != nil {
+			for _, k := range [2][]byte{final, hd} {
+				if k == nil {
+					continue
+				}
+				if v, ok := s.cache.Get(unsafe.String(unsafe.SliceData(k), len(k))); ok {
+					ctr.hit.Inc()
+					return &proxy.Response{Result: v}, nil
+				}
 			}
+			ctr.miss.Inc()
 		}
 	}
-	if pl.scope != scopeNone && s.cache != nil {
-		for _, k := range [2]string{final, hd} {
-			if k == "" {
-				continue
-			}
-			if v, ok := s.cache.Get(k); ok {
-				s.lookups.WithLabelValues(label, "hit").Inc()
-				return &proxy.Response{Result: v}, nil
-			}
-		}
-		s.lookups.WithLabelValues(label, "miss").Inc()
+	l := &lookup{coalesce: coalesce, pol: pol, fin: fin, label: ctr.label,
+		scope: pl.scope, to: pl.to, blockHash: pl.blockHash}
+	if final != nil {
+		l.final = string(final)
 	}
-	shared := pl.scope != scopeNone && s.redis != nil && s.shared(c.ChainID)
+	if hd != nil {
+		l.hd = string(hd)
+	}
+	return s.miss(c, next, l)
+}
+
+// lookup is what a call that missed the local level needs of its plan: its own copy, the
+// scratch going back to the pool.
+type lookup struct {
+	coalesce  bool
+	pol       policy
+	fin       Finality
+	label     string
+	final, hd string // the entry's keys as final and as head (empty: not looked up)
+	scope     scope
+	to        blockRef
+	blockHash bool
+}
+
+// miss answers a call the local level did not: from Redis or the upstream, filling both
+// levels.
+func (s *Stage) miss(c *proxy.Call, next proxy.Handler, l *lookup) (*proxy.Response, error) {
+	m := c.Method()
+	shared := l.scope != scopeNone && s.redis != nil && s.shared(c.ChainID)
 	// serve asks Redis, then the upstream, and fills both levels. Identical calls in flight
 	// share one run of it (one Redis lookup, one upstream request).
 	serve := func() (*proxy.Response, error) {
 		if shared {
-			for _, k := range [2]string{final, hd} {
+			for _, k := range [2]string{l.final, l.hd} {
 				if k == "" {
 					continue
 				}
-				if v, ttl, ok := s.sharedGet(k, c.ChainID, m, label); ok {
+				if v, ttl, ok := s.sharedGet(k, c.ChainID, m, l.label); ok {
 					s.fillLocal(k, v, ttl)
 					return &proxy.Response{Result: v}, nil
 				}
@@ -330,11 +367,12 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 		if err == nil && resp != nil && observed[m] {
 			s.observe(c.ChainID, m, resp.Result)
 		}
-		if err != nil || resp == nil || pl.scope == scopeNone || int64(len(resp.Result)) > s.cfg.MaxEntryBytes {
+		if err != nil || resp == nil || l.scope == scopeNone || int64(len(resp.Result)) > s.cfg.MaxEntryBytes {
 			return resp, err
 		}
-		sc := pol.keep(fin, &pl, resp.Result)
-		if pl.scope == scopeHead && sc == scopeFinal {
+		pl := plan{scope: l.scope, to: l.to, blockHash: l.blockHash}
+		sc := l.pol.keep(l.fin, &pl, resp.Result)
+		if l.scope == scopeHead && sc == scopeFinal {
 			sc = scopeHead // keep narrows a plan's scope, never widens it
 		}
 		var (
@@ -343,9 +381,9 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 		)
 		switch sc {
 		case scopeFinal:
-			key = final
+			key = l.final
 		case scopeHead:
-			key, ttl = hd, s.cfg.UnfinalizedTTL
+			key, ttl = l.hd, s.cfg.UnfinalizedTTL
 			if ttl <= 0 || key == "" {
 				return resp, nil
 			}
@@ -355,14 +393,14 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 		if key == "" {
 			return resp, nil
 		}
-		s.stores.WithLabelValues(label, scopeNames[sc]).Inc()
+		s.stores.WithLabelValues(l.label, scopeNames[sc]).Inc()
 		s.fillLocal(key, resp.Result, ttl)
 		if shared {
 			s.sharedSet(key, c.ChainID, m, resp.Result, ttl)
 		}
 		return resp, nil
 	}
-	if !coalesce {
+	if !l.coalesce {
 		return serve()
 	}
 	// Coalesced by the params as sent, not their canonical form: a call must not get the error
@@ -415,17 +453,43 @@ func (s *Stage) ahead(chain, head uint64) bool {
 // scopeNames are the class label values of stores_total.
 var scopeNames = [...]string{scopeNone: "none", scopeFinal: "final", scopeHead: "head", scopeResult: "result"}
 
-// plan reads c's params with pol into pl: the canonical params and the scope, or scope none
-// and the reason.
-func (s *Stage) plan(c *proxy.Call, pol policy, f Finality, pl *plan) {
-	args, err := readArgs(c.Request.Params, pol.max)
-	var canon any
-	if err == nil {
-		canon, err = pol.plan(args, f, pl)
+// methodCounters are a cached method's label and lookup counters.
+type methodCounters struct {
+	label     string
+	hit, miss prometheus.Counter
+}
+
+// scratch is a cacheable call's plan and key buffer, pooled.
+type scratch struct {
+	pl  plan
+	buf []byte
+}
+
+var scratches = sync.Pool{New: func() any { return &scratch{buf: make([]byte, 0, 512)} }}
+
+// release puts sc back into the pool, without what it points to; a buffer that grew past
+// 64 KiB (a large eth_getLogs filter) is not kept.
+func (sc *scratch) release() {
+	sc.pl = plan{}
+	if cap(sc.buf) > 64<<10 {
+		sc.buf = make([]byte, 0, 512)
 	}
+	scratches.Put(sc)
+}
+
+// plan reads c's params with pol into pl: the key "<chain>:<method>:<canonical params>"
+// appended to b, and the scope; or scope none and the reason. It returns b extended.
+func (s *Stage) plan(c *proxy.Call, pol policy, f Finality, pl *plan, b []byte) []byte {
+	b = strconv.AppendUint(b, c.ChainID, 10)
+	b = append(b, ':')
+	b = append(b, c.Request.Method...)
+	b = append(b, ':')
+	n := len(b)
+	err := readArgs(c.Request.Params, pol.max, &pl.args)
 	if err == nil {
-		pl.canon, err = json.Marshal(canon)
+		b, err = pol.plan(&pl.args, f, pl, b)
 	}
+	pl.key, pl.canon = b, b[n:]
 	switch {
 	case err != nil:
 		pl.scope, pl.skip = scopeNone, "params"
@@ -434,17 +498,14 @@ func (s *Stage) plan(c *proxy.Call, pol policy, f Finality, pl *plan) {
 	case pl.scope == scopeHead && !f.Known:
 		pl.scope, pl.skip = scopeNone, "unknown_head"
 	}
+	return b
 }
 
-// keys are the entry's local keys: "<chain>:<method>:<canonical params>" as final, and that
-// with "@<head number>:<head hash>" as head. A key the plan's scope never uses is empty.
-func (s *Stage) keys(chain uint64, method string, pl *plan, f Finality) (final, head string) {
-	b := make([]byte, 0, 24+len(method)+len(pl.canon)+90)
-	b = strconv.AppendUint(b, chain, 10)
-	b = append(b, ':')
-	b = append(b, method...)
-	b = append(b, ':')
-	b = append(b, pl.canon...)
+// keys are the entry's local keys: pl.key as final, and that with "@<head number>:<head
+// hash>" as head, appended to pl.key (so sharing its array). A key the plan's scope never
+// uses is nil.
+func (s *Stage) keys(pl *plan, f Finality) (final, head []byte) {
+	b := pl.key
 	n := len(b)
 	if f.Known {
 		b = append(b, '@')
@@ -453,10 +514,10 @@ func (s *Stage) keys(chain uint64, method string, pl *plan, f Finality) (final, 
 		b = append(b, f.HeadHash...)
 	}
 	if pl.scope == scopeFinal || pl.scope == scopeResult {
-		final = string(b[:n])
+		final = b[:n]
 	}
 	if (pl.scope == scopeHead || pl.scope == scopeResult) && f.Known {
-		head = string(b)
+		head = b
 	}
 	return final, head
 }

@@ -6,7 +6,8 @@ import (
 	"errors"
 	"slices"
 	"strconv"
-	"strings"
+
+	"github.com/tidwall/gjson"
 )
 
 // Canonical params: a cached method's params are read into their meaning and written back in
@@ -16,6 +17,13 @@ import (
 // call object with its fields in one order and `data` as `input` (geth reads both and refuses
 // them when they differ). A request the reader does not fully understand (an unknown field,
 // another type, an override argument) is not cached: errCanon.
+//
+// The reader runs on every lookup, hits included, so it does not go through encoding/json:
+// the params are validated once (gjson.ValidBytes, as strict as encoding/json's grammar) and
+// then walked by the small scanner below, which relies on that validity; the canonical form
+// is appended to the caller's buffer. It is byte for byte what encoding/json wrote for the
+// same meaning before (arrays, objects with their keys sorted, strings), so the Redis keys
+// that replicas of another version share stay the same.
 
 var errCanon = errors.New("params not canonicalizable")
 
@@ -35,143 +43,277 @@ type blockRef struct {
 	kind refKind
 	num  uint64
 	tag  string // refTag: latest, safe or finalized
-	hash string // refHash, refCanonHash: lowercase
+	hash []byte // refHash, refCanonHash: the 64 hex digits as sent (any case)
 }
 
-// json is the canonical form of r: "0x<n>", the tag, the hash, or {"blockHash":…,
-// "requireCanonical":true}.
-func (r blockRef) json() any {
+// appendJSON appends the canonical form of r: "0x<n>", the tag, the hash, or
+// {"blockHash":…,"requireCanonical":true}.
+func (r blockRef) appendJSON(b []byte) []byte {
 	switch r.kind {
 	case refNumber:
-		return "0x" + strconv.FormatUint(r.num, 16)
+		b = append(b, `"0x`...)
+		b = strconv.AppendUint(b, r.num, 16)
+		return append(b, '"')
 	case refTag:
-		return r.tag
+		return appendQuoted(b, r.tag)
 	case refPending:
-		return "pending"
+		return append(b, `"pending"`...)
 	case refHash:
-		return r.hash
+		return appendHex(b, r.hash)
 	default:
-		return map[string]any{"blockHash": r.hash, "requireCanonical": true}
+		b = append(b, `{"blockHash":`...)
+		b = appendHex(b, r.hash)
+		return append(b, `,"requireCanonical":true}`...)
 	}
 }
 
-// readArgs reads params as a JSON array (absent or null: none) of at most max elements;
-// null elements are returned as nil (absent).
-func readArgs(params []byte, max int) ([]json.RawMessage, error) {
-	p := bytes.TrimSpace(params)
-	if len(p) == 0 || string(p) == "null" {
-		return nil, nil
-	}
-	if p[0] != '[' {
-		return nil, errCanon
-	}
-	var args []json.RawMessage
-	if err := json.Unmarshal(p, &args); err != nil || len(args) > max {
-		return nil, errCanon
-	}
-	for i, a := range args {
-		if string(a) == "null" {
-			args[i] = nil
+func appendQuoted(b []byte, s string) []byte {
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// appendHex appends "0x<digits>" with the digits lowercased.
+func appendHex(b []byte, digits []byte) []byte {
+	b = append(b, `"0x`...)
+	for _, c := range digits {
+		if 'A' <= c && c <= 'F' {
+			c += 'a' - 'A'
 		}
+		b = append(b, c)
 	}
-	return args, nil
+	return append(b, '"')
 }
 
-func arg(args []json.RawMessage, i int) json.RawMessage {
-	if i < len(args) {
-		return args[i]
+// maxArgs is the most params any cached method takes (eth_call's four).
+const maxArgs = 4
+
+// args are a call's params as read: n elements, null ones as nil (absent).
+type args struct {
+	n int
+	v [maxArgs][]byte
+}
+
+// at is the i-th argument, nil when absent or null.
+func (a *args) at(i int) []byte {
+	if i < a.n {
+		return a.v[i]
 	}
 	return nil
 }
 
-// readString decodes a JSON string (escapes included).
-func readString(raw json.RawMessage) (string, error) {
-	if len(raw) < 2 || raw[0] != '"' {
-		return "", errCanon
+// readArgs reads params as a JSON array (absent or null: none) of at most max elements;
+// null elements are read as nil (absent). Params that are not valid JSON are errCanon.
+func readArgs(params []byte, max int, a *args) error {
+	*a = args{}
+	p := bytes.TrimSpace(params)
+	if len(p) == 0 || string(p) == "null" {
+		return nil
 	}
-	if body := raw[1 : len(raw)-1]; raw[len(raw)-1] == '"' && bytes.IndexByte(body, '\\') < 0 && bytes.IndexByte(body, '"') < 0 {
-		// No escapes: the text is the value (raw came from a JSON parser, so it is valid
-		// UTF-8 without control characters).
-		return string(body), nil
+	if p[0] != '[' || !gjson.ValidBytes(p) {
+		return errCanon
+	}
+	it := newIter(p)
+	for {
+		_, v, ok := it.next()
+		if !ok {
+			return nil
+		}
+		if a.n == max || a.n == maxArgs {
+			return errCanon
+		}
+		if string(v) != "null" {
+			a.v[a.n] = v
+		}
+		a.n++
+	}
+}
+
+// iter walks the elements of an array or the members of an object of valid JSON.
+type iter struct {
+	b   []byte
+	i   int
+	obj bool
+}
+
+// newIter walks raw, valid JSON starting with '[' or '{'.
+func newIter(raw []byte) iter { return iter{b: raw, i: 1, obj: raw[0] == '{'} }
+
+// next returns the next member's key (with its quotes; nil in an array) and value; false at
+// the end.
+func (it *iter) next() (key, val []byte, ok bool) {
+	i := skipSpace(it.b, it.i)
+	if it.b[i] == ',' {
+		i = skipSpace(it.b, i+1)
+	}
+	if c := it.b[i]; c == ']' || c == '}' {
+		it.i = i + 1
+		return nil, nil, false
+	}
+	if it.obj {
+		e := stringEnd(it.b, i)
+		key = it.b[i:e]
+		i = skipSpace(it.b, e)
+		i = skipSpace(it.b, i+1) // the colon
+	}
+	e := valueEnd(it.b, i)
+	it.i = e
+	return key, it.b[i:e], true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd is the index just past the string starting at b[i].
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// valueEnd is the index just past the value starting at b[i].
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = stringEnd(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != ']' && b[j] != '}' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	return j
+}
+
+// readString decodes a JSON string (escapes included): without escapes the bytes inside the
+// quotes, else a decoded copy.
+func readString(raw []byte) ([]byte, error) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return nil, errCanon
+	}
+	if body := raw[1 : len(raw)-1]; bytes.IndexByte(body, '\\') < 0 && bytes.IndexByte(body, '"') < 0 {
+		// No escapes: the text is the value (raw was validated as JSON).
+		return body, nil
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", errCanon
+		return nil, errCanon
 	}
-	return s, nil
+	return []byte(s), nil
 }
 
-// hexDigits returns the digits of a 0x-prefixed hex string, lowercase; errCanon when s is not
-// one or has more than maxDigits digits (0: no limit) or none (unless allowEmpty).
-func hexDigits(s string, maxDigits int, allowEmpty bool) (string, error) {
+// hexDigits returns the digits of a 0x-prefixed hex string (any case); errCanon when s is
+// not one or has more than maxDigits digits (0: no limit) or none (unless allowEmpty).
+func hexDigits(s []byte, maxDigits int, allowEmpty bool) ([]byte, error) {
 	if len(s) < 2 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') {
-		return "", errCanon
+		return nil, errCanon
 	}
 	d := s[2:]
 	if (!allowEmpty && len(d) == 0) || (maxDigits > 0 && len(d) > maxDigits) {
-		return "", errCanon
+		return nil, errCanon
 	}
-	for i := 0; i < len(d); i++ {
-		c := d[i]
+	for _, c := range d {
 		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-			return "", errCanon
+			return nil, errCanon
 		}
 	}
-	return strings.ToLower(d), nil
+	return d, nil
 }
 
-// canonQuantity is a hex quantity of at most 256 bits in minimal form (leading zeros dropped).
-func canonQuantity(raw json.RawMessage) (string, error) {
+// appendQuantity appends a hex quantity of at most 256 bits in minimal form (leading zeros
+// dropped).
+func appendQuantity(b, raw []byte) ([]byte, error) {
 	s, err := readString(raw)
 	if err != nil {
-		return "", err
+		return b, err
 	}
 	d, err := hexDigits(s, 64, false) // geth: at most 256 bits, 64 digits
 	if err != nil {
-		return "", err
+		return b, err
 	}
-	d = strings.TrimLeft(d, "0")
-	if d == "" {
-		d = "0"
+	for len(d) > 1 && d[0] == '0' {
+		d = d[1:]
 	}
-	return "0x" + d, nil
+	return appendHex(b, d), nil
 }
 
-// canonFixed is 0x-hex of exactly n bytes (an address, a hash), lowercase.
-func canonFixed(raw json.RawMessage, n int) (string, error) {
+// fixedDigits are the digits of 0x-hex of exactly n bytes (an address, a hash), any case.
+func fixedDigits(raw []byte, n int) ([]byte, error) {
 	s, err := readString(raw)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	d, err := hexDigits(s, 2*n, false)
 	if err != nil || len(d) != 2*n {
-		return "", errCanon
+		return nil, errCanon
 	}
-	return "0x" + d, nil
+	return d, nil
 }
 
-func canonAddress(raw json.RawMessage) (string, error) { return canonFixed(raw, 20) }
-func canonHash(raw json.RawMessage) (string, error)    { return canonFixed(raw, 32) }
+// appendFixed appends 0x-hex of exactly n bytes, lowercase.
+func appendFixed(b, raw []byte, n int) ([]byte, error) {
+	d, err := fixedDigits(raw, n)
+	if err != nil {
+		return b, err
+	}
+	return appendHex(b, d), nil
+}
 
-// canonData is 0x-hex bytes (an even number of digits, possibly none), lowercase.
-func canonData(raw json.RawMessage) (string, error) {
+func appendAddress(b, raw []byte) ([]byte, error) { return appendFixed(b, raw, 20) }
+func appendHash(b, raw []byte) ([]byte, error)    { return appendFixed(b, raw, 32) }
+
+// dataDigits are the digits of 0x-hex bytes (an even number of digits, possibly none).
+func dataDigits(raw []byte) ([]byte, error) {
 	s, err := readString(raw)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	d, err := hexDigits(s, 0, true)
 	if err != nil || len(d)%2 != 0 {
-		return "", errCanon
+		return nil, errCanon
 	}
-	return "0x" + d, nil
+	return d, nil
 }
 
-// canonBool is a JSON boolean; absent: def ("true" or "false"), or errCanon when def is "".
-func canonBool(raw json.RawMessage, def string) (bool, error) {
-	if raw == nil {
-		raw = json.RawMessage(def)
+func appendData(b, raw []byte) ([]byte, error) {
+	d, err := dataDigits(raw)
+	if err != nil {
+		return b, err
 	}
-	switch string(raw) {
+	return appendHex(b, d), nil
+}
+
+// readBool reads a JSON boolean; absent: def ("true" or "false"), or errCanon when def is "".
+func readBool(raw []byte, def string) (bool, error) {
+	s := string(raw)
+	if raw == nil {
+		s = def
+	}
+	switch s {
 	case "true":
 		return true, nil
 	case "false":
@@ -180,22 +322,35 @@ func canonBool(raw json.RawMessage, def string) (bool, error) {
 	return false, errCanon
 }
 
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, "true"...)
+	}
+	return append(b, "false"...)
+}
+
 // readBlockNumber reads a block number or tag (geth's rpc.BlockNumber); absent: def, or
 // errCanon when def is "".
-func readBlockNumber(raw json.RawMessage, def string) (blockRef, error) {
-	s := def
+func readBlockNumber(raw []byte, def string) (blockRef, error) {
 	if raw == nil && def == "" {
 		return blockRef{}, errCanon
 	}
-	if raw != nil {
+	var s []byte
+	if raw == nil {
+		s = []byte(def)
+	} else {
 		var err error
 		if s, err = readString(raw); err != nil {
 			return blockRef{}, err
 		}
 	}
-	switch s {
-	case "latest", "safe", "finalized":
-		return blockRef{kind: refTag, tag: s}, nil
+	switch string(s) {
+	case "latest":
+		return blockRef{kind: refTag, tag: "latest"}, nil
+	case "safe":
+		return blockRef{kind: refTag, tag: "safe"}, nil
+	case "finalized":
+		return blockRef{kind: refTag, tag: "finalized"}, nil
 	case "pending":
 		return blockRef{kind: refPending}, nil
 	case "earliest":
@@ -205,25 +360,59 @@ func readBlockNumber(raw json.RawMessage, def string) (blockRef, error) {
 	if err != nil {
 		return blockRef{}, err
 	}
-	n, err := strconv.ParseUint(d, 16, 64)
-	if err != nil || n > 1<<62 {
+	var n uint64
+	for _, c := range d {
+		n = n<<4 | uint64(unhex(c))
+	}
+	if n > 1<<62 {
 		return blockRef{}, errCanon
 	}
 	return blockRef{kind: refNumber, num: n}, nil
 }
 
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}
+
+// objectKey is key (a JSON string with its quotes) decoded.
+func objectKey(key []byte) string {
+	if k, err := readString(key); err == nil {
+		return string(k) // the compiler does not copy for a comparison or switch
+	}
+	return ""
+}
+
 // readBlockRef reads a block number, tag or hash, as a string or an EIP-1898 object
 // (geth's rpc.BlockNumberOrHash); absent: def, or errCanon when def is "".
-func readBlockRef(raw json.RawMessage, def string) (blockRef, error) {
+func readBlockRef(raw []byte, def string) (blockRef, error) {
 	if len(raw) > 0 && raw[0] == '{' {
-		var o map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &o); err != nil {
-			return blockRef{}, errCanon
+		// The last of duplicate keys counts, as in encoding/json.
+		var num, hash, canon []byte
+		it := newIter(raw)
+		for {
+			k, v, ok := it.next()
+			if !ok {
+				break
+			}
+			switch objectKey(k) {
+			case "blockNumber":
+				num = v
+			case "blockHash":
+				hash = v
+			case "requireCanonical":
+				canon = v
+			default:
+				return blockRef{}, errCanon
+			}
 		}
-		num, hasNum := o["blockNumber"]
-		hash, hasHash := o["blockHash"]
-		canon, hasCanon := o["requireCanonical"]
-		if len(o) != btoi(hasNum)+btoi(hasHash)+btoi(hasCanon) || hasNum == hasHash || (hasNum && hasCanon) {
+		hasNum, hasHash, hasCanon := num != nil, hash != nil, canon != nil
+		if hasNum == hasHash || (hasNum && hasCanon) {
 			return blockRef{}, errCanon
 		}
 		if hasNum {
@@ -232,13 +421,13 @@ func readBlockRef(raw json.RawMessage, def string) (blockRef, error) {
 			}
 			return readBlockNumber(num, "")
 		}
-		h, err := canonHash(hash)
+		h, err := fixedDigits(hash, 32)
 		if err != nil {
 			return blockRef{}, err
 		}
 		rc := false
 		if hasCanon {
-			if rc, err = canonBool(canon, "false"); err != nil {
+			if rc, err = readBool(canon, "false"); err != nil {
 				return blockRef{}, err
 			}
 		}
@@ -248,7 +437,7 @@ func readBlockRef(raw json.RawMessage, def string) (blockRef, error) {
 		return blockRef{kind: refHash, hash: h}, nil
 	}
 	if len(raw) == 68 { // a hash as a plain string: "0x" and 64 digits, quoted
-		h, err := canonHash(raw)
+		h, err := fixedDigits(raw, 32)
 		if err != nil {
 			return blockRef{}, err
 		}
@@ -257,174 +446,318 @@ func readBlockRef(raw json.RawMessage, def string) (blockRef, error) {
 	return readBlockNumber(raw, def)
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
+// The call object's fields the reader knows, in the canonical (sorted) order; data is read
+// as input.
+const (
+	cfChainID = iota
+	cfFrom
+	cfGas
+	cfGasPrice
+	cfInput
+	cfMaxFeePerGas
+	cfMaxPriorityFeePerGas
+	cfNonce
+	cfTo
+	cfValue
+	cfData // not written: merged into input
+	cfCount
+)
+
+var callFieldNames = [cfCount]string{`"chainId":`, `"from":`, `"gas":`, `"gasPrice":`, `"input":`,
+	`"maxFeePerGas":`, `"maxPriorityFeePerGas":`, `"nonce":`, `"to":`, `"value":`, ``}
+
+func callField(key string) int {
+	switch key {
+	case "chainId":
+		return cfChainID
+	case "from":
+		return cfFrom
+	case "gas":
+		return cfGas
+	case "gasPrice":
+		return cfGasPrice
+	case "input":
+		return cfInput
+	case "maxFeePerGas":
+		return cfMaxFeePerGas
+	case "maxPriorityFeePerGas":
+		return cfMaxPriorityFeePerGas
+	case "nonce":
+		return cfNonce
+	case "to":
+		return cfTo
+	case "value":
+		return cfValue
+	case "data":
+		return cfData
 	}
-	return 0
+	return -1
 }
 
-// callFields are the call object's fields the reader knows, by kind.
-var callFields = map[string]func(json.RawMessage) (string, error){
-	"from": canonAddress, "to": canonAddress,
-	"gas": canonQuantity, "gasPrice": canonQuantity, "maxFeePerGas": canonQuantity,
-	"maxPriorityFeePerGas": canonQuantity, "value": canonQuantity, "nonce": canonQuantity,
-	"chainId": canonQuantity,
-	"data":    canonData, "input": canonData,
-}
-
-// canonCall reads an eth_call object: known fields only, nulls dropped, data as input.
-// json.Marshal writes the map's keys sorted.
-func canonCall(raw json.RawMessage) (map[string]string, error) {
+// appendCall appends an eth_call object: known fields only, in one order, nulls dropped,
+// data as input.
+func appendCall(b, raw []byte) ([]byte, error) {
 	if len(raw) == 0 || raw[0] != '{' {
-		return nil, errCanon
+		return b, errCanon
 	}
-	var o map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &o); err != nil {
-		return nil, errCanon
-	}
-	out := make(map[string]string, len(o))
-	for k, v := range o {
-		f := callFields[k]
-		if f == nil {
-			return nil, errCanon
+	var fields [cfCount][]byte // the last of duplicate keys counts, as in encoding/json
+	it := newIter(raw)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
 		}
+		f := callField(objectKey(k))
+		if f < 0 {
+			return b, errCanon
+		}
+		fields[f] = v
+	}
+	for f, v := range fields {
 		if string(v) == "null" {
+			fields[f] = nil
+		}
+	}
+	if d := fields[cfData]; d != nil {
+		dd, err := dataDigits(d)
+		if err != nil {
+			return b, err
+		}
+		if in := fields[cfInput]; in != nil {
+			id, err := dataDigits(in)
+			if err != nil {
+				return b, err
+			}
+			if !bytes.EqualFold(dd, id) {
+				return b, errCanon // geth refuses both when they differ
+			}
+		}
+		fields[cfInput] = d
+	}
+	b = append(b, '{')
+	first := true
+	for f, v := range fields[:cfData] {
+		if v == nil {
 			continue
 		}
-		c, err := f(v)
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, callFieldNames[f]...)
+		var err error
+		switch f {
+		case cfFrom, cfTo:
+			b, err = appendAddress(b, v)
+		case cfInput:
+			b, err = appendData(b, v)
+		default:
+			b, err = appendQuantity(b, v)
+		}
 		if err != nil {
-			return nil, err
+			return b, err
 		}
-		out[k] = c
 	}
-	if d, ok := out["data"]; ok {
-		if in, both := out["input"]; both && in != d {
-			return nil, errCanon // geth refuses both when they differ
-		}
-		out["input"] = d
-		delete(out, "data")
-	}
-	return out, nil
+	return append(b, '}'), nil
 }
 
 // logFilter is an eth_getLogs filter as read.
 type logFilter struct {
 	from, to  blockRef
-	blockHash string
-	canon     map[string]any
+	blockHash bool
 }
 
-// canonFilter reads an eth_getLogs filter (geth's FilterCriteria): fromBlock and toBlock
+// appendFilter appends an eth_getLogs filter (geth's FilterCriteria): fromBlock and toBlock
 // (absent: latest) or blockHash; address one or a list (a set: sorted, duplicates dropped,
 // empty as absent); topics positions of null, a hash or a list of hashes (a set; empty as
-// null).
-func canonFilter(raw json.RawMessage) (logFilter, error) {
+// null). The keys in order: address, blockHash or fromBlock, toBlock, topics.
+func appendFilter(b, raw []byte) ([]byte, logFilter, error) {
 	var f logFilter
 	if len(raw) == 0 || raw[0] != '{' {
-		return f, errCanon
+		return b, f, errCanon
 	}
-	var o map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &o); err != nil {
-		return f, errCanon
-	}
-	f.canon = map[string]any{}
-	for k, v := range o {
-		if string(v) == "null" {
-			v = nil
+	var from, to, hash, address, topics []byte // the last of duplicate keys counts
+	it := newIter(raw)
+	for {
+		k, v, ok := it.next()
+		if !ok {
+			break
 		}
-		var err error
-		switch k {
+		switch objectKey(k) {
 		case "fromBlock":
-			f.from, err = readBlockNumber(v, "latest")
+			from = v
 		case "toBlock":
-			f.to, err = readBlockNumber(v, "latest")
+			to = v
 		case "blockHash":
-			if v != nil {
-				f.blockHash, err = canonHash(v)
-			}
+			hash = v
 		case "address":
-			var addrs []string
-			if addrs, err = hashSet(v, canonAddress); err == nil && len(addrs) > 0 {
-				f.canon["address"] = addrs
-			}
+			address = v
 		case "topics":
-			var topics []any
-			if topics, err = canonTopics(v); err == nil && len(topics) > 0 {
-				f.canon["topics"] = topics
-			}
+			topics = v
 		default:
-			err = errCanon
-		}
-		if err != nil {
-			return f, errCanon
+			return b, f, errCanon
 		}
 	}
-	given := func(k string) bool { v, ok := o[k]; return ok && string(v) != "null" }
-	if !given("fromBlock") {
-		f.from = blockRef{kind: refTag, tag: "latest"}
-	}
-	if !given("toBlock") {
-		f.to = blockRef{kind: refTag, tag: "latest"}
-	}
-	if f.blockHash != "" {
-		if given("fromBlock") || given("toBlock") {
-			return f, errCanon // geth refuses a range with a block hash
-		}
-		f.canon["blockHash"] = f.blockHash
-		return f, nil
-	}
-	f.canon["fromBlock"], f.canon["toBlock"] = f.from.json(), f.to.json()
-	return f, nil
-}
-
-// hashSet reads null, one value or a list of values, each canonicalized by c, as a sorted set.
-func hashSet(raw json.RawMessage, c func(json.RawMessage) (string, error)) ([]string, error) {
-	if raw == nil {
-		return nil, nil
-	}
-	var list []json.RawMessage
-	if raw[0] == '[' {
-		if err := json.Unmarshal(raw, &list); err != nil {
-			return nil, errCanon
-		}
-	} else {
-		list = []json.RawMessage{raw}
-	}
-	out := make([]string, 0, len(list))
-	for _, v := range list {
-		s, err := c(v)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
-}
-
-// canonTopics reads the topics list: each position null (any), a hash, or a list of hashes
-// (any of them; an empty list is any). A null inside a list is not read.
-func canonTopics(raw json.RawMessage) ([]any, error) {
-	if raw == nil {
-		return nil, nil
-	}
-	var list []json.RawMessage
-	if raw[0] != '[' || json.Unmarshal(raw, &list) != nil {
-		return nil, errCanon
-	}
-	out := make([]any, len(list))
-	for i, v := range list {
+	null := func(v []byte) []byte {
 		if string(v) == "null" {
+			return nil
+		}
+		return v
+	}
+	from, to, hash, address, topics = null(from), null(to), null(hash), null(address), null(topics)
+	var err error
+	if f.from, err = readBlockNumber(from, "latest"); err != nil {
+		return b, f, err
+	}
+	if f.to, err = readBlockNumber(to, "latest"); err != nil {
+		return b, f, err
+	}
+	var h []byte
+	if hash != nil {
+		if h, err = fixedDigits(hash, 32); err != nil {
+			return b, f, err
+		}
+		if from != nil || to != nil {
+			return b, f, errCanon // geth refuses a range with a block hash
+		}
+		f.blockHash = true
+	}
+	b = append(b, '{')
+	n := len(b)
+	if address != nil {
+		b = append(b, `"address":`...)
+		if b, err = appendSet(b, address, 20); err != nil {
+			return b, f, err
+		}
+		if string(b[len(b)-2:]) == "[]" {
+			b = b[:n] // an empty list: absent
+		}
+	}
+	comma := func() {
+		if len(b) > n {
+			b = append(b, ',')
+		}
+	}
+	if f.blockHash {
+		comma()
+		b = append(b, `"blockHash":`...)
+		b = appendHex(b, h)
+	} else {
+		comma()
+		b = append(b, `"fromBlock":`...)
+		b = f.from.appendJSON(b)
+		b = append(b, `,"toBlock":`...)
+		b = f.to.appendJSON(b)
+	}
+	if topics != nil {
+		m := len(b)
+		comma()
+		b = append(b, `"topics":`...)
+		var any bool
+		if b, any, err = appendTopics(b, topics); err != nil {
+			return b, f, err
+		}
+		if !any {
+			b = b[:m] // an empty list: absent
+		}
+	}
+	return append(b, '}'), f, nil
+}
+
+// appendSet appends null, one value or a list of values, each 0x-hex of n bytes, as a sorted
+// set without duplicates.
+func appendSet(b, raw []byte, n int) ([]byte, error) {
+	if raw[0] != '[' {
+		b = append(b, '[')
+		b, err := appendFixed(b, raw, n)
+		return append(b, ']'), err
+	}
+	it := newIter(raw)
+	_, v1, ok := it.next()
+	if !ok {
+		return append(b, "[]"...), nil
+	}
+	_, v2, ok := it.next()
+	if !ok { // one element: nothing to sort
+		b = append(b, '[')
+		b, err := appendFixed(b, v1, n)
+		return append(b, ']'), err
+	}
+	set := make([]string, 0, 4)
+	for _, v := range [2][]byte{v1, v2} {
+		d, err := fixedDigits(v, n)
+		if err != nil {
+			return b, err
+		}
+		set = append(set, string(appendHex(nil, d)))
+	}
+	for {
+		_, v, ok := it.next()
+		if !ok {
+			break
+		}
+		d, err := fixedDigits(v, n)
+		if err != nil {
+			return b, err
+		}
+		set = append(set, string(appendHex(nil, d)))
+	}
+	slices.Sort(set)
+	set = slices.Compact(set)
+	b = append(b, '[')
+	for i, s := range set {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, s...)
+	}
+	return append(b, ']'), nil
+}
+
+// appendTopics appends the topics list: each position null (any), a hash, or a list of
+// hashes (any of them; an empty list is any). A null inside a list is not read. any reports
+// whether the list has a position at all.
+func appendTopics(b, raw []byte) (_ []byte, any bool, _ error) {
+	if raw[0] != '[' {
+		return b, false, errCanon
+	}
+	b = append(b, '[')
+	it := newIter(raw)
+	for i := 0; ; i++ {
+		_, v, ok := it.next()
+		if !ok {
+			break
+		}
+		any = true
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if string(v) == "null" {
+			b = append(b, "null"...)
 			continue
 		}
-		set, err := hashSet(v, canonHash)
-		if err != nil {
-			return nil, err
+		n := len(b)
+		var err error
+		if b, err = appendSet(b, v, 32); err != nil {
+			return b, false, err
 		}
-		if len(set) > 0 {
-			out[i] = set
+		if string(b[n:]) == "[]" {
+			b = append(b[:n], "null"...)
 		}
 	}
-	return out, nil
+	return append(b, ']'), any, nil
+}
+
+// appendString appends s as encoding/json writes a string: as it is when it holds nothing
+// that it escapes, else through encoding/json.
+func appendString(b, s []byte) []byte {
+	for _, c := range s {
+		if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			j, _ := json.Marshal(string(s))
+			return append(b, j...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }

@@ -25,7 +25,7 @@ var testFinality = Finality{Known: true, Head: 100, HeadHash: "0x" + strings.Rep
 func planOf(method, params string) (string, scope, string) {
 	var pl plan
 	s := &Stage{}
-	s.plan(&proxy.Call{ChainID: 1, Request: jsonrpc.Request{Method: method, Params: []byte(params)}}, policies[method], testFinality, &pl)
+	s.plan(&proxy.Call{ChainID: 1, Request: jsonrpc.Request{Method: method, Params: []byte(params)}}, policies[method], testFinality, &pl, nil)
 	return string(pl.canon), pl.scope, pl.skip
 }
 
@@ -197,7 +197,7 @@ func TestKeepRefusesEmptyAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var pl plan
-			(&Stage{}).plan(&proxy.Call{Request: jsonrpc.Request{Method: tc.method, Params: []byte(tc.params)}}, policies[tc.method], testFinality, &pl)
+			(&Stage{}).plan(&proxy.Call{Request: jsonrpc.Request{Method: tc.method, Params: []byte(tc.params)}}, policies[tc.method], testFinality, &pl, nil)
 			if got := policies[tc.method].keep(testFinality, &pl, []byte(tc.result)); got != tc.want {
 				t.Fatalf("keep = %v, want %v", got, tc.want)
 			}
@@ -501,4 +501,40 @@ func indFilter(v any) any {
 		}
 	}
 	return out
+}
+
+// The canonical form is written byte for byte as encoding/json wrote it before the reader
+// stopped using it (arrays, objects with sorted keys, strings escaped as encoding/json does):
+// the Redis keys that replicas of other versions share depend on it.
+func TestCanonicalFormIsStable(t *testing.T) {
+	addr2 := strings.Replace(addrLower, "5", "4", 1)
+	for _, tc := range []struct{ method, params, want string }{
+		{"eth_getBlockByNumber", `["0x01",false]`, `["0x1",false]`},
+		{"eth_getBlockByNumber", `["earliest",true]`, `["0x0",true]`},
+		{"eth_getBlockReceipts", `[{"blockHash":"` + hashUpper + `","requireCanonical":true}]`,
+			`[{"blockHash":"` + strings.ToLower(hashUpper) + `","requireCanonical":true}]`},
+		{"eth_getStorageAt", `["` + addrCheck + `","0x00A0","finalized"]`, `["` + addrLower + `","0xa0","finalized"]`},
+		{"eth_getProof", `["` + addrCheck + `",["0x01","a<b>&\u00e9\u2028\"x"],"0x1"]`,
+			`["` + addrLower + `",["0x01","a\u003cb\u003e\u0026é\u2028\"x"],"0x1"]`},
+		{"eth_getProof", `["` + addrCheck + `",[],"0x1"]`, `["` + addrLower + `",[],"0x1"]`},
+		{"eth_call", `[{"to":"` + addrCheck + `","data":"0xABCD","gas":"0x010","value":null,"from":"` + addrLower +
+			`","chainId":"0x1","nonce":"0x0","maxFeePerGas":"0x2","maxPriorityFeePerGas":"0x3","gasPrice":"0x4","value":"0x05"}]`,
+			`[{"chainId":"0x1","from":"` + addrLower + `","gas":"0x10","gasPrice":"0x4","input":"0xabcd","maxFeePerGas":"0x2",` +
+				`"maxPriorityFeePerGas":"0x3","nonce":"0x0","to":"` + addrLower + `","value":"0x5"},"latest"]`},
+		{"eth_call", `[{}, "0x5"]`, `[{},"0x5"]`},
+		{"eth_call", `[{"to":"garbage","to":"` + addrCheck + `"}]`, `[{"to":"` + addrLower + `"},"latest"]`}, // the last duplicate counts
+		{"eth_getLogs", `[{"address":["` + addrCheck + `","` + addr2 + `","` + addrLower + `"],"topics":[null,["` + hashUpper + `","` + hash1 +
+			`"],[],"` + hash1 + `"],"fromBlock":"0x1","toBlock":"latest"}]`,
+			`[{"address":["` + addr2 + `","` + addrLower + `"],"fromBlock":"0x1","toBlock":"latest","topics":[null,["` + hash1 + `","` +
+				strings.ToLower(hashUpper) + `"],null,["` + hash1 + `"]]}]`},
+		{"eth_getLogs", `[{"address":[],"topics":[]}]`, `[{"fromBlock":"latest","toBlock":"latest"}]`},
+		{"eth_getLogs", `[{"blockHash":"` + hashUpper + `","topics":[null]}]`, `[{"blockHash":"` + strings.ToLower(hashUpper) + `","topics":[null]}]`},
+		{"eth_getLogs", `[{"t\u006fpics":[["` + hash1 + `"]]}]`, `[{"fromBlock":"latest","toBlock":"latest","topics":[["` + hash1 + `"]]}]`},
+	} {
+		t.Run(tc.method+" "+tc.params, func(t *testing.T) {
+			if got, sc, skip := planOf(tc.method, tc.params); got != tc.want || sc == scopeNone {
+				t.Fatalf("%s (scope %v %s), want %s", got, sc, skip, tc.want)
+			}
+		})
+	}
 }

@@ -2,7 +2,6 @@ package cache
 
 import (
 	"bytes"
-	"encoding/json"
 
 	"github.com/tidwall/gjson"
 )
@@ -39,152 +38,168 @@ func scopeOf(r blockRef, f Finality) scope {
 // that a cached answer never stands for a call its node would refuse. eth_call's block is
 // optional (latest), as in geth.
 
+// Each plan appends the canonical params to b (a JSON array) and sets pl's scope.
+
 // eth_getBlockByHash [hash, fullTx]: final (a block's content never changes under
 // its hash); null is not stored.
-func planBlockByHash(args []json.RawMessage, _ Finality, pl *plan) (any, error) {
-	h, err := canonHash(arg(args, 0))
+func planBlockByHash(a *args, _ Finality, pl *plan, b []byte) ([]byte, error) {
+	b = append(b, '[')
+	b, err := appendHash(b, a.at(0))
 	if err != nil {
-		return nil, err
+		return b, err
 	}
-	full, err := canonBool(arg(args, 1), "")
+	full, err := readBool(a.at(1), "")
 	if err != nil {
-		return nil, err
+		return b, err
 	}
 	pl.scope = scopeFinal
-	return []any{h, full}, nil
+	b = append(b, ',')
+	return append(appendBool(b, full), ']'), nil
 }
 
 // eth_getBlockByNumber [number or tag, fullTx]: by its block reference; null (a
 // block past the head) is not stored.
-func planBlockByNumber(args []json.RawMessage, f Finality, pl *plan) (any, error) {
-	if arg(args, 0) == nil {
-		return nil, errCanon
+func planBlockByNumber(a *args, f Finality, pl *plan, b []byte) ([]byte, error) {
+	if a.at(0) == nil {
+		return b, errCanon
 	}
-	r, err := readBlockNumber(arg(args, 0), "")
+	r, err := readBlockNumber(a.at(0), "")
 	if err != nil {
-		return nil, err
+		return b, err
 	}
-	full, err := canonBool(arg(args, 1), "")
+	full, err := readBool(a.at(1), "")
 	if err != nil {
-		return nil, err
+		return b, err
 	}
 	pl.scope = scopeOf(r, f)
-	return []any{r.json(), full}, nil
+	b = r.appendJSON(append(b, '['))
+	b = append(b, ',')
+	return append(appendBool(b, full), ']'), nil
 }
 
 // eth_getBlockReceipts [number, tag or hash]: by its block reference; null is not stored.
-func planBlockReceipts(args []json.RawMessage, f Finality, pl *plan) (any, error) {
-	if arg(args, 0) == nil {
-		return nil, errCanon
+func planBlockReceipts(a *args, f Finality, pl *plan, b []byte) ([]byte, error) {
+	if a.at(0) == nil {
+		return b, errCanon
 	}
-	r, err := readBlockRef(arg(args, 0), "")
+	r, err := readBlockRef(a.at(0), "")
 	if err != nil {
-		return nil, err
+		return b, err
 	}
 	pl.scope = scopeOf(r, f)
-	return []any{r.json()}, nil
+	return append(r.appendJSON(append(b, '[')), ']'), nil
 }
 
 // eth_getTransactionByHash, eth_getTransactionReceipt [hash]: decided by the result (keepMined).
-func planTxByHash(args []json.RawMessage, _ Finality, pl *plan) (any, error) {
-	h, err := canonHash(arg(args, 0))
-	if err != nil || len(args) != 1 {
-		return nil, errCanon
+func planTxByHash(a *args, _ Finality, pl *plan, b []byte) ([]byte, error) {
+	b, err := appendHash(append(b, '['), a.at(0))
+	if err != nil || a.n != 1 {
+		return b, errCanon
 	}
 	pl.scope = scopeResult
-	return []any{h}, nil
+	return append(b, ']'), nil
 }
 
 // eth_getBalance, eth_getCode, eth_getTransactionCount [address, block].
-func planAccount(args []json.RawMessage, f Finality, pl *plan) (any, error) {
-	a, err := canonAddress(arg(args, 0))
+func planAccount(a *args, f Finality, pl *plan, b []byte) ([]byte, error) {
+	b, err := appendAddress(append(b, '['), a.at(0))
 	if err != nil {
-		return nil, err
+		return b, err
 	}
-	r, err := readBlockRef(arg(args, 1), "")
+	r, err := readBlockRef(a.at(1), "")
 	if err != nil {
-		return nil, err
+		return b, err
 	}
 	pl.scope = scopeOf(r, f)
-	return []any{a, r.json()}, nil
+	return append(r.appendJSON(append(b, ',')), ']'), nil
 }
 
 // eth_getStorageAt [address, slot, block]: the slot is a number (geth reads it as up
 // to 32 big-endian bytes), kept in minimal hex.
-func planStorage(args []json.RawMessage, f Finality, pl *plan) (any, error) {
-	a, err := canonAddress(arg(args, 0))
+func planStorage(a *args, f Finality, pl *plan, b []byte) ([]byte, error) {
+	b, err := appendAddress(append(b, '['), a.at(0))
 	if err != nil {
-		return nil, err
+		return b, err
 	}
-	slot, err := canonQuantity(arg(args, 1))
-	if err != nil {
-		return nil, err
+	if b, err = appendQuantity(append(b, ','), a.at(1)); err != nil {
+		return b, err
 	}
-	r, err := readBlockRef(arg(args, 2), "")
+	r, err := readBlockRef(a.at(2), "")
 	if err != nil {
-		return nil, err
+		return b, err
 	}
 	pl.scope = scopeOf(r, f)
-	return []any{a, slot, r.json()}, nil
+	return append(r.appendJSON(append(b, ',')), ']'), nil
 }
 
 // eth_getProof [address, storage keys, block]: the keys are kept as sent (the
 // answer repeats each key as given).
-func planProof(args []json.RawMessage, f Finality, pl *plan) (any, error) {
-	a, err := canonAddress(arg(args, 0))
+func planProof(a *args, f Finality, pl *plan, b []byte) ([]byte, error) {
+	b, err := appendAddress(append(b, '['), a.at(0))
 	if err != nil {
-		return nil, err
+		return b, err
 	}
-	var keys []json.RawMessage
-	if raw := arg(args, 1); raw == nil || raw[0] != '[' || json.Unmarshal(raw, &keys) != nil {
-		return nil, errCanon
+	keys := a.at(1)
+	if keys == nil || keys[0] != '[' {
+		return b, errCanon
 	}
-	slots := make([]string, len(keys))
-	for i, k := range keys {
-		if slots[i], err = readString(k); err != nil {
-			return nil, err
+	b = append(b, ",["...)
+	it := newIter(keys)
+	for i := 0; ; i++ {
+		_, k, ok := it.next()
+		if !ok {
+			break
 		}
+		s, err := readString(k)
+		if err != nil {
+			return b, err
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, s)
 	}
-	r, err := readBlockRef(arg(args, 2), "")
+	r, err := readBlockRef(a.at(2), "")
 	if err != nil {
-		return nil, err
+		return b, err
 	}
 	pl.scope = scopeOf(r, f)
-	return []any{a, slots, r.json()}, nil
+	return append(r.appendJSON(append(b, "],"...)), ']'), nil
 }
 
-// eth_call [call object, block = latest]: the object canonicalized (canonCall); a state or
+// eth_call [call object, block = latest]: the object canonicalized (appendCall); a state or
 // block override argument is not read (not cached).
-func planCall(args []json.RawMessage, f Finality, pl *plan) (any, error) {
-	if arg(args, 2) != nil || arg(args, 3) != nil {
-		return nil, errCanon
+func planCall(a *args, f Finality, pl *plan, b []byte) ([]byte, error) {
+	if a.at(2) != nil || a.at(3) != nil {
+		return b, errCanon
 	}
-	call, err := canonCall(arg(args, 0))
+	b, err := appendCall(append(b, '['), a.at(0))
 	if err != nil {
-		return nil, err
+		return b, err
 	}
-	r, err := readBlockRef(arg(args, 1), "latest")
+	r, err := readBlockRef(a.at(1), "latest")
 	if err != nil {
-		return nil, err
+		return b, err
 	}
 	pl.scope = scopeOf(r, f)
-	return []any{call, r.json()}, nil
+	return append(r.appendJSON(append(b, ',')), ']'), nil
 }
 
 // eth_getLogs [filter]: a block hash is final (keepLogs: an empty answer is not stored); a
 // range is final when both ends are numbers at or below the finalized block, else
 // head; pending at either end is not cached.
-func planLogs(args []json.RawMessage, f Finality, pl *plan) (any, error) {
-	if len(args) != 1 {
-		return nil, errCanon
+func planLogs(a *args, f Finality, pl *plan, b []byte) ([]byte, error) {
+	if a.n != 1 {
+		return b, errCanon
 	}
-	flt, err := canonFilter(args[0])
+	b, flt, err := appendFilter(append(b, '['), a.at(0))
 	if err != nil {
-		return nil, err
+		return b, err
 	}
-	if flt.blockHash != "" {
+	b = append(b, ']')
+	if flt.blockHash {
 		pl.scope, pl.blockHash = scopeFinal, true
-		return []any{flt.canon}, nil
+		return b, nil
 	}
 	pl.to = flt.to
 	from, to := scopeOf(flt.from, f), scopeOf(flt.to, f)
@@ -196,7 +211,7 @@ func planLogs(args []json.RawMessage, f Finality, pl *plan) (any, error) {
 	default:
 		pl.scope = scopeFinal
 	}
-	return []any{flt.canon}, nil
+	return b, nil
 }
 
 // keepAny stores any result under the plan's scope.
@@ -220,7 +235,7 @@ func keepMined(f Finality, _ *plan, r []byte) scope {
 	if res.Get("blockHash").Type != gjson.String {
 		return scopeNone
 	}
-	n, err := readBlockNumber(json.RawMessage(res.Get("blockNumber").Raw), "")
+	n, err := readBlockNumber([]byte(res.Get("blockNumber").Raw), "")
 	if err != nil || n.kind != refNumber {
 		return scopeNone
 	}

@@ -254,12 +254,12 @@ func TestLongParamsAreHashedInTheKey(t *testing.T) {
 func (s *Stage) redisKeyOf(c *proxy.Call) string {
 	var pl plan
 	f := s.finality(c.ChainID)
-	s.plan(c, policies[c.Method()], f, &pl)
-	final, head := s.keys(c.ChainID, c.Method(), &pl, f)
-	if final == "" {
+	s.plan(c, policies[c.Method()], f, &pl, nil)
+	final, head := s.keys(&pl, f)
+	if final == nil {
 		final = head
 	}
-	return s.redisKey(final, c.ChainID, c.Method())
+	return s.redisKey(string(final), c.ChainID, c.Method())
 }
 
 func TestChainsNotSharedStayLocal(t *testing.T) {
