@@ -29,6 +29,13 @@ package main
 // latest-block call is spelled with spaces, so it counts as an upstream call).
 // The first cacheWarmCalls of the trace are replayed unmeasured: the figures are those of a
 // gateway that has been serving the dApp for a while, not of one just started.
+//
+// Each measured call is classed as answered locally or upstream by the counting proxy: it
+// counts the requests it forwards by method and params (web3gate forwards the params as the
+// client sent them), and a call whose method and params the proxy forwarded while the call
+// was in flight went upstream (a call that shared, by coalescing, another's upstream request
+// is classed upstream too: it waited for it). The latency distributions of the two classes
+// are reported apart, for the cache on; with it off every call goes upstream.
 
 import (
 	"bytes"
@@ -77,6 +84,23 @@ type cacheSample struct {
 	p50, p95 time.Duration
 	p99      time.Duration
 	elapsed  time.Duration
+	// hit and miss are the latency percentiles of the calls answered locally and of those
+	// that went upstream (see the top of the file).
+	hit, miss classLatency
+}
+
+// classLatency is the latency distribution of one class of calls.
+type classLatency struct {
+	n                  int
+	p50, p90, p99, max time.Duration
+}
+
+func classOf(lat []time.Duration) classLatency {
+	if len(lat) == 0 {
+		return classLatency{}
+	}
+	slices.Sort(lat)
+	return classLatency{n: len(lat), p50: lat[len(lat)/2], p90: lat[len(lat)*90/100], p99: lat[len(lat)*99/100], max: lat[len(lat)-1]}
 }
 
 // upstreamCounter is an HTTP proxy to anvil that counts the calls it forwards.
@@ -86,6 +110,20 @@ type upstreamCounter struct {
 	calls    atomic.Int64
 	finality atomic.Int64
 	client   *http.Client
+	// forwarded counts the forwarded calls by method and params (*atomic.Int64 by
+	// forwardKey), to class each trace call as answered locally or upstream.
+	forwarded sync.Map
+}
+
+// forwardKey identifies a call by its method and its params as sent.
+func forwardKey(method string, params []byte) string { return method + " " + string(params) }
+
+// forwards is how many calls of key the proxy has forwarded.
+func (u *upstreamCounter) forwards(key string) int64 {
+	if v, ok := u.forwarded.Load(key); ok {
+		return v.(*atomic.Int64).Load()
+	}
+	return 0
 }
 
 func (u *upstreamCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -114,6 +152,12 @@ func (u *upstreamCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			u.calls.Add(1)
 		}
+		k := forwardKey(c.Method, c.Params)
+		v, ok := u.forwarded.Load(k)
+		if !ok {
+			v, _ = u.forwarded.LoadOrStore(k, new(atomic.Int64))
+		}
+		v.(*atomic.Int64).Add(1)
 	}
 	resp, err := u.client.Post(u.target, "application/json", bytes.NewReader(body))
 	if err != nil {
@@ -219,6 +263,7 @@ func measureCache(ctx context.Context, cs *children, cfg runConfig, env signEnv,
 			fmt.Printf("round %d/%d  (t) cache %-3s  %d calls in %v, %d upstream (%.3f per call), polls of latest/finalized %d, p50 %.0f µs, p99 %.0f µs, errors %d\n",
 				r+1, cfg.rounds, k, s.calls, s.elapsed.Round(time.Millisecond), s.upstream, float64(s.upstream)/float64(s.calls),
 				s.finality, us(s.p50), us(s.p99), s.errors)
+			fmt.Printf("             local: %s; upstream: %s\n", s.hit, s.miss)
 			if s.errors > 0 {
 				run.problems = append(run.problems, fmt.Sprintf("  round %d, cache %s: %d calls answered with an error", r+1, k, s.errors))
 			}
@@ -226,6 +271,10 @@ func measureCache(ctx context.Context, cs *children, cfg runConfig, env signEnv,
 		run.rounds = append(run.rounds, round)
 	}
 	return run, nil
+}
+
+func (c classLatency) String() string {
+	return fmt.Sprintf("%d calls, p50 %.0f µs, p90 %.0f µs, p99 %.0f µs, max %.0f µs", c.n, us(c.p50), us(c.p90), us(c.p99), us(c.max))
 }
 
 // cacheKey is one distinct call of the trace in its two spellings.
@@ -358,26 +407,31 @@ func devAccount(i int) common.Address {
 
 // cacheTrace draws the requests: keys by a Zipf law over a random ranking, each in either
 // spelling.
-func cacheTrace(rng *rand.Rand, keys []cacheKey) []string {
+func cacheTrace(rng *rand.Rand, keys []cacheKey) []traceCall {
 	rank := rng.Perm(len(keys))
 	z := rand.NewZipf(rng, 1.1, 1, uint64(len(keys)-1))
-	out := make([]string, cacheTraceCalls)
+	out := make([]traceCall, cacheTraceCalls)
 	for i := range out {
 		k := keys[rank[z.Uint64()]]
 		params := k.a
 		if rng.IntN(2) == 1 {
 			params = k.b
 		}
-		out[i] = `{"jsonrpc":"2.0","id":1,"method":"` + k.method + `","params":` + params + `}`
+		out[i] = traceCall{body: `{"jsonrpc":"2.0","id":1,"method":"` + k.method + `","params":` + params + `}`,
+			forward: forwardKey(k.method, []byte(params))}
 	}
 	return out
 }
 
+// traceCall is one request of the trace and its forwardKey.
+type traceCall struct{ body, forward string }
+
 // replay sends the trace to t with cacheWorkers clients and measures it.
-func replay(ctx context.Context, t *target, trace []string, up *upstreamCounter) (*cacheSample, error) {
+func replay(ctx context.Context, t *target, trace []traceCall, up *upstreamCounter) (*cacheSample, error) {
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: cacheWorkers}}
 	defer client.CloseIdleConnections()
 	lat := make([]time.Duration, len(trace))
+	upstream := make([]bool, len(trace))
 	var next, errs atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
@@ -391,10 +445,11 @@ func replay(ctx context.Context, t *target, trace []string, up *upstreamCounter)
 				if i >= len(trace) || ctx.Err() != nil {
 					return
 				}
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, t.url, strings.NewReader(trace[i]))
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, t.url, strings.NewReader(trace[i].body))
 				for _, h := range t.headers {
 					req.Header.Set(h[0], h[1])
 				}
+				before := up.forwards(trace[i].forward)
 				t0 := time.Now()
 				resp, err := client.Do(req)
 				var body []byte
@@ -403,9 +458,10 @@ func replay(ctx context.Context, t *target, trace []string, up *upstreamCounter)
 					resp.Body.Close()
 				}
 				lat[i] = time.Since(t0)
+				upstream[i] = up.forwards(trace[i].forward) != before
 				if err != nil || !bytes.Contains(body, []byte(`"result"`)) {
 					errs.Add(1)
-					errOnce.Do(func() { firstErr = fmt.Errorf("%s → %s %v", trace[i], body, err) })
+					errOnce.Do(func() { firstErr = fmt.Errorf("%s → %s %v", trace[i].body, body, err) })
 				}
 			}
 		})
@@ -416,6 +472,15 @@ func replay(ctx context.Context, t *target, trace []string, up *upstreamCounter)
 	}
 	s := &cacheSample{calls: len(trace), upstream: int(up.calls.Load() - up0), finality: int(up.finality.Load() - fin0),
 		errors: int(errs.Load()), elapsed: time.Since(start)}
+	var hits, misses []time.Duration
+	for i, d := range lat {
+		if upstream[i] {
+			misses = append(misses, d)
+		} else {
+			hits = append(hits, d)
+		}
+	}
+	s.hit, s.miss = classOf(hits), classOf(misses)
 	slices.Sort(lat)
 	s.p50, s.p95, s.p99 = lat[len(lat)/2], lat[len(lat)*95/100], lat[len(lat)*99/100]
 	if s.errors > 0 {
@@ -450,6 +515,13 @@ func reportCache(w io.Writer, cfg runConfig, run *cacheRun) {
 		add("p99 ratio", ratio)
 		add("p95 on", us(on.p95))
 		add("p95 off", us(off.p95))
+		add("hit n", float64(on.hit.n))
+		add("hit p50", us(on.hit.p50))
+		add("hit p99", us(on.hit.p99))
+		add("miss n", float64(on.miss.n))
+		add("miss p50", us(on.miss.p50))
+		add("miss p99", us(on.miss.p99))
+		add("off miss p50", us(off.miss.p50))
 		fmt.Fprintf(tw, "%d\t%.3f\t%.3f\t%.3f\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.3f\t\n", i+1, local,
 			float64(on.upstream)/float64(on.calls), float64(off.upstream)/float64(off.calls), on.finality,
 			us(on.p50), us(off.p50), us(on.p95), us(off.p95), us(on.p99), us(off.p99), ratio)
@@ -465,6 +537,8 @@ func reportCache(w io.Writer, cfg runConfig, run *cacheRun) {
 	fmt.Fprintf(tw, "p50, on / off\t%.0f / %.0f µs\t\t\t\t\n", med("p50 on"), med("p50 off"))
 	fmt.Fprintf(tw, "p95, on / off\t%.0f / %.0f µs\t\t\t\t\n", med("p95 on"), med("p95 off"))
 	fmt.Fprintf(tw, "p99, on / off\t%.0f / %.0f µs\t\t\t\t\n", med("p99 on"), med("p99 off"))
+	fmt.Fprintf(tw, "cache on, calls answered locally: p50 / p99\t%.0f / %.0f µs\t%.0f calls\t\t\t\n", med("hit p50"), med("hit p99"), med("hit n"))
+	fmt.Fprintf(tw, "cache on, calls that went upstream: p50 / p99\t%.0f / %.0f µs\t%.0f calls\t\t\t\n", med("miss p50"), med("miss p99"), med("miss n"))
 	fmt.Fprintf(tw, "p99 on/off\t%.3f\t%.3f–%.3f\t≤ %.2f\t%s\t\n", med("p99 ratio"), slices.Min(series["p99 ratio"]),
 		slices.Max(series["p99 ratio"]), targetCacheP99, verdict(med("p99 ratio") <= targetCacheP99))
 	tw.Flush()
