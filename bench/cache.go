@@ -87,6 +87,9 @@ type cacheSample struct {
 	// hit and miss are the latency percentiles of the calls answered locally and of those
 	// that went upstream (see the top of the file).
 	hit, miss classLatency
+	// node is the anvil round trip (as the counting proxy timed it) of the calls that went
+	// upstream: what of miss is the node's.
+	node classLatency
 }
 
 // classLatency is the latency distribution of one class of calls.
@@ -110,9 +113,21 @@ type upstreamCounter struct {
 	calls    atomic.Int64
 	finality atomic.Int64
 	client   *http.Client
-	// forwarded counts the forwarded calls by method and params (*atomic.Int64 by
-	// forwardKey), to class each trace call as answered locally or upstream.
+	// forwarded counts the forwarded calls by method and params (*forwarded by forwardKey),
+	// to class each trace call as answered locally or upstream.
 	forwarded sync.Map
+}
+
+// forwarded is the proxy's record of one forwardKey: how many requests carried it, and the
+// anvil round trip (ns) of the last one.
+type forwarded struct{ n, node atomic.Int64 }
+
+func (u *upstreamCounter) record(key string) *forwarded {
+	v, ok := u.forwarded.Load(key)
+	if !ok {
+		v, _ = u.forwarded.LoadOrStore(key, new(forwarded))
+	}
+	return v.(*forwarded)
 }
 
 // forwardKey identifies a call by its method and its params as sent.
@@ -121,7 +136,7 @@ func forwardKey(method string, params []byte) string { return method + " " + str
 // forwards is how many calls of key the proxy has forwarded.
 func (u *upstreamCounter) forwards(key string) int64 {
 	if v, ok := u.forwarded.Load(key); ok {
-		return v.(*atomic.Int64).Load()
+		return v.(*forwarded).n.Load()
 	}
 	return 0
 }
@@ -152,22 +167,29 @@ func (u *upstreamCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			u.calls.Add(1)
 		}
-		k := forwardKey(c.Method, c.Params)
-		v, ok := u.forwarded.Load(k)
-		if !ok {
-			v, _ = u.forwarded.LoadOrStore(k, new(atomic.Int64))
-		}
-		v.(*atomic.Int64).Add(1)
 	}
+	t0 := time.Now()
 	resp, err := u.client.Post(u.target, "application/json", bytes.NewReader(body))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
 	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	node := time.Since(t0)
+	// Recorded before the answer goes back, so that the client finds it when it is answered.
+	for _, c := range calls {
+		f := u.record(forwardKey(c.Method, c.Params))
+		f.node.Store(int64(node))
+		f.n.Add(1)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(resp.StatusCode)
-	_, _ = io.Copy(w, resp.Body)
+	_, _ = w.Write(out)
 }
 
 // measureCache starts anvil, a counting proxy, web3gate with the cache on and with it off,
@@ -263,7 +285,7 @@ func measureCache(ctx context.Context, cs *children, cfg runConfig, env signEnv,
 			fmt.Printf("round %d/%d  (t) cache %-3s  %d calls in %v, %d upstream (%.3f per call), polls of latest/finalized %d, p50 %.0f µs, p99 %.0f µs, errors %d\n",
 				r+1, cfg.rounds, k, s.calls, s.elapsed.Round(time.Millisecond), s.upstream, float64(s.upstream)/float64(s.calls),
 				s.finality, us(s.p50), us(s.p99), s.errors)
-			fmt.Printf("             local: %s; upstream: %s\n", s.hit, s.miss)
+			fmt.Printf("             local: %s; upstream: %s; of which anvil: p50 %.0f µs, p90 %.0f µs, p99 %.0f µs\n", s.hit, s.miss, us(s.node.p50), us(s.node.p90), us(s.node.p99))
 			if s.errors > 0 {
 				run.problems = append(run.problems, fmt.Sprintf("  round %d, cache %s: %d calls answered with an error", r+1, k, s.errors))
 			}
@@ -432,6 +454,7 @@ func replay(ctx context.Context, t *target, trace []traceCall, up *upstreamCount
 	defer client.CloseIdleConnections()
 	lat := make([]time.Duration, len(trace))
 	upstream := make([]bool, len(trace))
+	node := make([]time.Duration, len(trace))
 	var next, errs atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
@@ -458,7 +481,11 @@ func replay(ctx context.Context, t *target, trace []traceCall, up *upstreamCount
 					resp.Body.Close()
 				}
 				lat[i] = time.Since(t0)
-				upstream[i] = up.forwards(trace[i].forward) != before
+				if upstream[i] = up.forwards(trace[i].forward) != before; upstream[i] {
+					if v, ok := up.forwarded.Load(trace[i].forward); ok {
+						node[i] = time.Duration(v.(*forwarded).node.Load())
+					}
+				}
 				if err != nil || !bytes.Contains(body, []byte(`"result"`)) {
 					errs.Add(1)
 					errOnce.Do(func() { firstErr = fmt.Errorf("%s → %s %v", trace[i].body, body, err) })
@@ -472,15 +499,16 @@ func replay(ctx context.Context, t *target, trace []traceCall, up *upstreamCount
 	}
 	s := &cacheSample{calls: len(trace), upstream: int(up.calls.Load() - up0), finality: int(up.finality.Load() - fin0),
 		errors: int(errs.Load()), elapsed: time.Since(start)}
-	var hits, misses []time.Duration
+	var hits, misses, nodes []time.Duration
 	for i, d := range lat {
 		if upstream[i] {
 			misses = append(misses, d)
+			nodes = append(nodes, node[i])
 		} else {
 			hits = append(hits, d)
 		}
 	}
-	s.hit, s.miss = classOf(hits), classOf(misses)
+	s.hit, s.miss, s.node = classOf(hits), classOf(misses), classOf(nodes)
 	slices.Sort(lat)
 	s.p50, s.p95, s.p99 = lat[len(lat)/2], lat[len(lat)*95/100], lat[len(lat)*99/100]
 	if s.errors > 0 {
@@ -521,7 +549,10 @@ func reportCache(w io.Writer, cfg runConfig, run *cacheRun) {
 		add("miss n", float64(on.miss.n))
 		add("miss p50", us(on.miss.p50))
 		add("miss p99", us(on.miss.p99))
-		add("off miss p50", us(off.miss.p50))
+		add("node p50 on", us(on.node.p50))
+		add("node p50 off", us(off.node.p50))
+		add("node p99 on", us(on.node.p99))
+		add("node p99 off", us(off.node.p99))
 		fmt.Fprintf(tw, "%d\t%.3f\t%.3f\t%.3f\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.3f\t\n", i+1, local,
 			float64(on.upstream)/float64(on.calls), float64(off.upstream)/float64(off.calls), on.finality,
 			us(on.p50), us(off.p50), us(on.p95), us(off.p95), us(on.p99), us(off.p99), ratio)
@@ -539,6 +570,8 @@ func reportCache(w io.Writer, cfg runConfig, run *cacheRun) {
 	fmt.Fprintf(tw, "p99, on / off\t%.0f / %.0f µs\t\t\t\t\n", med("p99 on"), med("p99 off"))
 	fmt.Fprintf(tw, "cache on, calls answered locally: p50 / p99\t%.0f / %.0f µs\t%.0f calls\t\t\t\n", med("hit p50"), med("hit p99"), med("hit n"))
 	fmt.Fprintf(tw, "cache on, calls that went upstream: p50 / p99\t%.0f / %.0f µs\t%.0f calls\t\t\t\n", med("miss p50"), med("miss p99"), med("miss n"))
+	fmt.Fprintf(tw, "anvil's part of an upstream call, on / off: p50\t%.0f / %.0f µs\t\t\t\t\n", med("node p50 on"), med("node p50 off"))
+	fmt.Fprintf(tw, "anvil's part of an upstream call, on / off: p99\t%.0f / %.0f µs\t\t\t\t\n", med("node p99 on"), med("node p99 off"))
 	fmt.Fprintf(tw, "p99 on/off\t%.3f\t%.3f–%.3f\t≤ %.2f\t%s\t\n", med("p99 ratio"), slices.Min(series["p99 ratio"]),
 		slices.Max(series["p99 ratio"]), targetCacheP99, verdict(med("p99 ratio") <= targetCacheP99))
 	tw.Flush()
