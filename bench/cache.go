@@ -46,6 +46,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -96,6 +98,31 @@ type cacheSample struct {
 	// bench's own process (the clients and the counting proxy) during the replay.
 	clientGCs   int
 	clientAlloc uint64
+	// gwPreempted and clientPreempted are the involuntary context switches of web3gate's
+	// threads and of the bench process's during the replay: how often the scheduler took a
+	// CPU from them while they could run (the two cores are shared with anvil and whatever
+	// else runs on the machine).
+	gwPreempted, clientPreempted int64
+}
+
+// preemptions is the sum of nonvoluntary_ctxt_switches over the threads of process pid
+// ("self": this one); 0 when /proc cannot tell.
+func preemptions(pid string) int64 {
+	tasks, _ := filepath.Glob("/proc/" + pid + "/task/*/status")
+	var n int64
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "nonvoluntary_ctxt_switches:"); ok {
+				k, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += k
+			}
+		}
+	}
+	return n
 }
 
 // classLatency is the latency distribution of one class of calls.
@@ -292,7 +319,8 @@ func measureCache(ctx context.Context, cs *children, cfg runConfig, env signEnv,
 				r+1, cfg.rounds, k, s.calls, s.elapsed.Round(time.Millisecond), s.upstream, float64(s.upstream)/float64(s.calls),
 				s.finality, us(s.p50), us(s.p99), s.errors)
 			fmt.Printf("             local: %s; upstream: %s; of which anvil: p50 %.0f µs, p90 %.0f µs, p99 %.0f µs\n", s.hit, s.miss, us(s.node.p50), us(s.node.p90), us(s.node.p99))
-			fmt.Printf("             the bench process (clients, counting proxy): %d GCs, %.1f KiB allocated per call\n", s.clientGCs, float64(s.clientAlloc)/1024/float64(s.calls))
+			fmt.Printf("             the bench process (clients, counting proxy): %d GCs, %.1f KiB allocated per call; preempted: web3gate %d times, the bench process %d\n",
+				s.clientGCs, float64(s.clientAlloc)/1024/float64(s.calls), s.gwPreempted, s.clientPreempted)
 			if s.errors > 0 {
 				run.problems = append(run.problems, fmt.Sprintf("  round %d, cache %s: %d calls answered with an error", r+1, k, s.errors))
 			}
@@ -475,6 +503,11 @@ func replay(ctx context.Context, t *target, trace []traceCall, up *upstreamCount
 	up0, fin0 := up.calls.Load(), up.finality.Load()
 	var ms0, ms1 runtime.MemStats
 	runtime.ReadMemStats(&ms0)
+	gwPID := "0"
+	if len(t.servers) > 0 && t.servers[0].cmd.Process != nil {
+		gwPID = strconv.Itoa(t.servers[0].cmd.Process.Pid)
+	}
+	gwPre0, selfPre0 := preemptions(gwPID), preemptions("self")
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range cacheWorkers {
@@ -519,6 +552,7 @@ func replay(ctx context.Context, t *target, trace []traceCall, up *upstreamCount
 		errors: int(errs.Load()), elapsed: time.Since(start)}
 	runtime.ReadMemStats(&ms1)
 	s.clientGCs, s.clientAlloc = int(ms1.NumGC-ms0.NumGC), ms1.TotalAlloc-ms0.TotalAlloc
+	s.gwPreempted, s.clientPreempted = preemptions(gwPID)-gwPre0, preemptions("self")-selfPre0
 	var hits, misses, nodes []time.Duration
 	for i, d := range lat {
 		if upstream[i] {
