@@ -27,7 +27,6 @@ package main
 // counts apart the polls of the latest and finalized blocks (eth_getBlockByNumber("latest" or
 // "finalized", false) as web3gate spells them: the cache's finality poll; the trace's own
 // latest-block call is spelled with spaces, so it counts as an upstream call).
-// The processes are not pinned to CPUs (-pin does not apply to (t)).
 // The first cacheWarmCalls of the trace are replayed unmeasured: the figures are those of a
 // gateway that has been serving the dApp for a while, not of one just started.
 //
@@ -235,12 +234,7 @@ func measureCache(ctx context.Context, cs *children, cfg runConfig, env signEnv,
 	}
 	fmt.Println("cache: starting anvil, a counting proxy and web3gate with the cache on and off...")
 	anvil := &target{key: "anvil", body: chainIDBody, headers: cred.headers()}
-	// Not pinned, whatever -pin says: pinned, anvil and both gateways shared the servers' one
-	// CPU while the clients ran on either, so each upstream call of the cached run waited for
-	// the CPU that the gateway kept busy answering the other client's hits, and a gateway that
-	// kept one CPU saturated was what the scheduler preempted for any other process; an
-	// upstream node does not share a CPU with its gateway (see docs/performance.md, (t)).
-	if err := startAnvil(ctx, cs, "", anvilBin, anvil); err != nil {
+	if err := startAnvil(ctx, cs, cfg.serverCPUs, anvilBin, anvil); err != nil {
 		return nil, err
 	}
 	node := func(method, params string) (json.RawMessage, error) {
@@ -276,7 +270,7 @@ func measureCache(ctx context.Context, cs *children, cfg runConfig, env signEnv,
 		{"on", "  enabled: true\n  local: true\n  coalesce: true\n"},
 		{"off", "  enabled: false\n  coalesce: false\n"},
 	} {
-		c, api, admin, err := startWeb3gate(ctx, cs, "", env.bin, "web3gate (cache "+g.key+")",
+		c, api, admin, err := startWeb3gate(ctx, cs, cfg.serverCPUs, env.bin, "web3gate (cache "+g.key+")",
 			anvilGatewayConfig(dir, "web3gate-cache-"+g.key+".yaml", "(t), the cache "+g.key, up.url, cred, g.cache, ""))
 		if err != nil {
 			return nil, err
@@ -583,7 +577,7 @@ func reportCache(w io.Writer, cfg runConfig, run *cacheRun) {
 		return
 	}
 	fmt.Fprintf(w, "\n===== (t) finality-aware cache: a replayed dApp workload, cache on against off =====\n")
-	fmt.Fprintf(w, "%d calls measured after %d unmeasured ones, over %d distinct keys (Zipf s=1.1, two spellings each), %d clients, anvil mining a block every %v; blocks 1..%d final; not pinned\n",
+	fmt.Fprintf(w, "%d calls measured after %d unmeasured ones, over %d distinct keys (Zipf s=1.1, two spellings each), %d clients, anvil mining a block every %v; blocks 1..%d final\n",
 		cacheTraceCalls-cacheWarmCalls, cacheWarmCalls, cacheKeys, cacheWorkers, cacheBlockEvery, cacheFinalMax)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "round\tlocal share\tupstream/call on\tupstream/call off\tlatest/finalized polls\tp50 on µs\tp50 off µs\tp95 on µs\tp95 off µs\tp99 on µs\tp99 off µs\tp99 on/off\t")
