@@ -58,7 +58,6 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/valyala/fasthttp"
 )
 
 const (
@@ -484,15 +483,9 @@ func cacheTrace(rng *rand.Rand, keys []cacheKey) []traceCall {
 type traceCall struct{ body, forward string }
 
 // replay sends the trace to t with cacheWorkers clients and measures it.
-//
-// The clients are fasthttp's, each reusing its request and response, so that what is
-// timed is web3gate (and the node behind it) rather than the client: net/http's client
-// hands each request and answer between goroutines and allocated 7 KiB a call, and the
-// bench process's garbage collections and goroutine wake-ups on the two shared cores were
-// in every latency, the cached run's tail most.
+
 func replay(ctx context.Context, t *target, trace []traceCall, up *upstreamCounter) (*cacheSample, error) {
-	client := &fasthttp.Client{MaxConnsPerHost: cacheWorkers, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
-		MaxResponseBodySize: 64 << 20}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: cacheWorkers}}
 	defer client.CloseIdleConnections()
 	lat := make([]time.Duration, len(trace))
 	upstream := make([]bool, len(trace))
@@ -512,25 +505,24 @@ func replay(ctx context.Context, t *target, trace []traceCall, up *upstreamCount
 	var wg sync.WaitGroup
 	for range cacheWorkers {
 		wg.Go(func() {
-			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-			defer fasthttp.ReleaseRequest(req)
-			defer fasthttp.ReleaseResponse(resp)
-			req.Header.SetMethod(http.MethodPost)
-			req.SetRequestURI(t.url)
-			for _, h := range t.headers {
-				req.Header.Set(h[0], h[1])
-			}
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(trace) || ctx.Err() != nil {
 					return
 				}
-				req.SetBodyString(trace[i].body)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, t.url, strings.NewReader(trace[i].body))
+				for _, h := range t.headers {
+					req.Header.Set(h[0], h[1])
+				}
 				before := up.forwards(trace[i].forward)
 				t0 := time.Now()
-				err := client.Do(req, resp)
+				resp, err := client.Do(req)
+				var body []byte
+				if err == nil {
+					body, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+				}
 				lat[i] = time.Since(t0)
-				body := resp.Body()
 				if upstream[i] = up.forwards(trace[i].forward) != before; upstream[i] {
 					if v, ok := up.forwarded.Load(trace[i].forward); ok {
 						node[i] = time.Duration(v.(*forwarded).node.Load())
@@ -538,8 +530,7 @@ func replay(ctx context.Context, t *target, trace []traceCall, up *upstreamCount
 				}
 				if err != nil || !bytes.Contains(body, []byte(`"result"`)) {
 					errs.Add(1)
-					b := string(body)
-					errOnce.Do(func() { firstErr = fmt.Errorf("%s → %s %v", trace[i].body, b, err) })
+					errOnce.Do(func() { firstErr = fmt.Errorf("%s → %s %v", trace[i].body, body, err) })
 				}
 			}
 		})
