@@ -380,12 +380,11 @@ func unhex(c byte) byte {
 	return c - 'A' + 10
 }
 
-// objectKey is key (a JSON string with its quotes) decoded.
-func objectKey(key []byte) string {
-	if k, err := readString(key); err == nil {
-		return string(k) // the compiler does not copy for a comparison or switch
-	}
-	return ""
+// objectKey is key (a JSON string with its quotes) decoded; callers switch on string(…) of
+// it, which the compiler does without a copy.
+func objectKey(key []byte) []byte {
+	k, _ := readString(key)
+	return k
 }
 
 // readBlockRef reads a block number, tag or hash, as a string or an EIP-1898 object
@@ -400,7 +399,7 @@ func readBlockRef(raw []byte, def string) (blockRef, error) {
 			if !ok {
 				break
 			}
-			switch objectKey(k) {
+			switch string(objectKey(k)) {
 			case "blockNumber":
 				num = v
 			case "blockHash":
@@ -466,8 +465,8 @@ const (
 var callFieldNames = [cfCount]string{`"chainId":`, `"from":`, `"gas":`, `"gasPrice":`, `"input":`,
 	`"maxFeePerGas":`, `"maxPriorityFeePerGas":`, `"nonce":`, `"to":`, `"value":`, ``}
 
-func callField(key string) int {
-	switch key {
+func callField(key []byte) int {
+	switch string(key) {
 	case "chainId":
 		return cfChainID
 	case "from":
@@ -583,7 +582,7 @@ func appendFilter(b, raw []byte) ([]byte, logFilter, error) {
 		if !ok {
 			break
 		}
-		switch objectKey(k) {
+		switch string(objectKey(k)) {
 		case "fromBlock":
 			from = v
 		case "toBlock":
