@@ -23,6 +23,7 @@ import (
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
 	"github.com/web3gate/web3gate/middleware/filters"
+	"github.com/web3gate/web3gate/middleware/ratelimit"
 	"github.com/web3gate/web3gate/middleware/route"
 	"github.com/web3gate/web3gate/owners"
 	"github.com/web3gate/web3gate/products"
@@ -51,6 +52,7 @@ type Config struct {
 	Products  products.Config   `yaml:"products"`
 	Cluster   lease.Config      `yaml:"cluster"`
 	Redis     redisx.Config     `yaml:"redis"`
+	RateLimit ratelimit.Config  `yaml:"rateLimit"`
 }
 
 // LogConfig is the `log:` section.
@@ -75,6 +77,8 @@ func Default() Config {
 	c.Cache.Coalesce = true
 	c.Cache.Local = true
 	c.Redis.MaxFlushDelay = redisx.DefaultMaxFlushDelay
+	c.RateLimit.Enabled = true
+	c.RateLimit.REST.Enabled = true
 	return c
 }
 
@@ -127,6 +131,7 @@ func (c *Config) SetDefaults() {
 	c.Products.SetDefaults()
 	c.Cluster.SetDefaults()
 	c.Redis.SetDefaults()
+	c.RateLimit.SetDefaults()
 }
 
 // ValidationError lists every problem found, each naming its key path.
@@ -176,6 +181,7 @@ func (c *Config) Validate() error {
 	add("products", c.Products.Validate())
 	add("cluster", c.Cluster.Validate())
 	add("redis", c.Redis.Validate())
+	add("rateLimit", c.RateLimit.Validate())
 	problems = append(problems, c.crossCheck()...)
 	if len(problems) > 0 {
 		return &ValidationError{Problems: problems}

@@ -82,17 +82,18 @@ func (e *Exchange) Authenticate(v Verifier) (*Principal, error) {
 	return &e.principal, nil
 }
 
-// Charge runs ch once per exchange, with the principal of the call that comes first (every
-// call of an exchange has the same), and returns its outcome to every call of the exchange:
-// a batch is charged once, for all of its calls, and refused whole.
-func (e *Exchange) Charge(ch Charger, p *Principal) error {
-	e.chargeOnce.Do(func() { e.charged = ch.ChargeExchange(e, p) })
+// Charge runs ch once per exchange, on the call that comes first (the calls of an exchange
+// share its client and principal), and returns its outcome to every call of the exchange: a
+// batch is charged once, for all of its calls, and refused whole.
+func (e *Exchange) Charge(ch Charger, c *Call) error {
+	e.chargeOnce.Do(func() { e.charged = ch.ChargeExchange(c) })
 	return e.charged
 }
 
-// Charger charges an exchange to a budget (a rate-limit stage), filling in e.Limit.
+// Charger charges the exchange of a call to a budget (a rate-limit stage), filling in its
+// Limit.
 type Charger interface {
-	ChargeExchange(e *Exchange, p *Principal) error
+	ChargeExchange(c *Call) error
 }
 
 // Refused is the error Charge returned, if any: it answers every call of the exchange.

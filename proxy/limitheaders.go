@@ -7,11 +7,13 @@ import (
 )
 
 // The headers of a rate-limited client's answers (the IETF draft "RateLimit header fields
-// for HTTP"; CORS exposes them to pages, see corsExposeHeaders) and Retry-After.
+// for HTTP"; CORS exposes them to pages, see corsExposeHeaders) and Retry-After, in fasthttp's
+// normalized case (header names are case-insensitive) so that SetCanonical stores them as
+// Set would.
 var (
-	hdrRateLimitLimit     = []byte("RateLimit-Limit")
-	hdrRateLimitRemaining = []byte("RateLimit-Remaining")
-	hdrRateLimitReset     = []byte("RateLimit-Reset")
+	hdrRateLimitLimit     = []byte("Ratelimit-Limit")
+	hdrRateLimitRemaining = []byte("Ratelimit-Remaining")
+	hdrRateLimitReset     = []byte("Ratelimit-Reset")
 	hdrRetryAfter         = []byte("Retry-After")
 )
 
