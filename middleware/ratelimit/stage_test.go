@@ -80,7 +80,7 @@ type counterQuotas struct {
 
 type quotaErr struct{ msg string }
 
-func (e *quotaErr) Error() string               { return e.msg }
+func (e *quotaErr) Error() string             { return e.msg }
 func (e *quotaErr) RetryAfter() time.Duration { return 90*time.Minute + time.Millisecond }
 
 func (q *counterQuotas) Charge(clientID string, units uint64) error {
@@ -218,4 +218,3 @@ func TestBatchChargedOnce(t *testing.T) {
 		t.Errorf("units %v, want 5", got)
 	}
 }
-
