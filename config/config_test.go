@@ -165,3 +165,36 @@ func TestMissingFile(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// TestRateLimitDefaults: rate limits are on by default, with the same budgets as the shipped
+// config.yaml states, and explicit false turns them off.
+func TestRateLimitDefaults(t *testing.T) {
+	c, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := Load("../config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.RateLimit.Enabled || !c.RateLimit.REST.Enabled || c.RateLimit.Replicas != 1 || c.RateLimit.RedisTimeout != 50*time.Millisecond {
+		t.Fatalf("rateLimit defaults: %+v", c.RateLimit)
+	}
+	d, s := c.RateLimit, shipped.RateLimit
+	if d.Client != s.Client || d.Principal != s.Principal || d.REST.IP != s.REST.IP || d.REST.Client != s.REST.Client ||
+		d.MaxKeys != s.MaxKeys || d.GetLogsBlocksPerUnit != s.GetLogsBlocksPerUnit || !s.Enabled || !s.REST.Enabled || len(s.Costs) != 0 ||
+		len(shipped.Server.TrustedProxies) != 0 {
+		t.Fatalf("config.yaml's rateLimit %+v differs from the defaults %+v", s, d)
+	}
+	c, err = Parse([]byte(minimal + "rateLimit: {enabled: false, rest: {enabled: false}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RateLimit.Enabled || c.RateLimit.REST.Enabled {
+		t.Fatal("explicit false overridden by a default")
+	}
+	if _, err := Parse([]byte(minimal + "rateLimit: {client: {rate: 0, burst: 3}}\nserver: {trustedProxies: [nope]}\n")); err == nil ||
+		!strings.Contains(err.Error(), "rateLimit.client.rate") || !strings.Contains(err.Error(), "server.trustedProxies[0]") {
+		t.Fatalf("bad keys: %v", err)
+	}
+}

@@ -75,10 +75,10 @@ type RESTConfig struct {
 
 // The defaults; README "Rate limits" says why these.
 var (
-	DefaultClient     = Rate{Rate: 500, Burst: 1000}
-	DefaultPrincipal  = Rate{Rate: 250, Burst: 500}
-	DefaultRESTIP     = Rate{Rate: 5, Burst: 60}
-	DefaultRESTClient = Rate{Rate: 50, Burst: 200}
+	DefaultClient     = Rate{Rate: 2000, Burst: 10000}
+	DefaultPrincipal  = Rate{Rate: 1000, Burst: 5000}
+	DefaultRESTIP     = Rate{Rate: 10, Burst: 100}
+	DefaultRESTClient = Rate{Rate: 100, Burst: 500}
 )
 
 // SetDefaults fills unset fields with their defaults (Enabled and REST.Enabled: see
