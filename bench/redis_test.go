@@ -16,3 +16,4 @@ func TestRedisFlagAndHelpers(t *testing.T) {
 		t.Errorf("jsonField of an absent member: %q", got)
 	}
 }
+
