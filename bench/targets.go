@@ -278,7 +278,7 @@ func devConfigBytes(raw []byte, api, admin int) ([]byte, error) {
 }
 
 // configBytes is devConfigBytes, with the rate-limit stage on when limited: every budget
-// raised beyond what a load spends (rate 1e9 CU/s, burst 1e9), the REST limits off.
+// raised beyond what a load spends (1e9 CU/s, burst 1e9), the REST limits off.
 func configBytes(raw []byte, api, admin int, limited bool) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
@@ -293,7 +293,7 @@ func configBytes(raw []byte, api, admin int, limited bool) ([]byte, error) {
 	}
 	if limited {
 		for _, k := range []string{"client", "principal"} {
-			sets = append(sets, struct{ path, value string }{"rateLimit." + k + ".rate", "1e9"},
+			sets = append(sets, struct{ path, value string }{"rateLimit." + k + ".rate", "1000000000"},
 				struct{ path, value string }{"rateLimit." + k + ".burst", "1000000000"})
 		}
 	}
