@@ -292,3 +292,35 @@ func TestRateLimitRedisDownFallsBackLocal(t *testing.T) {
 		t.Errorf("local fallbacks %v, want 3", got)
 	}
 }
+
+// TestRateLimitWebSocket: each WebSocket message is charged as a POST body is (a batch once,
+// the sum of its calls); a refused message gets -32005 and the socket stays open.
+func TestRateLimitWebSocket(t *testing.T) {
+	cfg := strings.Replace(devConfig(t), "  client: {rate: 2000, burst: 10000}\n", "  client: {rate: 0.001, burst: 10}\n", 1)
+	if !strings.Contains(cfg, "rate: 0.001, burst: 10}") {
+		t.Fatal("config.yaml changed: no rateLimit.client")
+	}
+	ts := startServer(t, cfg)
+	w, _ := dialWS(t, ts, "/v1/web3/mainnet", nil)
+	w.subscribe(t, "newHeads") // 5
+	if r := w.call(t, "eth_chainId"); r.Error != nil { // free
+		t.Fatalf("eth_chainId: %+v", r.Error)
+	}
+	// A batch of three reads: 3 units, 8 spent.
+	if b := w.roundTrip(t, `[{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"},{"jsonrpc":"2.0","id":2,"method":"eth_blockNumber"},{"jsonrpc":"2.0","id":3,"method":"eth_blockNumber"}]`); strings.Contains(string(b), "error") {
+		t.Fatalf("batch: %s", b)
+	}
+	// A batch of three more is refused whole.
+	b := w.roundTrip(t, `[{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"},{"jsonrpc":"2.0","id":2,"method":"eth_blockNumber"},{"jsonrpc":"2.0","id":3,"method":"eth_blockNumber"}]`)
+	if strings.Count(string(b), `"code":-32005`) != 3 {
+		t.Fatalf("batch over the budget: %s", b)
+	}
+	for i := range 2 {
+		if r := w.call(t, "eth_blockNumber"); r.Error != nil {
+			t.Fatalf("call %d: %+v", i, r.Error)
+		}
+	}
+	if r := w.call(t, "eth_blockNumber"); r.Error == nil || r.Error.Code != -32005 {
+		t.Fatalf("the 11th unit: %+v %s", r.Error, r.Result)
+	}
+}
