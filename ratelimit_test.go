@@ -302,7 +302,7 @@ func TestRateLimitWebSocket(t *testing.T) {
 	}
 	ts := startServer(t, cfg)
 	w, _ := dialWS(t, ts, "/v1/web3/mainnet", nil)
-	w.subscribe(t, "newHeads") // 5
+	w.subscribe(t, "newHeads")                         // 5 units
 	if r := w.call(t, "eth_chainId"); r.Error != nil { // free
 		t.Fatalf("eth_chainId: %+v", r.Error)
 	}

@@ -16,4 +16,3 @@ func TestRedisFlagAndHelpers(t *testing.T) {
 		t.Errorf("jsonField of an absent member: %q", got)
 	}
 }
-
