@@ -94,11 +94,11 @@ func (t *table[K]) len() int {
 // evictSample is how many keys a full shard looks at to make room.
 const evictSample = 32
 
-// put sets k's TAT (the shard is locked). A new key in a full shard first drops the keys with
+// put sets k's TAT (the shard is locked; held: k is in it). A new key in a full shard first drops the keys with
 // a full bucket among a sample; when none is, the sampled key closest to a full bucket goes
 // (it is then treated as full: the limit errs towards allowing, for that key only).
-func (s *shard[K]) put(t *table[K], k K, tat, now int64) {
-	if _, ok := s.m[k]; ok {
+func (s *shard[K]) put(t *table[K], k K, tat, now int64, held bool) {
+	if held {
 		s.m[k] = tat
 		return
 	}
@@ -144,26 +144,28 @@ func take[K1, K2 comparable](now int64, c charge[K1], d charge[K2]) verdict {
 		s2.mu.Lock()
 		defer s2.mu.Unlock()
 	}
-	tat1, ok1, wait1 := gcra(s1.m[c.key], now, c.b, c.cost)
-	var tat2 int64
-	ok2, wait2 := true, int64(0)
+	old1, held1 := s1.m[c.key]
+	tat1, ok1, wait1 := gcra(old1, now, c.b, c.cost)
+	var old2, tat2 int64
+	held2, ok2, wait2 := false, true, int64(0)
 	if s2 != nil {
-		tat2, ok2, wait2 = gcra(s2.m[d.key], now, d.b, d.cost)
+		old2, held2 = s2.m[d.key]
+		tat2, ok2, wait2 = gcra(old2, now, d.b, d.cost)
 	}
 	v := verdict{ok: ok1 && ok2}
 	if !v.ok {
 		v.retryAfter = time.Duration(max(wait1, wait2))
-		v.report(true, c.b, max(s1.m[c.key], now), now)
+		v.report(true, c.b, max(old1, now), now)
 		if s2 != nil {
-			v.report(false, d.b, max(s2.m[d.key], now), now)
+			v.report(false, d.b, max(old2, now), now)
 		}
 		return v
 	}
 	if c.cost > 0 {
-		s1.put(c.t, c.key, tat1, now)
+		s1.put(c.t, c.key, tat1, now, held1)
 	}
 	if s2 != nil && d.cost > 0 {
-		s2.put(d.t, d.key, tat2, now)
+		s2.put(d.t, d.key, tat2, now, held2)
 	}
 	v.report(true, c.b, tat1, now)
 	if s2 != nil {
