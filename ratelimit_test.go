@@ -296,7 +296,7 @@ func TestRateLimitRedisDownFallsBackLocal(t *testing.T) {
 // TestRateLimitWebSocket: each WebSocket message is charged as a POST body is (a batch once,
 // the sum of its calls); a refused message gets -32005 and the socket stays open.
 func TestRateLimitWebSocket(t *testing.T) {
-	cfg := strings.Replace(devConfig(t), "  client: {rate: 2000, burst: 10000}\n", "  client: {rate: 0.001, burst: 10}\n", 1)
+	cfg := strings.Replace(devConfig(t), "  client: {rate: 1000000, burst: 1000000}\n", "  client: {rate: 0.001, burst: 10}\n", 1)
 	if !strings.Contains(cfg, "rate: 0.001, burst: 10}") {
 		t.Fatal("config.yaml changed: no rateLimit.client")
 	}

@@ -75,8 +75,8 @@ type RESTConfig struct {
 
 // The defaults; README "Rate limits" says why these.
 var (
-	DefaultClient     = Rate{Rate: 2000, Burst: 10000}
-	DefaultPrincipal  = Rate{Rate: 1000, Burst: 5000}
+	DefaultClient     = Rate{Rate: 2000, Burst: 20000}
+	DefaultPrincipal  = Rate{Rate: 1000, Burst: 10000}
 	DefaultRESTIP     = Rate{Rate: 10, Burst: 100}
 	DefaultRESTClient = Rate{Rate: 100, Burst: 500}
 )
