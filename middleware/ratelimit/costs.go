@@ -1,6 +1,8 @@
 package ratelimit
 
 import (
+	"math"
+
 	"github.com/tidwall/gjson"
 
 	"github.com/web3gate/web3gate/internal/rpchex"
@@ -47,6 +49,15 @@ var DefaultCosts = map[string]uint64{
 	"eth_signTypedData_v4":   5,
 }
 
+// addCost is a + b, or the largest cost when that overflows: a batch of calls over huge
+// ranges must not wrap around to a small cost.
+func addCost(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
+}
+
 // openRangeUnits are the units added to eth_getLogs's base cost when its range cannot be
 // told: a block tag while the chain's head is not known.
 const openRangeUnits = 10
@@ -75,7 +86,7 @@ func (t costTable) method(m string) uint64 {
 func (s *Stage) cost(t costTable, r *jsonrpc.Request, chainID uint64) uint64 {
 	c := t.method(r.Method)
 	if r.Method == "eth_getLogs" && c > 0 {
-		c += s.logsUnits(r.Params, chainID)
+		c = addCost(c, s.logsUnits(r.Params, chainID))
 	}
 	return c
 }

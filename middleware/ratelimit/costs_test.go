@@ -50,6 +50,7 @@ func TestCosts(t *testing.T) {
 		{"logs from number to latest", "eth_getLogs", `[{"fromBlock":"0x3e8","toBlock":"latest"}]`, 2000, 2 + 10},
 		{"logs garbage bound", "eth_getLogs", `[{"fromBlock":"soon"}]`, 2000, 2 + openRangeUnits},
 		{"logs no params", "eth_getLogs", ``, 0, 2},
+		{"logs over every block", "eth_getLogs", `[{"fromBlock":"0x0","toBlock":"0xffffffffffffffff"}]`, 0, 2 + (1<<64-1)/100},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -76,5 +77,14 @@ func TestClientCosts(t *testing.T) {
 	}
 	if got := s.cost(s.defClient.costs, &call, 1); got != 4 {
 		t.Errorf("others' eth_call %d", got)
+	}
+}
+
+func TestAddCostSaturates(t *testing.T) {
+	if got := addCost(1<<63, 1<<63); got != 1<<64-1 {
+		t.Fatalf("%d", got)
+	}
+	if got := addCost(2, 3); got != 5 {
+		t.Fatalf("%d", got)
 	}
 }

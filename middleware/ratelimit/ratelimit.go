@@ -177,7 +177,7 @@ func (s *Stage) ChargeExchange(c *proxy.Call) error {
 	reqs := e.Requests()
 	for i := range reqs {
 		if reqs[i].Invalid == nil {
-			cost += s.cost(ce.costs, &reqs[i], c.ChainID)
+			cost = addCost(cost, s.cost(ce.costs, &reqs[i], c.ChainID))
 		}
 	}
 	var pl *limits
