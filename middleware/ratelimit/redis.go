@@ -7,6 +7,13 @@ import (
 	"github.com/web3gate/web3gate/internal/redisx"
 )
 
+// The shared budgets are one Lua script of web3gate's own, run through redisx (rueidis,
+// EVALSHA) rather than github.com/go-redis/redis_rate: that library's GCRA script drives
+// go-redis, a second Redis client with its own pool beside rueidis, and would bypass redisx's
+// timeouts, failure counting, circuit breaker and probe, which decide when a replica falls
+// back to its local limiter. The script also charges two budgets (client id and principal)
+// at once, both or neither, which redis_rate's one-key limiter cannot.
+
 // gcraScript charges the budgets of KEYS at once, both or neither, with Redis's clock, in
 // microseconds. ARGV holds three values per key: the interval (µs per unit), the tolerance
 // (burst × interval, µs) and the cost (units, at most the burst). A key holds its TAT and
