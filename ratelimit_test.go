@@ -324,3 +324,44 @@ func TestRateLimitWebSocket(t *testing.T) {
 		t.Fatalf("the 11th unit: %+v %s", r.Error, r.Result)
 	}
 }
+
+// TestRateLimitStalledRedis: while Redis answers nothing (DEBUG SLEEP), charges are decided
+// locally with the replica's share, answered without waiting for Redis; once it wakes the
+// shared budget is used again.
+func TestRateLimitStalledRedis(t *testing.T) {
+	up := newCountedChain(t)
+	srv := testengine.PrivateRedis(t)
+	ts := startServer(t, replicaConfig(up, srv.URL(), "t:", "rateLimit: {replicas: 2, client: {rate: 0.001, burst: 6}, principal: {rate: 1000, burst: 1000}}"))
+	url := ts.API + "/v1/web3/mainnet"
+	if code, h, body := post(t, url, blockNumberCall); code != 200 || h.Get("RateLimit-Limit") != "6" || h.Get("RateLimit-Remaining") != "5" {
+		t.Fatalf("with Redis: %d %s %s", code, limitHeaders(h), body)
+	}
+	const sleep = 6 * time.Second
+	over := srv.Stall(sleep)
+	stalled := time.Now()
+	// This replica's share: 3 units, a fresh local budget.
+	for i := range 3 {
+		if code, h, body := post(t, url, blockNumberCall); code != 200 || h.Get("RateLimit-Limit") != "3" {
+			t.Fatalf("stalled, call %d: %d %s %s", i, code, limitHeaders(h), body)
+		}
+	}
+	code, _, body := post(t, url, blockNumberCall)
+	wantLimited(t, code, body)
+	// Not a speed assertion: the answers came while Redis still slept.
+	if d := time.Since(stalled); d >= sleep-time.Second {
+		t.Fatalf("the charges waited for the sleeping Redis (%v)", d)
+	}
+	if got := metric(t, ts.Admin, "web3gate_ratelimit_local_fallback_total"); got != 4 {
+		t.Errorf("local fallbacks %v, want 4", got)
+	}
+	<-over
+	waitFor(t, "redis used again after its sleep", func() bool { return metric(t, ts.Admin, "web3gate_redis_up") == 1 })
+	// The shared budget again: 5 units were left there, 4 after this call, fewer when a
+	// charge sent before the replica gave up on the sleeping Redis ran once it woke (such a
+	// charge counts twice: the limit errs on the strict side).
+	code, h, body := post(t, url, blockNumberCall)
+	left, _ := strconv.Atoi(h.Get("RateLimit-Remaining"))
+	if code != 200 || h.Get("RateLimit-Limit") != "6" || left > 4 || left < 4-3 {
+		t.Fatalf("Redis back: %d %s %s", code, limitHeaders(h), body)
+	}
+}
