@@ -57,6 +57,9 @@ func (r *RESTRequest) SetLimit(l LimitInfo) {
 // server.trustedProxies, the right-most address of the X-Forwarded-For headers that is not
 // (see ForwardedFor).
 func (r *RESTRequest) SourceIP() netip.Addr {
+	if r.header == nil || len(r.trusted) == 0 {
+		return peerAddr(r.RemoteAddr)
+	}
 	return ForwardedFor(peerAddr(r.RemoteAddr), r.trusted, r.header.PeekAll("X-Forwarded-For"))
 }
 
