@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -231,17 +232,11 @@ func getH(t *testing.T, url string, headers ...string) (int, http.Header, string
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var b strings.Builder
-	_, _ = fmt.Fprint(&b, "")
-	buf := make([]byte, 4096)
-	for {
-		n, err := resp.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return resp.StatusCode, resp.Header, b.String()
+	return resp.StatusCode, resp.Header, string(b)
 }
 
 // TestRateLimitSharedOnRedis: two replicas on one Redis spend one budget.
