@@ -71,7 +71,6 @@ type Stage struct {
 	lastLog   atomic.Int64 // unix nanoseconds of the last fallback log
 	logEvery  time.Duration
 	notLogged atomic.Int64
-	now       func() time.Time
 }
 
 var _ proxy.Stage = (*Stage)(nil)
@@ -113,7 +112,6 @@ func New(cfg Config, deps Deps) (*Stage, error) {
 		restIP:     newLimits(cfg.REST.IP, cfg.Replicas),
 		restClient: newLimits(cfg.REST.Client, cfg.Replicas),
 		logEvery:   time.Minute,
-		now:        time.Now,
 	}
 	if s.redis != nil {
 		s.script = redisx.NewScript(gcraScript)
@@ -215,7 +213,7 @@ func (s *Stage) ChargeExchange(c *proxy.Call) error {
 // of l2 (t2): on Redis when it is configured and answers, else locally with this replica's
 // share. p1 and p2 prefix the keys in Redis.
 func (s *Stage) charge(t1 *table[string], k1 string, l1 *limits, t2 *table[string], k2 string, l2 *limits, cost uint64, p1, p2 string) verdict {
-	now := s.now()
+	now := time.Now()
 	if s.redis != nil {
 		if s.redis.Up() {
 			keys := []string{s.prefix + p1 + k1}
@@ -316,7 +314,7 @@ func (rl *restLimited) ServeREST(r *proxy.RESTRequest) (*proxy.RESTResponse, err
 
 // chargeIP charges a request from ip to its REST budget.
 func (s *Stage) chargeIP(ip netip.Addr) verdict {
-	now := s.now()
+	now := time.Now()
 	if s.redis != nil {
 		if s.redis.Up() {
 			if v, ok := s.shared([]string{s.prefix + "ip:" + ip.String()}, []*budget{&s.restIP.shared}, 1); ok {
@@ -326,9 +324,4 @@ func (s *Stage) chargeIP(ip netip.Addr) verdict {
 		s.fellBack()
 	}
 	return take(now.UnixNano(), charge[netip.Addr]{t: s.restIPs, key: ip, b: &s.restIP.local, cost: 1}, charge[string]{})
-}
-
-// Keys reports the keys the local limiter holds, by kind, for tests and the metrics.
-func (s *Stage) Keys() (clients, principals, restClients, ips int) {
-	return s.rpcClients.len(), s.rpcPrincipals.len(), s.restClients.len(), s.restIPs.len()
 }
