@@ -26,9 +26,10 @@ import (
 )
 
 // BenchmarkHandleLocal measures the whole public handler, auth to response, on a locally
-// answered eth_chainId: web3gate's own cost per request without sockets.
+// answered eth_chainId: web3gate's own cost per request without sockets (and without the
+// rate-limit stage: BenchmarkHandleRateLimited adds it).
 func BenchmarkHandleLocal(b *testing.B) {
-	h := benchHandler(b, upstreamConfig("", "http://127.0.0.1:9"), false)
+	h := benchHandler(b, upstreamConfig("rateLimit: {enabled: false}\n", "http://127.0.0.1:9"), false)
 	var req fasthttp.Request
 	req.Header.SetMethod("POST")
 	req.SetRequestURI("/v1/web3/mainnet")

@@ -86,6 +86,11 @@ func (e *Exchange) Authenticate(v Verifier) (*Principal, error) {
 // share its client and principal), and returns its outcome to every call of the exchange: a
 // batch is charged once, for all of its calls, and refused whole.
 func (e *Exchange) Charge(ch Charger, c *Call) error {
+	if !e.Batch {
+		// Its one call: nothing to share, and no lock to take.
+		e.charged = ch.ChargeExchange(c)
+		return e.charged
+	}
 	e.chargeOnce.Do(func() { e.charged = ch.ChargeExchange(c) })
 	return e.charged
 }

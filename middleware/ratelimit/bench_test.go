@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"testing"
+	"time"
 
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
@@ -16,7 +17,7 @@ func BenchmarkCharge(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		cost := s.cost(ce.costs, &r, 1)
-		v := s.charge(s.rpcClients, "client-id", &ce.limits, s.rpcPrincipals, "principal", &s.defPrinc, cost, "c:", "p:")
+		v := s.charge(time.Now(), s.rpcClients, "client-id", &ce.limits, s.rpcPrincipals, "principal", &s.defPrinc, cost, "c:", "p:")
 		if !v.ok {
 			b.Fatal("refused")
 		}

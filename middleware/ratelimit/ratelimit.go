@@ -184,7 +184,13 @@ func (s *Stage) ChargeExchange(c *proxy.Call) error {
 			pl = &s.defPrinc
 		}
 	}
-	v := s.charge(s.rpcClients, clientID, &ce.limits, s.rpcPrincipals, principal, pl, cost, "c:", "p:")
+	// The exchange's start is the time the request came (fasthttp read the clock for it
+	// already): one clock read less per request.
+	now := e.Start
+	if now.IsZero() {
+		now = time.Now()
+	}
+	v := s.charge(now, s.rpcClients, clientID, &ce.limits, s.rpcPrincipals, principal, pl, cost, "c:", "p:")
 	e.Limit = limitInfo(&v)
 	if !v.ok {
 		ce.m.limited.Inc()
@@ -209,11 +215,10 @@ func (s *Stage) ChargeExchange(c *proxy.Call) error {
 	return nil
 }
 
-// charge charges cost to key k1 of budget l1 (table t1) and, when k2 is not empty, to key k2
-// of l2 (t2): on Redis when it is configured and answers, else locally with this replica's
+// charge charges cost at now to key k1 of budget l1 (table t1) and, when k2 is not empty, to
+// key k2 of l2 (t2): on Redis when it is configured and answers, else locally with this replica's
 // share. p1 and p2 prefix the keys in Redis.
-func (s *Stage) charge(t1 *table[string], k1 string, l1 *limits, t2 *table[string], k2 string, l2 *limits, cost uint64, p1, p2 string) verdict {
-	now := time.Now()
+func (s *Stage) charge(now time.Time, t1 *table[string], k1 string, l1 *limits, t2 *table[string], k2 string, l2 *limits, cost uint64, p1, p2 string) verdict {
 	if s.redis != nil {
 		if s.redis.Up() {
 			keys := []string{s.prefix + p1 + k1}
@@ -296,7 +301,7 @@ func (rl *restLimited) ServeREST(r *proxy.RESTRequest) (*proxy.RESTResponse, err
 	var m *clientMetrics
 	if id != "" && s.known != nil && s.known(id) {
 		m = s.m.client(id)
-		v = s.charge(s.restClients, id, &s.restClient, nil, "", nil, 1, "rc:", "")
+		v = s.charge(time.Now(), s.restClients, id, &s.restClient, nil, "", nil, 1, "rc:", "")
 	} else {
 		m = s.m.anonymous
 		v = s.chargeIP(r.SourceIP())
