@@ -304,8 +304,9 @@ func (l *readLoad) end(t *testing.T) {
 func TestRedisKilledUnderReadLoad(t *testing.T) {
 	up := newCountedChain(t)
 	srv := testengine.PrivateRedis(t)
-	// No local level: every read asks Redis, so the kill hits the reads themselves.
-	ts := startServer(t, replicaConfig(up, srv.URL(), "t:", "cache: {local: false}"))
+	// No local level: every read asks Redis, so the kill hits the reads themselves. No rate
+	// limit: its script would meet the kill first, and the reads are a load of one principal.
+	ts := startServer(t, replicaConfig(up, srv.URL(), "t:", "cache: {local: false}\nrateLimit: {enabled: false}"))
 	hash := up.genesisHash(t)
 
 	load := startReadLoad(t, ts.API, hash)
@@ -335,7 +336,7 @@ func TestRedisKilledUnderReadLoad(t *testing.T) {
 func TestStalledRedisDoesNotHoldReads(t *testing.T) {
 	up := newCountedChain(t)
 	srv := testengine.PrivateRedis(t)
-	ts := startServer(t, replicaConfig(up, srv.URL(), "t:", "cache: {local: false}"))
+	ts := startServer(t, replicaConfig(up, srv.URL(), "t:", "cache: {local: false}\nrateLimit: {enabled: false}"))
 	hash := up.genesisHash(t)
 	load := startReadLoad(t, ts.API, hash)
 	waitFor(t, "reads answered from Redis", func() bool { return metric(t, ts.Admin, blockByHashHit) >= 50 })

@@ -29,6 +29,7 @@ import (
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
 	"github.com/web3gate/web3gate/middleware/filters"
+	"github.com/web3gate/web3gate/middleware/ratelimit"
 	"github.com/web3gate/web3gate/middleware/ratelimit/quota"
 	"github.com/web3gate/web3gate/middleware/route"
 	"github.com/web3gate/web3gate/middleware/sign"
@@ -238,7 +239,11 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	}
 	defer filterStage.Close()
 
-	routes, cacheStage, authStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, filterStage, db, fs, cache.Deps{Redis: rc, Shared: shared})
+	limiter, err := newLimiter(cfg, log, reg, rc, ups, quotas)
+	if err != nil {
+		return err
+	}
+	routes, cacheStage, authStage, err := buildRoutes(ctx, cfg, log, reg, ups, signStage, filterStage, db, fs, limiter, cache.Deps{Redis: rc, Shared: shared})
 	if err != nil {
 		return err
 	}
@@ -252,10 +257,11 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		}
 	}
 	routes = append(routes,
-		&proxy.Route{Name: "token", Method: http.MethodGet, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}/{tokenId}", REST: md.TokenHandler()},
-		&proxy.Route{Name: "contract", Method: http.MethodGet, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}", REST: md.ContractHandler()},
-		&proxy.Route{Name: "owners", Method: http.MethodGet, Pattern: "/v1/owners", REST: own.Handler()},
-		&proxy.Route{Name: "products", Method: http.MethodGet, Pattern: "/v1/products", REST: catalog.ListHandler()},
+		// The public REST routes: limited per client id or source address (rateLimit.rest).
+		&proxy.Route{Name: "token", Method: http.MethodGet, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}/{tokenId}", REST: limiter.REST(md.TokenHandler())},
+		&proxy.Route{Name: "contract", Method: http.MethodGet, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}", REST: limiter.REST(md.ContractHandler())},
+		&proxy.Route{Name: "owners", Method: http.MethodGet, Pattern: "/v1/owners", REST: limiter.REST(own.Handler())},
+		&proxy.Route{Name: "products", Method: http.MethodGet, Pattern: "/v1/products", REST: limiter.REST(catalog.ListHandler())},
 	)
 
 	srv, err := proxy.New(cfg.Server, proxy.Deps{
@@ -347,11 +353,12 @@ func newFilterStage(cfg *config.Config, db *store.DB, ups *upstreams.Set, fs *fe
 	return st, nil
 }
 
-// buildRoutes compiles the stage chains of the public routes, once. cacheDeps brings the
+// buildRoutes compiles the stage chains of the public routes, once; limiter is the
+// rate-limit stage, right after auth when rateLimit.enabled. cacheDeps brings the
 // response cache's shared level (Redis and the chains it holds); fs the chains' live feeds,
 // for eth_subscribe; filterStage (nil: none) answers the HTTP filter methods before the
 // cache. It returns the auth stage too, which verifies WebSocket upgrades.
-func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set, signer *sign.Stage, filterStage *filters.Stage, db *store.DB, fs *feeds.Set, cacheDeps cache.Deps) ([]*proxy.Route, *cache.Stage, *auth.Stage, error) {
+func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, ups *upstreams.Set, signer *sign.Stage, filterStage *filters.Stage, db *store.DB, fs *feeds.Set, limiter *ratelimit.Stage, cacheDeps cache.Deps) ([]*proxy.Route, *cache.Stage, *auth.Stage, error) {
 	tokens, err := auth.NewStaticTokens(cfg.Auth.Tokens)
 	if err != nil {
 		return nil, nil, nil, err
@@ -395,7 +402,11 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	stages := []proxy.Stage{authStage, routeStage, subscribeStage}
+	stages := []proxy.Stage{authStage}
+	if cfg.RateLimit.Enabled {
+		stages = append(stages, limiter)
+	}
+	stages = append(stages, routeStage, subscribeStage)
 	if filterStage != nil {
 		stages = append(stages, filterStage)
 	}
@@ -418,6 +429,31 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 			REST: signer.TransactionHandler(authStage)})
 	}
 	return routes, cacheStage, authStage, nil
+}
+
+// newLimiter builds the rate-limit stage (of the JSON-RPC routes and the REST ones), its
+// budgets shared through Redis when rc is not nil; the exchanges it allows are charged to
+// quotas (when quotas.enabled).
+func newLimiter(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, rc *redisx.Client, ups *upstreams.Set, quotas *quota.Book) (*ratelimit.Stage, error) {
+	clients := map[string]bool{}
+	for _, c := range cfg.Auth.Clients {
+		clients[c.ID] = true
+	}
+	var q ratelimit.Quotas
+	if cfg.Quotas.Enabled {
+		q = quotas
+	}
+	return ratelimit.New(cfg.RateLimit, ratelimit.Deps{
+		Registry: reg, Logger: log.Named("ratelimit"), Redis: rc,
+		Head: func(id uint64) uint64 {
+			if p, ok := ups.Pool(id); ok {
+				return p.Head()
+			}
+			return 0
+		},
+		KnownClient: func(id string) bool { return clients[id] },
+		Quotas:      q,
+	})
 }
 
 // adminDeps are what the admin listener serves from.

@@ -152,7 +152,14 @@ func devConfig(t testing.TB) string {
         allowedRecipients: ["0x000000000000000000000000000000000000dEaD"]
         maxValue: "1000"
 `, 1)
-	for _, want := range []string{"maxBodyBytes: 4096", "maxBatch: 5", "pollInterval: 100ms", `maxValue: "1000"`} {
+	// The tests poll the REST routes every 20ms from one address until an index catches up,
+	// and load one client and principal beyond the shipped budgets (500 concurrent sends and
+	// more); ratelimit_test.go tests the limits.
+	s = strings.Replace(s, "ip: {rate: 10, burst: 100}", "ip: {rate: 1000, burst: 1000}", 1)
+	s = strings.Replace(s, "client: {rate: 2000, burst: 20000}", "client: {rate: 1000000, burst: 1000000}", 1)
+	s = strings.Replace(s, "principal: {rate: 1000, burst: 10000}", "principal: {rate: 1000000, burst: 1000000}", 1)
+	for _, want := range []string{"maxBodyBytes: 4096", "maxBatch: 5", "pollInterval: 100ms", `maxValue: "1000"`, "ip: {rate: 1000, burst: 1000}",
+		"client: {rate: 1000000, burst: 1000000}", "principal: {rate: 1000000, burst: 1000000}"} {
 		if !strings.Contains(s, want) {
 			t.Fatalf("devConfig: config.yaml changed, %q not set", want)
 		}

@@ -33,6 +33,12 @@
 //	    (cache.local: false) and whose Redis (a private redis-server) holds the answer, against
 //	    (b) measured in the same rounds
 //
+// and the rate limits (ratelimit.go):
+//
+//	(l) web3gate answering eth_chainId itself as (b), every request charged a compute unit by
+//	    the rate-limit stage (a budget it never spends), against (b) without the stage in the
+//	    same rounds. Target: throughput l/b ≥ 0.95
+//
 // and real-time delivery over WebSocket (ws.go):
 //
 //	(w) 10,000 newHeads and 1,000 logs subscribers, one socket each, on web3gate's embedded
@@ -52,7 +58,8 @@
 // and 1 when something could not run, the load got errors, or (g)'s nonces do not add up.
 // -only proxy measures (a)-(e) alone, -only signing (f), (g) and (g') alone, -only products (p) alone,
 // -only owners (i) and (o) alone, -only redis (b) and (r) alone (redis-server from Debian's
-// redis-server package), -only ws (w) and (w0) alone, -only cache (t) alone.
+// redis-server package), -only ws (w) and (w0) alone, -only cache (t) alone, -only ratelimit (b) and
+// (l) alone.
 //
 // Every server runs as a child process on free 127.0.0.1 ports, built from this module
 // (web3gate with `go build .`, bench/bare), anvil from `npm ci --prefix e2e`; the load is
@@ -98,7 +105,7 @@ type options struct {
 	rounds, threads, conns        int
 	pin, forwarder                bool
 	src                           string
-	only                          string   // "", "proxy", "signing", "products", "owners", "redis", "ws" or "cache"
+	only                          string   // "", "proxy", "signing", "products", "owners", "redis", "ws", "cache" or "ratelimit"
 	signTargets                   []string // the signing measurements to run; none: all
 	postgres                      string   // admin connection string of (f2) and (g2)'s PostgreSQL
 	ws                            wsOptions
@@ -135,7 +142,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.postgres, "postgres", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
 		"PostgreSQL of (f2) and (g2): a connection string of an existing database, from which each of their rounds creates a database of its own (CREATE DATABASE) and drops it after")
 	signTargets := fs.String("sign-targets", "", `the signing measurements to run, comma separated (of f, g, g', f2, g2); empty: all`)
-	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f), (g), (g'), (f2) and (g2), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index; "redis": only (b) and (r), a read answered by Redis; "ws": only (w) and (w0), WebSocket subscribers; "cache": only (t), a replayed dApp workload with the response cache on and off`)
+	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f), (g), (g'), (f2) and (g2), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index; "redis": only (b) and (r), a read answered by Redis; "ws": only (w) and (w0), WebSocket subscribers; "cache": only (t), a replayed dApp workload with the response cache on and off; "ratelimit": only (b) and (l), the rate-limit stage's cost`)
 	fs.IntVar(&o.ws.heads, "ws-heads", 10_000, "(w): newHeads subscribers, one socket each")
 	fs.IntVar(&o.ws.logs, "ws-logs", 1_000, "(w): logs subscribers, one socket each")
 	fs.IntVar(&o.ws.blocks, "ws-blocks", 20, "(w): measured blocks a round")
@@ -160,8 +167,8 @@ func parseFlags(args []string) (options, error) {
 	if o.rounds < 1 || o.threads < 1 || o.conns < o.threads {
 		return o, errors.New("-rounds and -threads must be at least 1, -connections at least -threads")
 	}
-	if o.only != "" && !slices.Contains([]string{"proxy", "signing", "products", "owners", "redis", "ws", "cache"}, o.only) {
-		return o, fmt.Errorf(`-only %q: must be "proxy", "signing", "products", "owners", "redis", "ws" or "cache"`, o.only)
+	if o.only != "" && !slices.Contains([]string{"proxy", "signing", "products", "owners", "redis", "ws", "cache", "ratelimit"}, o.only) {
+		return o, fmt.Errorf(`-only %q: must be "proxy", "signing", "products", "owners", "redis", "ws", "cache" or "ratelimit"`, o.only)
 	}
 	if o.ws.heads < 0 || o.ws.logs < 0 || o.ws.heads+o.ws.logs < 1 || o.ws.blocks < 1 || o.ws.warmups < 0 {
 		return o, errors.New("-ws-heads and -ws-logs must be at least 0 and not both 0, -ws-blocks at least 1, -ws-warmup at least 0")
@@ -341,14 +348,25 @@ func run(args []string) (err error) {
 			return err
 		}
 	}
+	var limits *rateLimitRun
+	if o.only == "" || o.only == "ratelimit" {
+		limits, err = measureRateLimit(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin})
+		if err != nil {
+			return err
+		}
+		if _, err := cs.stopAll(); err != nil {
+			return err
+		}
+	}
 	report(os.Stdout, info, cfg, targets, rounds, specs, signRounds)
 	reportProducts(os.Stdout, cfg, prods)
 	reportOwners(os.Stdout, cfg, owns)
 	shared.report(os.Stdout, cfg)
 	reportWS(os.Stdout, cfg, rt)
 	reportCache(os.Stdout, cfg, cached)
+	limits.report(os.Stdout, cfg)
 	var bad []string
-	for _, b := range []string{failures(rounds), signFailures(signRounds), productsFailures(prods), ownersFailures(owns), shared.failures(), wsFailures(rt), cacheFailures(cached)} {
+	for _, b := range []string{failures(rounds), signFailures(signRounds), productsFailures(prods), ownersFailures(owns), shared.failures(), wsFailures(rt), cacheFailures(cached), limits.failures()} {
 		if b != "" {
 			bad = append(bad, b)
 		}

@@ -201,6 +201,7 @@ owners:
       maxBlockRange: %d
       pollInterval: 200ms
       progressLogInterval: 5s
+rateLimit: {enabled: false, rest: {enabled: false}}
 `, api, admin, level, cred.clientID, hex.EncodeToString(sum[:]), filepath.Join(dir, "jwt-signing-key.pem"),
 			anvilChainID, anvilChainID, ownersChainName, anvilURL, filepath.Join(dir, "web3gate.db"), filepath.Join(dir, "keystore"),
 			anvilChainID, ownersBlockRange)

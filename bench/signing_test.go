@@ -110,7 +110,7 @@ wallet:
 }
 
 func TestParseFlagsOnly(t *testing.T) {
-	for _, args := range [][]string{{"-only", "signing"}, {"-only", "proxy"}, {}} {
+	for _, args := range [][]string{{"-only", "signing"}, {"-only", "proxy"}, {"-only", "ratelimit"}, {}} {
 		if _, err := parseFlags(args); err != nil {
 			t.Errorf("%v: %v", args, err)
 		}

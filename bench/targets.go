@@ -270,21 +270,68 @@ func devConfig(root, dir string) func(api, admin int) (string, error) {
 	}
 }
 
+// devConfigBytes is the shipped config raw with the listeners on the given ports, the log
+// level at warn and the rate limits off: each measurement loads one client far beyond the
+// shipped budgets, and (l) alone measures what the limits cost.
 func devConfigBytes(raw []byte, api, admin int) ([]byte, error) {
+	return configBytes(raw, api, admin, false)
+}
+
+// configBytes is devConfigBytes, with the rate-limit stage on when limited: every budget
+// raised beyond what a load spends (1e9 CU/s, burst 1e9), the REST limits off.
+func configBytes(raw []byte, api, admin int, limited bool) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
 		return nil, err
 	}
-	for _, set := range []struct{ path, value string }{
+	sets := []struct{ path, value string }{
 		{"server.listen", fmt.Sprintf("127.0.0.1:%d", api)},
 		{"admin.listen", fmt.Sprintf("127.0.0.1:%d", admin)},
 		{"log.level", "warn"},
-	} {
-		if err := setYAML(&doc, set.path, set.value); err != nil {
+		{"rateLimit.enabled", fmt.Sprint(limited)},
+		{"rateLimit.rest.enabled", "false"},
+	}
+	if limited {
+		for _, k := range []string{"client", "principal"} {
+			sets = append(sets, struct{ path, value string }{"rateLimit." + k + ".rate", "1000000000"},
+				struct{ path, value string }{"rateLimit." + k + ".burst", "1000000000"})
+		}
+	}
+	if err := ensureMappings(&doc, "rateLimit", "rest"); err != nil {
+		return nil, err
+	}
+	for _, set := range sets {
+		if err := setOrAddYAML(&doc, set.path, set.value); err != nil {
 			return nil, err
 		}
 	}
 	return yaml.Marshal(&doc)
+}
+
+// ensureMappings adds the mapping keys[0], and keys[1] within it and so on, to a YAML
+// document that lacks them.
+func ensureMappings(doc *yaml.Node, keys ...string) error {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	for _, key := range keys {
+		if n.Kind != yaml.MappingNode {
+			return fmt.Errorf("%s: not in a mapping", key)
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+			}
+		}
+		if next == nil {
+			next = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key}, next)
+		}
+		n = next
+	}
+	return nil
 }
 
 // setYAML sets the scalar at a dotted key path of a YAML document.
@@ -368,6 +415,7 @@ cache:
       urls: [%s]
 devchain:
   enabled: false
+rateLimit: {enabled: false, rest: {enabled: false}}
 %s`, what, api, admin, cred.clientID, hex.EncodeToString(sum[:]), cache, anvilChainID, anvilChainID, anvilURL, extra)
 		path := filepath.Join(dir, file)
 		return path, os.WriteFile(path, []byte(cfg), 0o600)

@@ -85,7 +85,7 @@ func TestSetYAML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"listen: 127.0.0.1:1", "listen: 127.0.0.1:2", "level: warn"} {
+	for _, want := range []string{"listen: 127.0.0.1:1", "listen: 127.0.0.1:2", "level: warn", "rateLimit:\n    rest:\n        enabled: false\n    enabled: false"} {
 		if !strings.Contains(string(cfg), want) {
 			t.Errorf("config lacks %q:\n%s", want, cfg)
 		}

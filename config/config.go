@@ -23,6 +23,7 @@ import (
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
 	"github.com/web3gate/web3gate/middleware/filters"
+	"github.com/web3gate/web3gate/middleware/ratelimit"
 	"github.com/web3gate/web3gate/middleware/ratelimit/quota"
 	"github.com/web3gate/web3gate/middleware/route"
 	"github.com/web3gate/web3gate/owners"
@@ -53,6 +54,7 @@ type Config struct {
 	Cluster   lease.Config      `yaml:"cluster"`
 	Redis     redisx.Config     `yaml:"redis"`
 	Quotas    quota.Config      `yaml:"quotas"`
+	RateLimit ratelimit.Config  `yaml:"rateLimit"`
 }
 
 // LogConfig is the `log:` section.
@@ -77,6 +79,8 @@ func Default() Config {
 	c.Cache.Coalesce = true
 	c.Cache.Local = true
 	c.Redis.MaxFlushDelay = redisx.DefaultMaxFlushDelay
+	c.RateLimit.Enabled = true
+	c.RateLimit.REST.Enabled = true
 	return c
 }
 
@@ -130,6 +134,7 @@ func (c *Config) SetDefaults() {
 	c.Cluster.SetDefaults()
 	c.Redis.SetDefaults()
 	c.Quotas.SetDefaults()
+	c.RateLimit.SetDefaults()
 }
 
 // ValidationError lists every problem found, each naming its key path.
@@ -180,6 +185,7 @@ func (c *Config) Validate() error {
 	add("cluster", c.Cluster.Validate())
 	add("redis", c.Redis.Validate())
 	add("quotas", c.Quotas.Validate())
+	add("rateLimit", c.RateLimit.Validate())
 	problems = append(problems, c.crossCheck()...)
 	if len(problems) > 0 {
 		return &ValidationError{Problems: problems}
@@ -217,6 +223,9 @@ func (c *Config) crossCheck() []string {
 				problems = append(problems, fmt.Sprintf("routing.extraNamespaces[%d]: %s is refused while the embedded dev chain runs: its in-process node would act on the web3gate process itself", i, ns))
 			}
 		}
+	}
+	if c.Quotas.Enabled && !c.RateLimit.Enabled {
+		problems = append(problems, "quotas.enabled: true needs rateLimit.enabled: true (the rate-limit stage prices each request and charges the quotas)")
 	}
 	if c.Cache.Enabled && !c.Cache.Local && !c.Redis.Enabled() {
 		problems = append(problems, "cache.local: false needs redis.url (with neither level nothing is cached; to cache nothing set cache.enabled: false)")

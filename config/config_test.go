@@ -132,6 +132,7 @@ func TestRejects(t *testing.T) {
 		{"cache without a level", minimal + "cache: {local: false}\n", []string{"cache.local: false needs redis.url"}},
 		{"quotas", minimal + "quotas: {enabled: true, flushInterval: 1ms, clients: [{clientId: abc}, {clientId: abc, daily: 5}]}\n", []string{
 			"quotas.flushInterval: must be between 10ms and 1h0m0s", "quotas.clients[0]: daily and monthly are both 0", `quotas.clients[1].clientId: "abc" is also clients[0]`}},
+		{"quotas without rate limits", minimal + "quotas: {enabled: true}\nrateLimit: {enabled: false}\n", []string{"quotas.enabled: true needs rateLimit.enabled: true"}},
 		{"cache entry bound", minimal + "cache: {maxEntryBytes: 100}\n", []string{"cache.maxEntryBytes: must be from 1024 to maxBytes"}},
 		{"dev token with real mainnet", strings.Replace(minimal, "clients: [{id: c1}]", "clients: [{id: web3gate-dev}]\n  tokens: [{sha256: b1e46dbebcf3fa8cd6338efbcd8a0e6d8a4efe3e802280151c1bad9eea00a361, principal: dev}]", 1), []string{
 			`auth.tokens[0]: the dev token "dev-access-token" is accepted only while the embedded dev chain serves mainnet`,
@@ -168,5 +169,38 @@ func TestMissingFile(t *testing.T) {
 	_, err := Load("does-not-exist.yaml")
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestRateLimitDefaults: rate limits are on by default, with the same budgets as the shipped
+// config.yaml states, and explicit false turns them off.
+func TestRateLimitDefaults(t *testing.T) {
+	c, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := Load("../config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.RateLimit.Enabled || !c.RateLimit.REST.Enabled || c.RateLimit.Replicas != 1 || c.RateLimit.RedisTimeout != 50*time.Millisecond {
+		t.Fatalf("rateLimit defaults: %+v", c.RateLimit)
+	}
+	d, s := c.RateLimit, shipped.RateLimit
+	if d.Client != s.Client || d.Principal != s.Principal || d.REST.IP != s.REST.IP || d.REST.Client != s.REST.Client ||
+		d.MaxKeys != s.MaxKeys || d.GetLogsBlocksPerUnit != s.GetLogsBlocksPerUnit || !s.Enabled || !s.REST.Enabled || len(s.Costs) != 0 ||
+		len(shipped.Server.TrustedProxies) != 0 {
+		t.Fatalf("config.yaml's rateLimit %+v differs from the defaults %+v", s, d)
+	}
+	c, err = Parse([]byte(minimal + "rateLimit: {enabled: false, rest: {enabled: false}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RateLimit.Enabled || c.RateLimit.REST.Enabled {
+		t.Fatal("explicit false overridden by a default")
+	}
+	if _, err := Parse([]byte(minimal + "rateLimit: {client: {rate: 0, burst: 3}}\nserver: {trustedProxies: [nope]}\n")); err == nil ||
+		!strings.Contains(err.Error(), "rateLimit.client.rate") || !strings.Contains(err.Error(), "server.trustedProxies[0]") {
+		t.Fatalf("bad keys: %v", err)
 	}
 }

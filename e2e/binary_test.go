@@ -176,6 +176,10 @@ upstreams:
     - chainId: %d
       name: anvil
       urls: [%s]
+# The load tests send as fast as they can, past the shipped budgets (README "Rate limits").
+rateLimit:
+  client: {rate: 1000000, burst: 1000000}
+  principal: {rate: 1000000, burst: 1000000}
 %s`, sha256Hex("e2e-token"), chainID, chainID, strings.Join(urls, ", "), extra)
 }
 

@@ -54,14 +54,21 @@ type Exchange struct {
 	principal Principal
 	fatal     error
 
+	// Limit is what a rate-limit stage reported of the exchange's budget (Exchange.Charge):
+	// the writer sends it in the RateLimit-* headers (and Retry-After when refused) of an HTTP
+	// answer. Zero: no limit applied.
+	Limit      LimitInfo
+	chargeOnce sync.Once
+	charged    error
+
 	single Call            // the call of a non-batch request, allocated with the exchange
 	msg    jsonrpc.Message // the parsed body
 
 	// inline holds the copy of a small body and the strings above (newExchange): an
 	// eth_getBalance or a short eth_call with its headers fits. Its size brings the exchange
-	// to 632 bytes on 64-bit platforms, 640 with the allocator's 8-byte header of an object
+	// to 696 bytes on 64-bit platforms, 704 with the allocator's 8-byte header of an object
 	// with pointers over 512 bytes: a size class, so nothing is wasted (TestExchangeSize).
-	inline [176]byte
+	inline [192]byte
 }
 
 // Authenticate runs verify once per exchange, on a principal the exchange holds, and
@@ -73,6 +80,42 @@ func (e *Exchange) Authenticate(v Verifier) (*Principal, error) {
 		return nil, e.fatal
 	}
 	return &e.principal, nil
+}
+
+// Charge runs ch once per exchange, on the call that comes first (the calls of an exchange
+// share its client and principal), and returns its outcome to every call of the exchange: a
+// batch is charged once, for all of its calls, and refused whole.
+func (e *Exchange) Charge(ch Charger, c *Call) error {
+	if !e.Batch {
+		// Its one call: nothing to share, and no lock to take.
+		e.charged = ch.ChargeExchange(c)
+		return e.charged
+	}
+	e.chargeOnce.Do(func() { e.charged = ch.ChargeExchange(c) })
+	return e.charged
+}
+
+// Charger charges the exchange of a call to a budget (a rate-limit stage), filling in its
+// Limit.
+type Charger interface {
+	ChargeExchange(c *Call) error
+}
+
+// Refused is the error Charge returned, if any: it answers every call of the exchange.
+func (e *Exchange) Refused() error { return e.charged }
+
+// Requests are the requests of the exchange, a batch's elements in order (those with
+// Invalid set are answered with that error and never served).
+func (e *Exchange) Requests() []jsonrpc.Request { return e.msg.Requests }
+
+// LimitInfo is an exchange's budget as a rate limit reports it in the IETF draft's
+// RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset headers, in whole units and
+// seconds. Limit 0: none applied.
+type LimitInfo struct {
+	Limit      uint32 // the burst: the most the budget holds
+	Remaining  uint32 // left once the exchange is charged (refused: left without it)
+	Reset      uint32 // seconds until the budget is full again
+	RetryAfter uint32 // refused: seconds until the exchange would be allowed; 0 when allowed
 }
 
 // Verifier authenticates an exchange, filling in its principal.

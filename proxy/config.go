@@ -34,6 +34,10 @@ type Config struct {
 	CORS CORSConfig `yaml:"cors"`
 	// WebSocket is JSON-RPC over WebSocket on the JSON-RPC routes, and its limits.
 	WebSocket WebSocketConfig `yaml:"websocket"`
+	// TrustedProxies are the addresses (CIDRs, or single IPs) of the proxies in front of
+	// web3gate whose X-Forwarded-For header tells a request's source address; empty: none
+	// (the TCP peer is the source).
+	TrustedProxies []string `yaml:"trustedProxies"`
 }
 
 // WebSocketConfig is `server.websocket`: JSON-RPC and eth_subscribe over WebSocket on the
@@ -145,6 +149,11 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConnsPerIP < 1 || c.MaxConnsPerIP > c.MaxConns {
 		errs = append(errs, fmt.Errorf("maxConnsPerIP: must be between 1 and maxConns (%d)", c.MaxConns))
+	}
+	for i, p := range c.TrustedProxies {
+		if _, err := parsePrefix(p); err != nil {
+			errs = append(errs, fmt.Errorf("trustedProxies[%d]: %q is not a CIDR (10.0.0.0/8, fd00::/8) or an IP address", i, p))
+		}
 	}
 	errs = append(errs, c.CORS.problems()...)
 	errs = append(errs, c.WebSocket.problems(c.MaxConns, c.MaxBodyBytesInFlight)...)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -38,8 +39,28 @@ type RESTRequest struct {
 	// RemoteAddr is the TCP peer (the client, or the proxy in front of web3gate).
 	RemoteAddr net.Addr
 
-	args   *fasthttp.Args
-	header *fasthttp.RequestHeader
+	args    *fasthttp.Args
+	header  *fasthttp.RequestHeader
+	resp    *fasthttp.ResponseHeader
+	trusted []netip.Prefix // server.trustedProxies
+}
+
+// SetLimit sets the RateLimit-* headers of l (and Retry-After when l refused) on the answer,
+// whatever it is: a rate limit in front of the handler reports the budget on every answer.
+func (r *RESTRequest) SetLimit(l LimitInfo) {
+	if r.resp != nil {
+		writeLimit(r.resp, &l)
+	}
+}
+
+// SourceIP is the address the request came from: the TCP peer's, or, when the peer is one of
+// server.trustedProxies, the right-most address of the X-Forwarded-For headers that is not
+// (see ForwardedFor).
+func (r *RESTRequest) SourceIP() netip.Addr {
+	if r.header == nil || len(r.trusted) == 0 {
+		return peerAddr(r.RemoteAddr)
+	}
+	return ForwardedFor(peerAddr(r.RemoteAddr), r.trusted, r.header.PeekAll("X-Forwarded-For"))
 }
 
 // Exchange returns the request's credentials as an exchange, for Exchange.Authenticate.
@@ -147,6 +168,8 @@ func (s *Server) serveREST(ctx *fasthttp.RequestCtx, route *Route, params Params
 		Body:      body,
 		args:      ctx.QueryArgs(),
 		header:    &ctx.Request.Header,
+		resp:      &ctx.Response.Header,
+		trusted:   s.trusted,
 	}
 	r.RemoteAddr = ctx.RemoteAddr()
 	resp, err := route.REST.ServeREST(r)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -60,6 +61,7 @@ type Server struct {
 	budget  bodyBudget
 	limits  *connLimits // nil: no connection limits
 	cors    *cors
+	trusted []netip.Prefix // server.trustedProxies
 
 	verifier Verifier   // of WebSocket upgrades; nil: none
 	ws       *socketSet // nil: server.websocket disabled
@@ -91,6 +93,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		idPrefix: hex.EncodeToString(rnd[:]) + "-",
 		maxBody:  cfg.MaxBodyBytes,
 		cors:     newCORS(cfg.CORS),
+		trusted:  trustedPrefixes(cfg.TrustedProxies),
 		verifier: deps.Verifier,
 	}
 	if cfg.WebSocket.Enabled {
@@ -265,6 +268,7 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 	ex, body := newExchange(raw, owned, reqID, hdr, start)
 	perr := jsonrpc.ParseInto(&ex.msg, body, s.cfg.MaxBatch)
 	status, buf := s.answer(ex, route, chainID, perr, start)
+	writeLimit(&ctx.Response.Header, &ex.Limit)
 	if buf == nil {
 		ctx.SetStatusCode(status)
 		return
@@ -347,6 +351,11 @@ func (s *Server) answer(ex *Exchange, route *Route, chainID uint64, perr *jsonrp
 	if n == 0 {
 		s.putBuf(buf)
 		return http.StatusNoContent, nil
+	}
+	if r := ex.Refused(); r != nil {
+		// Refused whole by a rate limit (Exchange.Charge): every call has its error, and the
+		// HTTP status says so too.
+		return s.wireError(r, ex, "").Status(), buf
 	}
 	return http.StatusOK, buf
 }

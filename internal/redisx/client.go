@@ -151,13 +151,13 @@ func New(cfg Config, deps Deps) (*Client, error) {
 	})
 	c.errs = f.NewCounterVec(prometheus.CounterOpts{
 		Name: "web3gate_redis_errors_total",
-		Help: "Redis operations that failed or timed out, by operation (get, set, del, scan, ping, connect).",
+		Help: "Redis operations that failed or timed out, by operation (get, set, del, scan, script, ping, connect).",
 	}, []string{"op"})
 	c.skipped = f.NewCounterVec(prometheus.CounterOpts{
 		Name: "web3gate_redis_skipped_total",
 		Help: "Redis operations not sent, by operation and reason: down (Redis marked down) or busy (redis.maxWritesInFlight background writes already in flight).",
 	}, []string{"op", "reason"})
-	for _, op := range []string{"get", "set", "del", "scan", "ping", "connect"} {
+	for _, op := range []string{"get", "set", "del", "scan", "script", "ping", "connect"} {
 		c.errs.WithLabelValues(op)
 	}
 	go c.probeLoop()

@@ -61,7 +61,9 @@ func logText(logs *observer.ObservedLogs) string {
 // startServer serves routes on a real fasthttp listener and returns its base URL.
 func startServer(t testing.TB, log *zap.Logger, routes ...*proxy.Route) string {
 	t.Helper()
-	s, err := proxy.New(proxy.Config{MaxBodyBytes: 64 << 10, MaxBatch: 10, BatchConcurrency: 1, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second},
+	s, err := proxy.New(proxy.Config{MaxBodyBytes: 64 << 10, MaxBatch: 10, BatchConcurrency: 1, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+		// A proxy of the tests: X-Forwarded-For counts only from it (TestTokenEndpointThrottlesForwardedAddress).
+		TrustedProxies: []string{trustedProxyIP + "/32"}},
 		proxy.Deps{Logger: log, Registry: prometheus.NewRegistry(), Routes: routes, KnownChain: func(uint64) bool { return true }})
 	if err != nil {
 		t.Fatal(err)

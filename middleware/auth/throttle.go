@@ -4,7 +4,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
-	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -152,16 +152,15 @@ func later(a, b time.Time) time.Time {
 
 // addressKey is the throttle key of a source address: an IPv4 address as it is, an IPv6
 // address by its /64 (one subscriber's usual allocation, which a client can walk through at
-// will). Anything other than a TCP peer is "".
-func addressKey(a net.Addr) string {
-	tcp, ok := a.(*net.TCPAddr)
-	if !ok || tcp.IP == nil {
+// will). No address (not a TCP peer) is "".
+func addressKey(a netip.Addr) string {
+	if !a.IsValid() {
 		return ""
 	}
-	if ip4 := tcp.IP.To4(); ip4 != nil {
-		return ip4.String()
+	if a = a.Unmap(); a.Is4() {
+		return a.String()
 	}
-	return tcp.IP.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	return netip.PrefixFrom(a, 64).Masked().String()
 }
 
 // hashGate bounds the argon2id verifications running at once and the requests waiting for

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -195,15 +195,14 @@ func TestThrottleBoundedTable(t *testing.T) {
 
 func TestAddressKey(t *testing.T) {
 	for _, tc := range []struct {
-		addr net.Addr
+		addr netip.Addr
 		want string
 	}{
-		{&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 4000}, "192.0.2.7"},
-		{&net.TCPAddr{IP: net.ParseIP("::ffff:192.0.2.7"), Port: 4000}, "192.0.2.7"},
-		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:3:4:5:6"), Port: 4000}, "2001:db8:1:2::/64"},
-		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:ffff::1"), Port: 4001}, "2001:db8:1:2::/64"},
-		{&net.UnixAddr{Name: "/tmp/s", Net: "unix"}, ""},
-		{nil, ""},
+		{netip.MustParseAddr("192.0.2.7"), "192.0.2.7"},
+		{netip.MustParseAddr("::ffff:192.0.2.7"), "192.0.2.7"},
+		{netip.MustParseAddr("2001:db8:1:2:3:4:5:6"), "2001:db8:1:2::/64"},
+		{netip.MustParseAddr("2001:db8:1:2:ffff::1"), "2001:db8:1:2::/64"},
+		{netip.Addr{}, ""},
 	} {
 		if got := addressKey(tc.addr); got != tc.want {
 			t.Errorf("addressKey(%v) = %q, want %q", tc.addr, got, tc.want)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"runtime"
@@ -242,7 +241,7 @@ func noStore() map[string]string {
 // own throttle entry, as a stored one does). A store failure is returned as err.
 func (e *TokenEndpoint) authenticate(r *proxy.RESTRequest, id, secret string) (store.Client, *tokenError, error) {
 	now := e.now()
-	addr := addressKey(r.RemoteAddr)
+	addr := addressKey(r.SourceIP())
 	byAddr, wait, ok := e.byAddress.admit(addr, now)
 	if !ok {
 		return store.Client{}, e.throttled("from this address", wait), nil
@@ -279,7 +278,7 @@ func (e *TokenEndpoint) authenticate(r *proxy.RESTRequest, id, secret string) (s
 	if err := e.gate.acquire(ctx); err != nil {
 		e.failures.WithLabelValues(failOverloaded).Inc()
 		if ce := e.log.Check(zap.WarnLevel, "token request refused: no verification slot"); ce != nil {
-			ce.Write(zap.String("req_id", r.RequestID), zap.String("address", peerIP(r.RemoteAddr)), zap.Error(err))
+			ce.Write(zap.String("req_id", r.RequestID), zap.String("address", sourceIP(r)), zap.Error(err))
 		}
 		te := oauthError(errTemporarilyUnavailable, "too many token requests at once; retry later")
 		te.retryAfter = time.Second
@@ -318,7 +317,7 @@ func (e *TokenEndpoint) failed(r *proxy.RESTRequest, reason, id string, lockedAd
 	if reason == failUnknownClient {
 		logID = ""
 	}
-	addr := peerIP(r.RemoteAddr)
+	addr := sourceIP(r)
 	e.log.Warn("token request refused: client authentication failed",
 		zap.String("req_id", r.RequestID), zap.String("reason", reason), zap.String("client_id", logID), zap.String("address", addr))
 	if lockedClient > 0 {
@@ -327,7 +326,7 @@ func (e *TokenEndpoint) failed(r *proxy.RESTRequest, reason, id string, lockedAd
 	}
 	if lockedAddr > 0 {
 		e.log.Warn("token endpoint: address locked out after repeated failures",
-			zap.String("address", addressKey(r.RemoteAddr)), zap.Duration("for", lockedAddr))
+			zap.String("address", addressKey(r.SourceIP())), zap.Duration("for", lockedAddr))
 	}
 }
 
@@ -338,15 +337,13 @@ func clientKey(id string) string {
 	return string(h[:16])
 }
 
-// peerIP is the address of the TCP peer, for logs ("" when unknown).
-func peerIP(a net.Addr) string {
-	if tcp, ok := a.(*net.TCPAddr); ok {
-		return tcp.IP.String()
+// sourceIP is the request's source address for the logs: the TCP peer, or the client that
+// a trusted proxy (server.trustedProxies) names in X-Forwarded-For; "" when none.
+func sourceIP(r *proxy.RESTRequest) string {
+	if a := r.SourceIP(); a.IsValid() {
+		return a.Unmap().String()
 	}
-	if a == nil {
-		return ""
-	}
-	return a.String()
+	return ""
 }
 
 // tokenRequest is a parsed, well-formed token request.

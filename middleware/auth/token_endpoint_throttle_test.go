@@ -173,6 +173,54 @@ func TestTokenEndpointThrottlesAddress(t *testing.T) {
 	}
 }
 
+// trustedProxyIP is the loopback address the tests' server takes for a trusted proxy
+// (server.trustedProxies).
+const trustedProxyIP = "127.0.0.9"
+
+// TestTokenEndpointThrottlesForwardedAddress: behind a trusted proxy the address throttled is
+// the client's that the proxy names in X-Forwarded-For: twenty failures of one client lock it
+// out and not the proxy's other clients; from an untrusted peer the header counts for nothing.
+func TestTokenEndpointThrottlesForwardedAddress(t *testing.T) {
+	clock := newTestClock()
+	f := newTokenFixtureWith(t, nil, clock.Now)
+	lb := f.from(t, trustedProxyIP)
+	via := func(client string) map[string]string { return map[string]string{"X-Forwarded-For": client} }
+	for i := range 20 {
+		r, err := lb.do(formType, form("grant_type", "client_credentials", "client_id", fmt.Sprintf("w3g_guess%d", i), "client_secret", "x"), via("198.51.100.7"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, fmt.Sprintf("unknown client %d", i+1), r, 401, errInvalidClient)
+	}
+	good := form("grant_type", "client_credentials", "client_id", f.id, "client_secret", f.secret)
+	r, err := lb.do(formType, good, via("198.51.100.7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, "a real client from the locked address", r, http.StatusTooManyRequests, errSlowDown)
+	if r, err = lb.do(formType, good, via("198.51.100.8")); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, "another client of the proxy", r, 200, "")
+	locked := f.logs.FilterMessage("token endpoint: address locked out after repeated failures").FilterField(zap.String("address", "198.51.100.7"))
+	if locked.Len() != 1 || f.logs.FilterField(zap.String("address", trustedProxyIP)).Len() != 0 {
+		t.Fatalf("the lockout is not logged for the forwarded address alone:\n%s", logText(f.logs))
+	}
+	// An untrusted peer's header is ignored: its failures count against the peer.
+	other := f.from(t, "127.0.0.10")
+	for i := range 20 {
+		r, err := other.do(formType, form("grant_type", "client_credentials", "client_id", fmt.Sprintf("w3g_more%d", i), "client_secret", "x"), via(fmt.Sprintf("203.0.113.%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, fmt.Sprintf("untrusted %d", i+1), r, 401, errInvalidClient)
+	}
+	if r, err = other.do(formType, good, via("203.0.113.200")); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, "the untrusted peer, whatever it forwards", r, http.StatusTooManyRequests, errSlowDown)
+}
+
 // TestTokenEndpointNotStarved: a burst of concurrent wrong secrets for one client does not
 // queue a legitimate request of another client behind its hashing: at most the throttle's
 // five are checked, the rest refused at once, and the other client gets its token.
