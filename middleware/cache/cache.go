@@ -522,10 +522,14 @@ func (s *Stage) keys(pl *plan, f Finality) (final, head []byte) {
 	return final, head
 }
 
-// fillLocal keeps result under key in the local level for ttl (0: until evicted).
+// fillLocal keeps result under key in the local level for ttl (0: until evicted), and
+// returns once the entry can be read: ristretto applies its writes in a goroutine of its
+// own, and without the wait a client repeating a call as soon as it has the answer would
+// send it upstream again. The wait is a round trip to that goroutine, on a miss only (an
+// upstream call's own cost is hundreds of times more).
 func (s *Stage) fillLocal(key string, result []byte, ttl time.Duration) {
-	if s.cache != nil {
-		s.cache.SetWithTTL(key, result, int64(len(key)+len(result)), ttl)
+	if s.cache != nil && s.cache.SetWithTTL(key, result, int64(len(key)+len(result)), ttl) {
+		s.cache.Wait()
 	}
 }
 
