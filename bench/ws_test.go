@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -193,7 +194,7 @@ func TestWSClient(t *testing.T) {
 	const perBlock = 3
 	stampedPair(t) // receive times on from the first notification
 	up := websocket.Upgrader{}
-	var n int
+	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-API-Key") != "k" {
 			http.Error(w, "no key", http.StatusUnauthorized)
@@ -208,8 +209,11 @@ func TestWSClient(t *testing.T) {
 		if err != nil {
 			return
 		}
-		n++ // handlers run one at a time: the test dials with parallelism 1
-		id := fmt.Sprintf("0x%032x", n)
+		// The test dials with parallelism 1: a socket's handler counts itself before its
+		// subscription is answered, and so before the next socket is dialed. It keeps its
+		// own number: the next sockets' handlers count on while it writes.
+		mine := int(n.Add(1))
+		id := fmt.Sprintf("0x%032x", mine)
 		if err := c.WriteMessage(websocket.TextMessage, []byte(`{"jsonrpc":"2.0","id":1,"result":"`+id+`"}`)); err != nil {
 			return
 		}
@@ -219,7 +223,7 @@ func TestWSClient(t *testing.T) {
 				_ = c.WriteMessage(websocket.TextMessage, []byte(headNote(id, block)))
 				continue
 			}
-			if n == 5 && block == 8 {
+			if mine == 5 && block == 8 {
 				_ = c.WriteMessage(websocket.TextMessage, []byte(logNote("0x0bad", block, false)))
 			}
 			for range perBlock {
