@@ -109,7 +109,7 @@ func (p *Pool) pollFinality(ctx context.Context) error {
 	withTag := p.fin.mode != FinalityDepth
 	var latest, final BatchResult
 	if withTag && n.batchChecks.Load() {
-		res, err := p.blockBatch(ctx, n)
+		res, err := p.callPair(ctx, n, "eth_getBlockByNumber", BatchCall{Method: "eth_getBlockByNumber", Params: latestParams}, BatchCall{Method: "eth_getBlockByNumber", Params: finalizedParams})
 		switch {
 		case errors.Is(err, errBatchRefused):
 			n.batchChecks.Store(false)
@@ -120,13 +120,13 @@ func (p *Pool) pollFinality(ctx context.Context) error {
 		}
 	}
 	if latest.Result == nil && latest.Err == nil {
-		res, err := p.callParams(ctx, n, "eth_getBlockByNumber", latestParams)
+		res, err := p.call(ctx, n, "eth_getBlockByNumber", latestParams)
 		if err != nil {
 			return err
 		}
 		latest.Result = res
 		if withTag {
-			res, err := p.callParams(ctx, n, "eth_getBlockByNumber", finalizedParams)
+			res, err := p.call(ctx, n, "eth_getBlockByNumber", finalizedParams)
 			var rpcErr *jsonrpc.Error
 			switch {
 			case errors.As(err, &rpcErr):
@@ -169,39 +169,6 @@ func (p *Pool) pollFinality(ctx context.Context) error {
 	p.fin.head.Set(float64(f.Head))
 	p.fin.final.Set(float64(f.Finalized))
 	return nil
-}
-
-// blockBatch asks n for the latest and the finalized blocks in one batch, like checks.
-func (p *Pool) blockBatch(ctx context.Context, n *node) ([]BatchResult, error) {
-	first := p.nextID.Add(2) - 1
-	reqBuf, respBuf := getBuffer(), getBuffer()
-	defer putBuffer(reqBuf)
-	defer putBuffer(respBuf)
-	b := append((*reqBuf)[:0], '[')
-	b = appendRequest(b, first, "eth_getBlockByNumber", latestParams)
-	b = append(b, ',')
-	b = appendRequest(b, first+1, "eth_getBlockByNumber", finalizedParams)
-	*reqBuf = append(b, ']')
-	out := make([]BatchResult, 2)
-	if _, o, err := p.exchange(ctx, n, jsonrpc.MethodLabel("eth_getBlockByNumber"), expect{id: first, batch: out}, *reqBuf, respBuf, true); o != outcomeOK {
-		return nil, err
-	}
-	return out, nil
-}
-
-// callParams is call with params: one attempt to n, the result copied; a JSON-RPC error is
-// returned as the *jsonrpc.Error.
-func (p *Pool) callParams(ctx context.Context, n *node, method string, params []byte) ([]byte, error) {
-	id := p.nextID.Add(1)
-	reqBuf, respBuf := getBuffer(), getBuffer()
-	defer putBuffer(reqBuf)
-	defer putBuffer(respBuf)
-	*reqBuf = appendRequest((*reqBuf)[:0], id, method, params)
-	res, o, err := p.exchange(ctx, n, jsonrpc.MethodLabel(method), expect{id: id}, *reqBuf, respBuf, true)
-	if o != outcomeOK {
-		return nil, err
-	}
-	return append([]byte(nil), res...), nil
 }
 
 // blockIdentity reads a block's number and hash (lowercased); ok false for null or anything

@@ -181,7 +181,7 @@ var errWrongChain = errors.New("node serves another chain")
 // checkChain asks the node for eth_chainId: nil when it matches; errWrongChain (and the node
 // is rejected) when it does not.
 func (n *node) checkChain(ctx context.Context) error {
-	res, err := n.pool.call(ctx, n, "eth_chainId")
+	res, err := n.pool.call(ctx, n, "eth_chainId", nil)
 	if err != nil {
 		return err
 	}
@@ -204,7 +204,7 @@ func (n *node) matchChain(res []byte) error {
 
 // pollHead asks the node for eth_blockNumber and records it.
 func (n *node) pollHead(ctx context.Context) error {
-	res, err := n.pool.call(ctx, n, "eth_blockNumber")
+	res, err := n.pool.call(ctx, n, "eth_blockNumber", nil)
 	if err != nil {
 		return err
 	}

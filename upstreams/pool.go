@@ -327,14 +327,15 @@ func (p *Pool) attempt(ctx context.Context, label string, oncePerNode, hedge boo
 	}
 }
 
-// call is an internal request of the pool (chain id check, head poll): one attempt to n,
-// the result copied.
-func (p *Pool) call(ctx context.Context, n *node, method string) ([]byte, error) {
+// call is an internal request of the pool (chain id check, head poll, finality poll): one
+// attempt of method with params (nil: none) to n, the result copied; a JSON-RPC error is
+// returned as the *jsonrpc.Error.
+func (p *Pool) call(ctx context.Context, n *node, method string, params []byte) ([]byte, error) {
 	id := p.nextID.Add(1)
 	reqBuf, respBuf := getBuffer(), getBuffer()
 	defer putBuffer(reqBuf)
 	defer putBuffer(respBuf)
-	*reqBuf = appendRequest((*reqBuf)[:0], id, method, nil)
+	*reqBuf = appendRequest((*reqBuf)[:0], id, method, params)
 	res, o, err := p.exchange(ctx, n, jsonrpc.MethodLabel(method), expect{id: id}, *reqBuf, respBuf, true)
 	if o != outcomeOK {
 		return nil, err
@@ -347,17 +348,24 @@ func (p *Pool) call(ctx context.Context, n *node, method string) ([]byte, error)
 // errBatchRefused when the node answered with something other than a batch answer; that is
 // not counted against it.
 func (p *Pool) checks(ctx context.Context, n *node) ([]BatchResult, error) {
+	return p.callPair(ctx, n, "eth_blockNumber", BatchCall{Method: "eth_chainId"}, BatchCall{Method: "eth_blockNumber"})
+}
+
+// callPair asks n for two calls in one JSON-RPC batch, as the pool's own polls do: one
+// attempt, the results copied, labeled label in metrics. errBatchRefused when the node
+// answered with something other than a batch answer.
+func (p *Pool) callPair(ctx context.Context, n *node, label string, a, b BatchCall) ([]BatchResult, error) {
 	first := p.nextID.Add(2) - 1
 	reqBuf, respBuf := getBuffer(), getBuffer()
 	defer putBuffer(reqBuf)
 	defer putBuffer(respBuf)
-	b := append((*reqBuf)[:0], '[')
-	b = appendRequest(b, first, "eth_chainId", nil)
-	b = append(b, ',')
-	b = appendRequest(b, first+1, "eth_blockNumber", nil)
-	*reqBuf = append(b, ']')
+	body := append((*reqBuf)[:0], '[')
+	body = appendRequest(body, first, a.Method, a.Params)
+	body = append(body, ',')
+	body = appendRequest(body, first+1, b.Method, b.Params)
+	*reqBuf = append(body, ']')
 	out := make([]BatchResult, 2)
-	if _, o, err := p.exchange(ctx, n, jsonrpc.MethodLabel("eth_blockNumber"), expect{id: first, batch: out}, *reqBuf, respBuf, true); o != outcomeOK {
+	if _, o, err := p.exchange(ctx, n, jsonrpc.MethodLabel(label), expect{id: first, batch: out}, *reqBuf, respBuf, true); o != outcomeOK {
 		return nil, err
 	}
 	return out, nil
