@@ -206,18 +206,8 @@ func rangeRefused(err error) bool {
 	if je.Code == -32005 {
 		return true
 	}
+	// What providers say of a query too large, or that it timed out (a range too slow to
+	// serve).
 	msg := strings.ToLower(je.Message)
-	for _, p := range refusalPhrases {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// refusalPhrases are what nodes and providers say when a log query is too large.
-var refusalPhrases = []string{
-	"query returned more than", "more than", "block range", "range is too large", "range too large",
-	"too many", "exceed", "limit", "response size", "response is too big", "too large", "timeout", "timed out",
-	"max results", "maximum",
+	return upstreams.RangeRefusal(msg) || strings.Contains(msg, "timeout") || strings.Contains(msg, "timed out")
 }

@@ -369,6 +369,12 @@ func logsRefused(err error) bool {
 	if je.Code == jsonrpc.ErrLimitExceeded.Code {
 		return true
 	}
+	return RangeRefusal(msg)
+}
+
+// RangeRefusal reports whether an error message (lowercased) is a node's or provider's way of
+// saying an eth_getLogs query is too large (the owners indexer reads them too).
+func RangeRefusal(msg string) bool {
 	for _, p := range rangeRefusalPhrases {
 		if strings.Contains(msg, p) {
 			return true
@@ -377,8 +383,7 @@ func logsRefused(err error) bool {
 	return false
 }
 
-// rangeRefusalPhrases are what nodes and providers say when a log query is too large (as the
-// owners indexer reads them).
+// rangeRefusalPhrases are what nodes and providers say when a log query is too large.
 var rangeRefusalPhrases = []string{
 	"query returned more than", "more than", "block range", "range is too large", "range too large",
 	"too many", "exceed", "limit", "response size", "response is too big", "too large",
