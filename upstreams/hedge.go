@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
 
 // Hedged reads. A pure read (see hedgeable) that the chosen node has not answered after its
@@ -26,21 +28,12 @@ import (
 // tokens), each hedge takes one, so hedges never exceed maxExtra of the reads. A pool with
 // one node never hedges; batches (ForwardBatch) are never hedged.
 
-// hedgeable are the pure reads that may be hedged: the reads that the cache stage coalesces
-// (middleware/cache), and the chain's constants. Nothing with side effects
+// hedgeable reports whether method may be hedged: the pure reads (jsonrpc.PureRead, which the
+// cache stage coalesces too) and the chain's constants. Nothing with side effects
 // (eth_sendRawTransaction, eth_sendTransaction), nothing that creates or reads state held by
 // one node (filters, subscriptions).
-var hedgeable = map[string]bool{
-	"eth_blockNumber": true, "eth_call": true, "eth_estimateGas": true, "eth_feeHistory": true,
-	"eth_gasPrice": true, "eth_getBalance": true, "eth_getBlockByHash": true,
-	"eth_getBlockByNumber": true, "eth_getBlockReceipts": true, "eth_getCode": true,
-	"eth_getLogs": true, "eth_getProof": true, "eth_getStorageAt": true,
-	"eth_getTransactionByHash": true, "eth_getTransactionCount": true,
-	"eth_getTransactionReceipt": true, "eth_maxPriorityFeePerGas": true, "eth_syncing": true,
-	"eth_blobBaseFee": true, "net_peerCount": true, "net_listening": true,
-	"eth_getBlockTransactionCountByHash": true, "eth_getBlockTransactionCountByNumber": true,
-	"eth_getTransactionByBlockHashAndIndex": true, "eth_getTransactionByBlockNumberAndIndex": true,
-	"eth_createAccessList": true, "eth_chainId": true, "net_version": true,
+func hedgeable(method string) bool {
+	return jsonrpc.PureRead(method) || method == "eth_chainId" || method == "net_version"
 }
 
 // hedgeBurst is the most hedges that reads can save up for a burst of slow answers.

@@ -192,7 +192,7 @@ func (p *Pool) forward(ctx context.Context, method string, params []byte) (res [
 	defer putBuffer(respBuf)
 	*reqBuf = appendRequest((*reqBuf)[:0], id, method, params)
 	once := sentAtMostOncePerNode(method)
-	hedge := p.hedge != nil && hedgeable[method]
+	hedge := p.hedge != nil && hedgeable(method)
 	if hedge {
 		p.hedge.credit()
 	}

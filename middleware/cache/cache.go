@@ -143,20 +143,6 @@ var policies = map[string]policy{
 	"eth_call":                  {planCall, keepAny, 4},
 }
 
-// coalesced are the pure reads whose identical calls in flight share one upstream request.
-var coalesced = map[string]bool{
-	"eth_blockNumber": true, "eth_call": true, "eth_estimateGas": true, "eth_feeHistory": true,
-	"eth_gasPrice": true, "eth_getBalance": true, "eth_getBlockByHash": true,
-	"eth_getBlockByNumber": true, "eth_getBlockReceipts": true, "eth_getCode": true,
-	"eth_getLogs": true, "eth_getProof": true, "eth_getStorageAt": true,
-	"eth_getTransactionByHash": true, "eth_getTransactionCount": true,
-	"eth_getTransactionReceipt": true, "eth_maxPriorityFeePerGas": true, "eth_syncing": true,
-	"eth_blobBaseFee": true, "net_peerCount": true, "net_listening": true,
-	"eth_getBlockTransactionCountByHash": true, "eth_getBlockTransactionCountByNumber": true,
-	"eth_getTransactionByBlockHashAndIndex": true, "eth_getTransactionByBlockNumberAndIndex": true,
-	"eth_createAccessList": true,
-}
-
 // Stage is the cache stage.
 type Stage struct {
 	cfg      Config
@@ -274,7 +260,7 @@ func (s *Stage) ForgetChain(ctx context.Context, chainID uint64) (int, error) {
 func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error) {
 	m := c.Method()
 	pol, cacheable := policies[m]
-	coalesce := s.cfg.Coalesce && coalesced[m]
+	coalesce := s.cfg.Coalesce && jsonrpc.PureRead(m)
 	cacheable = cacheable && s.cfg.Enabled
 	if !cacheable && !coalesce {
 		resp, err := next.Serve(c)

@@ -80,3 +80,21 @@ func IsSigningMethod(method string) bool {
 	}
 	return len(method) > len("personal_") && method[:len("personal_")] == "personal_"
 }
+
+// PureRead reports whether method is a read of chain data whose identical calls may share
+// one upstream request (the cache stage coalesces them) or be sent to a second node (hedged
+// reads): no side effects, no state one node holds (filters, subscriptions).
+func PureRead(method string) bool { return pureReads[method] }
+
+var pureReads = map[string]bool{
+	"eth_blockNumber": true, "eth_call": true, "eth_estimateGas": true, "eth_feeHistory": true,
+	"eth_gasPrice": true, "eth_getBalance": true, "eth_getBlockByHash": true,
+	"eth_getBlockByNumber": true, "eth_getBlockReceipts": true, "eth_getCode": true,
+	"eth_getLogs": true, "eth_getProof": true, "eth_getStorageAt": true,
+	"eth_getTransactionByHash": true, "eth_getTransactionCount": true,
+	"eth_getTransactionReceipt": true, "eth_maxPriorityFeePerGas": true, "eth_syncing": true,
+	"eth_blobBaseFee": true, "net_peerCount": true, "net_listening": true,
+	"eth_getBlockTransactionCountByHash": true, "eth_getBlockTransactionCountByNumber": true,
+	"eth_getTransactionByBlockHashAndIndex": true, "eth_getTransactionByBlockNumberAndIndex": true,
+	"eth_createAccessList": true,
+}
