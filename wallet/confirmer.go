@@ -83,6 +83,12 @@ func (c *confirmer) run(ctx context.Context) {
 		case <-time.After(c.t.cfg.PollInterval):
 		}
 	}
+	// The scan of blocks starts below the head seen before the recovery: a transaction
+	// broadcast while it ran is in a block the first pass reads.
+	if head, err := c.block(ctx, "latest"); err == nil && head != nil {
+		h := uint64(head.Number)
+		c.last, c.begun = h-min(h, c.t.cfg.FinalityDepth), true
+	}
 	c.recover(ctx, started)
 	signal := c.t.slots[c.chainID]
 	tick := time.NewTicker(c.t.cfg.PollInterval)
@@ -126,11 +132,21 @@ func (t *Transactions) recoverBefore() time.Time {
 }
 
 // recover finishes every row a previous run left unfinished: reserved rows are signed and
-// sent, signed and broadcast rows sent again (a node answers "already known" when it has
-// them), handed-out reserved rows released.
+// sent, signed rows sent again, handed-out reserved rows released. Broadcast rows are checked
+// whatever their age, those of requests still in progress too: the first pass reads blocks
+// from FinalityDepth below the head only, and a transaction mined before that (while this
+// replica waited for the lease or the genesis check) would otherwise be seen only at its
+// rebroadcast, RebroadcastAfter later. Sending a broadcast row again is harmless (the node
+// answers "already known" or takes it once more).
 func (c *confirmer) recover(ctx context.Context, before time.Time) {
+	c.finishAll(ctx, []string{store.StateReserved, store.StateSigned}, before)
+	c.finishAll(ctx, []string{store.StateBroadcast}, time.Now())
+}
+
+// finishAll runs finish until no row of states older than before is left.
+func (c *confirmer) finishAll(ctx context.Context, states []string, before time.Time) {
 	for {
-		n := c.finish(ctx, []string{store.StateReserved, store.StateSigned, store.StateBroadcast}, before)
+		n := c.finish(ctx, states, before)
 		if n < maxRowsPerTick || ctx.Err() != nil {
 			return
 		}
