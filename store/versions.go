@@ -210,11 +210,48 @@ func (t *Tx) OpenVersionHashes(ctx context.Context, chainID uint64) (map[common.
 // its mined hash, from signed, broadcast or stuck, or from mined or cancelled in another block
 // (a reorg). It returns how many requests changed (0 when hash is no version's).
 func (t *Tx) SetMinedVersion(ctx context.Context, chainID uint64, hash common.Hash, number uint64, blockHash common.Hash) (int64, error) {
+	ms, err := t.SetMinedVersionAt(ctx, chainID, hash, number, blockHash)
+	return int64(len(ms)), err
+}
+
+// Mined is a request a block was found to hold.
+type Mined struct {
+	ID        int64
+	CreatedAt time.Time
+	Versions  int    // its versions besides the original: as many were replaced
+	State     string // mined, or cancelled
+}
+
+func (t *Tx) queryMined(ctx context.Context, query string, args ...any) ([]Mined, error) {
+	rows, err := t.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Mined
+	for rows.Next() {
+		var m Mined
+		var created string
+		var versions int64
+		if err := rows.Scan(&m.ID, &created, &versions, &m.State); err != nil {
+			return nil, err
+		}
+		if m.CreatedAt, err = parseTime(created); err != nil {
+			return nil, err
+		}
+		m.Versions = int(versions)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// SetMinedVersionAt is SetMinedVersion returning the requests it changed.
+func (t *Tx) SetMinedVersionAt(ctx context.Context, chainID uint64, hash common.Hash, number uint64, blockHash common.Hash) ([]Mined, error) {
 	vs, err := t.VersionsByHash(ctx, hash)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	var n int64
+	var out []Mined
 	for _, v := range vs {
 		if v.ChainID != chainID {
 			continue
@@ -223,18 +260,24 @@ func (t *Tx) SetMinedVersion(ctx context.Context, chainID uint64, hash common.Ha
 		if v.Kind == VersionCancel {
 			state = StateCancelled
 		}
-		res, err := t.ExecContext(ctx, qSetMinedVersion, state, int64(number), hashKey(blockHash), hashKey(hash),
+		ms, err := t.queryMined(ctx, qSetMinedVersion, state, int64(number), hashKey(blockHash), hashKey(hash),
 			formatTime(time.Now()), v.TxID, hashKey(blockHash))
 		if err != nil {
-			return n, fmt.Errorf("set mined version: %w", err)
+			return out, fmt.Errorf("set mined version: %w", err)
 		}
-		k, err := res.RowsAffected()
-		if err != nil {
-			return n, err
-		}
-		n += k
+		out = append(out, ms...)
 	}
-	return n, nil
+	return out, nil
+}
+
+// SetMinedAt is SetMined returning the requests it changed (the block scan's form).
+func (t *Tx) SetMinedAt(ctx context.Context, chainID uint64, hash common.Hash, number uint64, blockHash common.Hash) ([]Mined, error) {
+	ms, err := t.queryMined(ctx, qSetMinedAt,
+		int64(number), hashKey(blockHash), formatTime(time.Now()), hashKey(hash), int64(chainID), hashKey(blockHash))
+	if err != nil {
+		return nil, fmt.Errorf("set mined: %w", err)
+	}
+	return ms, nil
 }
 
 // BumpCandidates are up to limit requests of chainID in broadcast or stuck state whose kind
@@ -258,7 +301,9 @@ var (
 	qOpenVersionHashes = prepared(`SELECT v.hash, v.tx_id FROM txs t JOIN tx_versions v ON v.tx_id = t.id
 		WHERE t.chain_id = ? AND t.versions > 0 AND t.state IN ('signed', 'broadcast', 'stuck')`)
 	qSetMinedVersion = prepared(`UPDATE txs SET state = ?, block_number = ?, block_hash = ?, mined_hash = ?, updated_at = ?
-		WHERE id = ? AND (state IN ('signed', 'broadcast', 'stuck') OR (state IN ('mined', 'cancelled') AND block_hash <> ?))`)
+		WHERE id = ? AND (state IN ('signed', 'broadcast', 'stuck') OR (state IN ('mined', 'cancelled') AND block_hash <> ?))
+		RETURNING id, created_at, versions, state`)
+	qSetMinedAt     = prepared(qSetMined + ` RETURNING id, created_at, versions, state`)
 	qBumpCandidates = prepared(`SELECT ` + txColumns + ` FROM txs WHERE chain_id = ? AND state IN ('broadcast', 'stuck')
 		AND kind IN ('send', 'filler') ORDER BY address, nonce LIMIT ?`)
 )
