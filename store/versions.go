@@ -270,12 +270,12 @@ func (t *Tx) SetMinedVersionAt(ctx context.Context, chainID uint64, hash common.
 	return out, nil
 }
 
-// SetMinedAt is SetMined returning the requests it changed (the block scan's form).
-func (t *Tx) SetMinedAt(ctx context.Context, chainID uint64, hash common.Hash, number uint64, blockHash common.Hash) ([]Mined, error) {
-	ms, err := t.queryMined(ctx, qSetMinedAt,
-		int64(number), hashKey(blockHash), formatTime(time.Now()), hashKey(hash), int64(chainID), hashKey(blockHash))
+// MinedIn are the requests of chainID mined (or cancelled) in blocks from..to: what a block
+// scan recorded, read once after it for the metrics.
+func (t *Tx) MinedIn(ctx context.Context, chainID uint64, from, to uint64) ([]Mined, error) {
+	ms, err := t.queryMined(ctx, qMinedIn, int64(chainID), int64(from), int64(to))
 	if err != nil {
-		return nil, fmt.Errorf("set mined: %w", err)
+		return nil, fmt.Errorf("mined in: %w", err)
 	}
 	return ms, nil
 }
@@ -303,7 +303,8 @@ var (
 	qSetMinedVersion = prepared(`UPDATE txs SET state = ?, block_number = ?, block_hash = ?, mined_hash = ?, updated_at = ?
 		WHERE id = ? AND (state IN ('signed', 'broadcast', 'stuck') OR (state IN ('mined', 'cancelled') AND block_hash <> ?))
 		RETURNING id, created_at, versions, state`)
-	qSetMinedAt     = prepared(qSetMined + ` RETURNING id, created_at, versions, state`)
+	qMinedIn = prepared(`SELECT id, created_at, versions, state FROM txs
+		WHERE chain_id = ? AND state IN ('mined', 'cancelled') AND block_number >= ? AND block_number <= ?`)
 	qBumpCandidates = prepared(`SELECT ` + txColumns + ` FROM txs WHERE chain_id = ? AND state IN ('broadcast', 'stuck')
 		AND kind IN ('send', 'filler') ORDER BY address, nonce LIMIT ?`)
 )

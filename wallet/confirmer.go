@@ -335,21 +335,21 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 			return false, err
 		}
 	}
-	var mined []store.Mined
+	var mined int64
 	err = c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
-		mined = mined[:0]
+		mined = 0
 		for _, b := range read {
 			for _, th := range b.Transactions {
-				ms, err := tx.SetMinedAt(ctx, c.chainID, th, uint64(b.Number), b.Hash)
+				n, err := tx.SetMined(ctx, c.chainID, th, uint64(b.Number), b.Hash)
 				if err != nil {
 					return err
 				}
-				if _, ok := versions[th]; ok && len(ms) == 0 {
-					if ms, err = tx.SetMinedVersionAt(ctx, c.chainID, th, uint64(b.Number), b.Hash); err != nil {
+				if _, ok := versions[th]; ok && n == 0 {
+					if n, err = tx.SetMinedVersion(ctx, c.chainID, th, uint64(b.Number), b.Hash); err != nil {
 						return err
 					}
 				}
-				mined = append(mined, ms...)
+				mined += n
 			}
 		}
 		return nil
@@ -357,7 +357,9 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	c.t.observeMined(c.chainID, mined)
+	if mined > 0 {
+		c.observeMined(ctx, uint64(read[0].Number), uint64(read[len(read)-1].Number))
+	}
 	for _, b := range read {
 		c.recent[uint64(b.Number)] = b.Hash
 		c.last = uint64(b.Number)
@@ -380,6 +382,19 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 		})
 	}
 	return false, nil
+}
+
+// observeMined counts the requests the scan found mined in blocks from..to, in one read.
+func (c *confirmer) observeMined(ctx context.Context, from, to uint64) {
+	var ms []store.Mined
+	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		ms, err = tx.MinedIn(ctx, c.chainID, from, to)
+		return err
+	}); err != nil {
+		return // metrics only
+	}
+	c.t.observeMined(c.chainID, ms)
 }
 
 // reorgs moves mined rows of blocks no longer canonical back to broadcast, and rewinds the
