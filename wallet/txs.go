@@ -961,8 +961,8 @@ func (t *Transactions) awaitIdempotent(ctx context.Context, rec *store.TxRecord,
 	deadline := time.Now().Add(t.cfg.BroadcastTimeout)
 	for {
 		switch rec.State {
-		case store.StateBroadcast, store.StateMined, store.StateConfirmed:
-			return rec.Hash, nil
+		case store.StateBroadcast, store.StateStuck, store.StateMined, store.StateConfirmed, store.StateCancelled:
+			return rec.Hash, nil // the original hash, whichever version was mined
 		case store.StateFailed:
 			return common.Hash{}, jsonrpc.ErrInvalidParams.Withf("the transaction of this Idempotency-Key failed: %s", rec.Error)
 		}
