@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/web3gate/web3gate/e2e/anvil"
+	"github.com/web3gate/web3gate/internal/testengine"
 )
 
 // Fee bumping, speed-up and cancel against a real anvil that mines only when told
@@ -46,16 +48,29 @@ type bumpStatus struct {
 	Versions  []bumpVersion `json:"versions"`
 }
 
-// bumpConfig is signingConfig with a second principal ("other", token "other-token").
-func bumpConfig(dir string, chainID uint64, transactions string, urls ...string) string {
-	return strings.Replace(signingConfig(dir, chainID, transactions, urls...),
+// bumpConfig is signingConfig with a second principal ("other", token "other-token"), on
+// the PostgreSQL database dsn when not empty.
+func bumpConfig(dir, dsn string, chainID uint64, transactions string, urls ...string) string {
+	cfg := strings.Replace(signingConfig(dir, chainID, transactions, urls...),
 		"  tokens: [{sha256: "+sha256Hex("e2e-token")+", principal: e2e}]",
 		"  tokens: [{sha256: "+sha256Hex("e2e-token")+", principal: e2e}, {sha256: "+sha256Hex("other-token")+", principal: other}]", 1)
+	if dsn != "" {
+		cfg = strings.Replace(cfg, "store:\n  path: "+filepath.Join(dir, "web3gate.db"),
+			fmt.Sprintf("store:\n  driver: postgres\n  dsn: %s\n  maxConns: %d", dsn, replicaMaxConns), 1)
+	}
+	return cfg
+}
+
+// bumpStores runs test on a SQLite store and on a PostgreSQL one.
+func bumpStores(t *testing.T, test func(t *testing.T, dsn string)) {
+	t.Run("sqlite", func(t *testing.T) { test(t, "") })
+	t.Run("postgres", func(t *testing.T) { test(t, testengine.Postgres(t)) })
 }
 
 // startBump starts anvil without automatic mining, web3gate in front of it (through
-// front, when not empty: a URL that forwards to anvil) and a funded account.
-func startBump(t *testing.T, transactions string, front func(anvilURL string) string) (node *anvil.Node, dir, cfg string, acct common.Address, g *gateway) {
+// front, when not empty: a URL that forwards to anvil) on the store dsn (SQLite when empty)
+// and a funded account.
+func startBump(t *testing.T, dsn, transactions string, front func(anvilURL string) string) (node *anvil.Node, dir, cfg string, acct common.Address, g *gateway) {
 	t.Helper()
 	const chainID = 31337
 	node = anvil.Start(t, chainID, "--no-mining")
@@ -65,7 +80,10 @@ func startBump(t *testing.T, transactions string, front func(anvilURL string) st
 	if front != nil {
 		url = front(node.URL)
 	}
-	cfg = bumpConfig(dir, chainID, transactions, url)
+	cfg = bumpConfig(dir, dsn, chainID, transactions, url)
+	if dsn != "" && !strings.Contains(cfg, "driver: postgres") {
+		t.Fatalf("the config did not take the PostgreSQL store:\n%s", cfg)
+	}
 	acct = newAccount(t, writeConfig(t, dir, cfg))
 	fund(t, node, acct)
 	g = startGateway(t, cfg)
@@ -160,8 +178,10 @@ func settled(s bumpStatus) bool {
 // TestFeeBumpOnAnvil: a send priced out by a base-fee spike is bumped and mined, the
 // account's later sends (queued behind it) are mined in nonce order, and the status lists
 // both hashes, the original replaced.
-func TestFeeBumpOnAnvil(t *testing.T) {
-	node, _, _, acct, g := startBump(t, "{pollInterval: 100ms, rebroadcastAfter: 2s, bump: {after: 2, percent: 12.5}}", nil)
+func TestFeeBumpOnAnvil(t *testing.T) { bumpStores(t, testFeeBumpOnAnvil) }
+
+func testFeeBumpOnAnvil(t *testing.T, dsn string) {
+	node, _, _, acct, g := startBump(t, dsn, "{pollInterval: 100ms, rebroadcastAfter: 2s, bump: {after: 2, percent: 12.5}}", nil)
 	first := send(t, g, acct)
 	orig := status(t, g, first)
 	setBaseFee(t, node, 50*gwei) // far above the first send's fee cap
@@ -238,7 +258,7 @@ func TestFeeBumpOnAnvil(t *testing.T) {
 // (403) and other principals (404); a cancel with an explicit fee under the cap, once the
 // base fee fell, is mined and frees the account; a settled request is a conflict (409).
 func TestFeeBumpCapStuckThenCancel(t *testing.T) {
-	node, _, _, acct, g := startBump(t, `{pollInterval: 100ms, rebroadcastAfter: 2s, bump: {after: 2, maxFeeCap: "10000000000"}}`, nil)
+	node, _, _, acct, g := startBump(t, "", `{pollInterval: 100ms, rebroadcastAfter: 2s, bump: {after: 2, maxFeeCap: "10000000000"}}`, nil)
 	first := send(t, g, acct)
 	setBaseFee(t, node, 50*gwei)
 	mineUntil(t, node, 20*time.Second, "stuck", func() bool { return status(t, g, first).State == "stuck" })
@@ -326,7 +346,7 @@ func TestFeeBumpCapStuckThenCancel(t *testing.T) {
 // TestSpeedupOnAnvil: a speed-up with no body bumps by the rules at once, one with explicit
 // fees signs those; the mined one settles the request.
 func TestSpeedupOnAnvil(t *testing.T) {
-	node, _, _, acct, g := startBump(t, "{pollInterval: 100ms, bump: {enabled: false}}", nil)
+	node, _, _, acct, g := startBump(t, "", "{pollInterval: 100ms, bump: {enabled: false}}", nil)
 	first := send(t, g, acct)
 	setBaseFee(t, node, 20*gwei)
 	mine(t, node)
@@ -354,14 +374,14 @@ func TestSpeedupOnAnvil(t *testing.T) {
 	}
 }
 
-// holdProxy forwards JSON-RPC to anvil and, while holding, keeps every eth_sendRawTransaction
-// after the first one unanswered (never forwarded); it records every signed transaction it
-// was given.
+// holdProxy forwards JSON-RPC to anvil and, while holding, keeps every
+// eth_sendRawTransaction of a transaction after the first one unanswered (never forwarded;
+// the first one's rebroadcasts pass); it records every signed transaction it was given.
 type holdProxy struct {
 	target string
 	mu     sync.Mutex
 	hold   bool
-	sends  int
+	first  common.Hash
 	raws   map[common.Hash]*types.Transaction
 	held   chan struct{} // closed when the hold is lifted
 }
@@ -379,7 +399,6 @@ func (p *holdProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("[")) {
 		_ = json.Unmarshal(body, &calls)
 	} else {
-		calls = calls[:0]
 		var one struct {
 			Method string            `json:"method"`
 			Params []json.RawMessage `json:"params"`
@@ -396,11 +415,14 @@ func (p *holdProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		var raw hexutil.Bytes
 		tx := new(types.Transaction)
-		if json.Unmarshal(c.Params[0], &raw) == nil && tx.UnmarshalBinary(raw) == nil {
-			p.raws[tx.Hash()] = tx
+		if json.Unmarshal(c.Params[0], &raw) != nil || tx.UnmarshalBinary(raw) != nil {
+			continue
 		}
-		p.sends++
-		if p.hold && p.sends > 1 {
+		p.raws[tx.Hash()] = tx
+		if p.first == (common.Hash{}) {
+			p.first = tx.Hash()
+		}
+		if p.hold && tx.Hash() != p.first {
 			holdThis = true
 		}
 	}
@@ -429,9 +451,11 @@ func (p *holdProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // holds, and is killed with SIGKILL; restarted without the hold, it broadcasts the stored
 // bump, which is mined; every transaction web3gate ever gave a node for the nonce is a
 // version the status lists, and every listed version was given.
-func TestFeeBumpKill9BeforeBroadcast(t *testing.T) {
+func TestFeeBumpKill9BeforeBroadcast(t *testing.T) { bumpStores(t, testFeeBumpKill9BeforeBroadcast) }
+
+func testFeeBumpKill9BeforeBroadcast(t *testing.T, dsn string) {
 	proxy := &holdProxy{hold: true, raws: map[common.Hash]*types.Transaction{}, held: make(chan struct{})}
-	node, _, cfg, acct, g := startBump(t, "{pollInterval: 100ms, rebroadcastAfter: 2s, bump: {after: 2}}", func(u string) string {
+	node, _, cfg, acct, g := startBump(t, dsn, "{pollInterval: 100ms, rebroadcastAfter: 2s, bump: {after: 2}}", func(u string) string {
 		proxy.target = u
 		srv := httptest.NewServer(proxy)
 		t.Cleanup(srv.Close)

@@ -741,6 +741,11 @@ func (t *Transactions) broadcast(ctx context.Context, ch Chain, rec *store.TxRec
 				return common.Hash{}, false, notAccepted(rec, err)
 			case <-time.After(broadcastRetry):
 			}
+		case rec.State == store.StateBroadcast || rec.State == store.StateStuck:
+			// A rebroadcast refused (anvil refuses a fee cap below the current base fee even
+			// for a transaction in its pool): a node accepted these bytes once, they may still
+			// be mined, and fee bumping raises a priced-out one. Not a failure.
+			return common.Hash{}, false, rpcErr
 		default:
 			// The node refused the transaction itself (fees, funds, gas): it will never be
 			// mined, and its nonce must not stay a gap.
