@@ -270,10 +270,10 @@ func (t *Tx) SetMinedVersionAt(ctx context.Context, chainID uint64, hash common.
 	return out, nil
 }
 
-// MinedIn are the requests of chainID mined (or cancelled) in blocks from..to: what a block
-// scan recorded, read once after it for the metrics.
-func (t *Tx) MinedIn(ctx context.Context, chainID uint64, from, to uint64) ([]Mined, error) {
-	ms, err := t.queryMined(ctx, qMinedIn, int64(chainID), int64(from), int64(to))
+// MinedIn are the requests of chainID mined (or cancelled) in blocks from..to and updated
+// since: what a block scan recorded, read once after it for the metrics.
+func (t *Tx) MinedIn(ctx context.Context, chainID uint64, from, to uint64, since time.Time) ([]Mined, error) {
+	ms, err := t.queryMined(ctx, qMinedIn, int64(chainID), int64(from), int64(to), formatTime(since))
 	if err != nil {
 		return nil, fmt.Errorf("mined in: %w", err)
 	}
@@ -304,7 +304,7 @@ var (
 		WHERE id = ? AND (state IN ('signed', 'broadcast', 'stuck') OR (state IN ('mined', 'cancelled') AND block_hash <> ?))
 		RETURNING id, created_at, versions, state`)
 	qMinedIn = prepared(`SELECT id, created_at, versions, state FROM txs
-		WHERE chain_id = ? AND state IN ('mined', 'cancelled') AND block_number >= ? AND block_number <= ?`)
+		WHERE chain_id = ? AND state IN ('mined', 'cancelled') AND block_number >= ? AND block_number <= ? AND updated_at >= ?`)
 	qBumpCandidates = prepared(`SELECT ` + txColumns + ` FROM txs WHERE chain_id = ? AND state IN ('broadcast', 'stuck')
 		AND kind IN ('send', 'filler') ORDER BY address, nonce LIMIT ?`)
 )

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -253,6 +254,7 @@ func BenchmarkBlockScan(b *testing.B) {
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					block := common.BigToHash(big.NewInt(int64(i + 1)))
+					since := time.Now()
 					if mode == "after" {
 						if err := db.Read(ctx, func(tx *Tx) error { _, err := tx.OpenVersionHashes(ctx, 1); return err }); err != nil {
 							b.Fatal(err)
@@ -275,7 +277,7 @@ func BenchmarkBlockScan(b *testing.B) {
 					}
 					if mode == "after" {
 						if err := db.Read(ctx, func(tx *Tx) error {
-							ms, err := tx.MinedIn(ctx, 1, uint64(i+1), uint64(i+1))
+							ms, err := tx.MinedIn(ctx, 1, uint64(i+1), uint64(i+1), since)
 							if len(ms) != rows {
 								return fmt.Errorf("%d rows read mined, want %d", len(ms), rows)
 							}

@@ -69,6 +69,7 @@ type confirmer struct {
 	recent map[uint64]common.Hash // canonical hashes of the blocks read lately
 
 	head     *block           // the head the last pass read
+	open     bool             // the last pass found rows to follow
 	bumpHead uint64           // the head of the last fee-bumping pass (bump.go)
 	seen     map[int64]seenAt // request id -> when its newest version was first seen pending
 }
@@ -175,7 +176,7 @@ func (c *confirmer) tick(ctx context.Context) {
 			break
 		}
 	}
-	if followed {
+	if followed && c.open {
 		c.autoBump(ctx, c.head)
 	}
 	c.expire(ctx, now)
@@ -298,6 +299,7 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 	}); err != nil {
 		return false, err
 	}
+	c.open = open
 	if !open {
 		c.last = h
 		clear(c.recent)
@@ -336,6 +338,7 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 		}
 	}
 	var mined int64
+	scanned := time.Now()
 	err = c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
 		mined = 0
 		for _, b := range read {
@@ -358,7 +361,7 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 		return false, err
 	}
 	if mined > 0 {
-		c.observeMined(ctx, uint64(read[0].Number), uint64(read[len(read)-1].Number))
+		c.observeMined(ctx, uint64(read[0].Number), uint64(read[len(read)-1].Number), scanned)
 	}
 	for _, b := range read {
 		c.recent[uint64(b.Number)] = b.Hash
@@ -384,12 +387,13 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 	return false, nil
 }
 
-// observeMined counts the requests the scan found mined in blocks from..to, in one read.
-func (c *confirmer) observeMined(ctx context.Context, from, to uint64) {
+// observeMined counts the requests the scan found mined in blocks from..to (those it
+// updated, since), in one read.
+func (c *confirmer) observeMined(ctx context.Context, from, to uint64, since time.Time) {
 	var ms []store.Mined
 	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
 		var err error
-		ms, err = tx.MinedIn(ctx, c.chainID, from, to)
+		ms, err = tx.MinedIn(ctx, c.chainID, from, to, since)
 		return err
 	}); err != nil {
 		return // metrics only
