@@ -72,6 +72,13 @@ func bumpStores(t *testing.T, test func(t *testing.T, dsn string)) {
 // and a funded account.
 func startBump(t *testing.T, dsn, transactions string, front func(anvilURL string) string) (node *anvil.Node, dir, cfg string, acct common.Address, g *gateway) {
 	t.Helper()
+	node, dir, cfg, accts, g := startBumpAccounts(t, dsn, transactions, front, 1)
+	return node, dir, cfg, accts[0], g
+}
+
+// startBumpAccounts is startBump with n funded accounts.
+func startBumpAccounts(t *testing.T, dsn, transactions string, front func(anvilURL string) string, n int) (node *anvil.Node, dir, cfg string, accts []common.Address, g *gateway) {
+	t.Helper()
 	const chainID = 31337
 	node = anvil.Start(t, chainID, "--no-mining")
 	t.Setenv("WEB3GATE_KEYSTORE_PASSPHRASE", signingPassphrase)
@@ -84,11 +91,15 @@ func startBump(t *testing.T, dsn, transactions string, front func(anvilURL strin
 	if dsn != "" && !strings.Contains(cfg, "driver: postgres") {
 		t.Fatalf("the config did not take the PostgreSQL store:\n%s", cfg)
 	}
-	acct = newAccount(t, writeConfig(t, dir, cfg))
-	fund(t, node, acct)
+	path := writeConfig(t, dir, cfg)
+	for range n {
+		acct := newAccount(t, path)
+		fund(t, node, acct)
+		accts = append(accts, acct)
+	}
 	g = startGateway(t, cfg)
 	waitReady(t, g)
-	return node, dir, cfg, acct, g
+	return node, dir, cfg, accts, g
 }
 
 // rest sends a REST request to web3gate with token and returns the status and body.
@@ -525,4 +536,90 @@ func testFeeBumpKill9BeforeBroadcast(t *testing.T, dsn string) {
 	}
 	t.Logf("bump stored before the kill broadcast after the restart and mined %v later; %d versions tracked, %d given to the node",
 		took.Round(10*time.Millisecond), len(tracked), len(given))
+}
+
+// sendHeader is eth_sendTransaction of obj with the X-Fee-Bump header (when not empty).
+func sendHeader(t *testing.T, g *gateway, obj map[string]any, feeBump string) rpcReply {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "eth_sendTransaction", "params": []any{obj}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, g.API+"/v1/web3/mainnet", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-API-Key", "e2e")
+	req.Header.Set("Authorization", "Bearer e2e-token")
+	if feeBump != "" {
+		req.Header.Set("X-Fee-Bump", feeBump)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r rpcReply
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestFeeBumpWhoIsBumped: fees the caller set are not bumped without "X-Fee-Bump: allow"
+// (bump.callerPriced false), are with it; filled fees are not with "X-Fee-Bump: deny"; an
+// X-Fee-Bump value other than allow and deny is refused; a transaction handed out by
+// eth_signTransaction cannot be sped up (409).
+func TestFeeBumpWhoIsBumped(t *testing.T) {
+	node, _, _, accts, g := startBumpAccounts(t, "", "{pollInterval: 100ms, rebroadcastAfter: 2s, bump: {after: 2}}", nil, 2)
+	priced := func(from common.Address) map[string]any {
+		return txObject(from, true, map[string]any{"maxFeePerGas": hexutil.EncodeBig(big.NewInt(3 * gwei)), "maxPriorityFeePerGas": hexutil.EncodeBig(big.NewInt(gwei))})
+	}
+	// The denied one queues behind the caller-priced one of the same account: priced out
+	// too, it would be bumped without its header.
+	filled := txObject(accts[0], true, map[string]any{"maxFeePerGas": nil, "maxPriorityFeePerGas": nil})
+	if r := sendHeader(t, g, filled, "sometimes"); r.Error == nil || r.Error.Code != -32602 || !strings.Contains(r.Error.Message, "X-Fee-Bump must be allow or deny") {
+		t.Fatalf("X-Fee-Bump: sometimes: %v", r)
+	}
+	hashOf := func(r rpcReply) common.Hash {
+		t.Helper()
+		var h common.Hash
+		if r.Error != nil || json.Unmarshal(r.Result, &h) != nil {
+			t.Fatalf("send: %v", r)
+		}
+		return h
+	}
+	callerPriced := hashOf(sendHeader(t, g, priced(accts[0]), ""))
+	allowed := hashOf(sendHeader(t, g, priced(accts[1]), "allow"))
+	denied := hashOf(sendHeader(t, g, filled, "deny"))
+	setBaseFee(t, node, 50*gwei)
+	mineUntil(t, node, 20*time.Second, "the allowed one mined", func() bool { return settled(status(t, g, allowed)) })
+	for range 4 { // more blocks than bump.after
+		mine(t, node)
+		time.Sleep(250 * time.Millisecond)
+	}
+	for name, h := range map[string]common.Hash{"caller priced, no header": callerPriced, "filled, deny": denied} {
+		if s := status(t, g, h); len(s.Versions) != 1 || s.State != "broadcast" {
+			t.Errorf("%s: bumped: %+v", name, s)
+		}
+	}
+	if s := status(t, g, allowed); len(s.Versions) < 2 || s.Versions[1].Kind != "bump" {
+		t.Errorf("caller priced, allow: %+v", s)
+	}
+
+	// eth_signTransaction: the caller holds the bytes.
+	code, r, err := call(g.API+"/v1/web3/mainnet", "eth_signTransaction",
+		txObject(accts[0], true, map[string]any{"maxFeePerGas": nil, "maxPriorityFeePerGas": nil}))
+	var raw hexutil.Bytes
+	if err != nil || code != 200 || r.Error != nil || json.Unmarshal(r.Result, &raw) != nil {
+		t.Fatalf("eth_signTransaction: %d %v %v", code, r, err)
+	}
+	tx := new(types.Transaction)
+	if err := tx.UnmarshalBinary(raw); err != nil {
+		t.Fatal(err)
+	}
+	if code, b := rest(t, http.MethodPost, g.API+"/v1/transactions/"+tx.Hash().Hex()+"/speedup", "e2e-token", ""); code != 409 || !strings.Contains(string(b), "eth_signTransaction") {
+		t.Errorf("speed-up of a handed-out transaction: %d %s", code, b)
+	}
 }

@@ -122,6 +122,11 @@ func (t *Tx) AddVersion(ctx context.Context, rec *TxRecord, v *TxVersion) error 
 	} else if err != nil {
 		return err
 	}
+	// A stuck request is in flight as broadcast again; a statement of its own, so that the
+	// state column is written only when it changes (triggers on state see real changes).
+	if _, err := t.ExecContext(ctx, qUnstick, formatTime(now), rec.ID); err != nil {
+		return fmt.Errorf("add version: %w", err)
+	}
 	v.TxID, v.Seq, v.ChainID = rec.ID, rec.Versions+1, rec.ChainID
 	if _, err := t.ExecContext(ctx, qInsertVersion, v.TxID, v.Seq, int64(v.ChainID), v.Kind, VersionSigned, string(v.Fields),
 		v.MaxCost.String(), v.Raw, hashKey(v.Hash), formatTime(now), formatTime(now)); err != nil {
@@ -288,8 +293,7 @@ func (t *Tx) BumpCandidates(ctx context.Context, chainID uint64, limit int) ([]*
 }
 
 var (
-	qAddVersion = prepared(`UPDATE txs SET versions = versions + 1,
-		state = CASE WHEN state = 'stuck' THEN 'broadcast' ELSE state END, max_cost = ?,
+	qAddVersion = prepared(`UPDATE txs SET versions = versions + 1, max_cost = ?,
 		cost0 = ?, cost1 = ?, cost2 = ?, cost3 = ?, cost4 = ?, cost5 = ?, cost6 = ?, cost7 = ?, updated_at = ?
 		WHERE id = ? AND versions = ? AND state IN ('signed', 'broadcast', 'stuck')`)
 	qInsertVersion       = prepared(`INSERT INTO tx_versions (` + versionColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
