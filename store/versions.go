@@ -296,6 +296,7 @@ var (
 	qAddVersion = prepared(`UPDATE txs SET versions = versions + 1, max_cost = ?,
 		cost0 = ?, cost1 = ?, cost2 = ?, cost3 = ?, cost4 = ?, cost5 = ?, cost6 = ?, cost7 = ?, updated_at = ?
 		WHERE id = ? AND versions = ? AND state IN ('signed', 'broadcast', 'stuck')`)
+	qUnstick             = prepared(`UPDATE txs SET state = 'broadcast', updated_at = ? WHERE id = ? AND state = 'stuck'`)
 	qInsertVersion       = prepared(`INSERT INTO tx_versions (` + versionColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qSetVersionBroadcast = prepared(`UPDATE tx_versions SET state = 'broadcast', updated_at = ?
 		WHERE tx_id = ? AND seq = ? AND state = 'signed'`)
