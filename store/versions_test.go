@@ -76,8 +76,9 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 
 	bump := &TxVersion{Kind: VersionBump, Fields: []byte(`{"b":1}`), MaxCost: big.NewInt(1500), Raw: []byte{2}, Hash: common.HexToHash("0x02")}
 	write(func(tx *Tx) error { return tx.AddVersion(ctx, rec, bump) })
-	if bump.Seq != 1 || rec.Versions != 1 || rec.State != StateBroadcast {
-		t.Fatalf("after a bump: version %+v, request %+v", bump, rec)
+	if stored := read(rec.ID); bump.Seq != 1 || rec.Versions != 1 || rec.State != StateBroadcast || stored.State != StateBroadcast ||
+		stored.Versions != 1 || stored.MaxCost.Int64() != 1500 {
+		t.Fatalf("after a bump: version %+v, request %+v, stored %+v", bump, rec, stored)
 	}
 	if n, sum := inFlight(); n != 1 || sum.Int64() != 1500 {
 		t.Fatalf("bumped: in flight %d costing %v, want 1 costing 1500", n, sum)
