@@ -801,7 +801,9 @@ func (t *Transactions) reconcile(ctx context.Context, ch Chain, rec *store.TxRec
 			if err != nil {
 				return common.Hash{}, false, err
 			}
-			if mined && a.ID == rec.ID {
+			if a.ID == rec.ID && (mined || a.State == store.StateBroadcast || a.State == store.StateStuck) {
+				// Ours: mined, or a later version of it holds the nonce in the node's pool
+				// (a version added since rec was read).
 				return rec.Hash, false, nil
 			}
 			continue
