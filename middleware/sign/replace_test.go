@@ -88,3 +88,28 @@ func TestVersionsOfARequest(t *testing.T) {
 		t.Errorf("a reserved request lists %+v, want []", v)
 	}
 }
+
+// FuzzReplaceFees: any body is either read (fees of at most 256 bits) or refused with a 400.
+func FuzzReplaceFees(f *testing.F) {
+	for _, s := range []string{"", "{}", `{"gasPrice":"0x1"}`, `{"maxFeePerGas":"0x64","maxPriorityFeePerGas":"0xa"}`, `{"fee":1}`, `[`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fees, err := replaceFees(body)
+		if err != nil {
+			var he *proxy.HTTPError
+			if !errors.As(err, &he) || he.Status != http.StatusBadRequest {
+				t.Fatalf("%q: %v, want a 400", body, err)
+			}
+			return
+		}
+		if fees == nil {
+			return
+		}
+		for _, v := range []*big.Int{fees.MaxFeePerGas, fees.MaxPriorityFeePerGas, fees.GasPrice} {
+			if v != nil && (v.Sign() < 0 || v.BitLen() > 256) {
+				t.Fatalf("%q: fee %v", body, v)
+			}
+		}
+	})
+}
