@@ -200,7 +200,8 @@ func TestMigration0009KeepsTransactions(t *testing.T) {
 			t.Errorf("row %d changed:\n before %s\n after  %s", id, b, a)
 		}
 	}
-	if got := schemaObjects(t, db); got != objects {
+	// 0016 adds the webhook outbox's trigger on txs.
+	if got := strings.Replace(schemaObjects(t, db), " trigger:txs_webhook_event", "", 1); got != objects {
 		t.Errorf("indexes and triggers after the migration:\n %s\nbefore:\n %s", got, objects)
 	}
 	if n, c := inFlight(t, db, 5, addr); n != n5 || c.Cmp(c5) != 0 || n != 4 {
