@@ -37,9 +37,9 @@ CREATE TABLE webhook_deliveries (
     last_status     bigint,
     last_error      text COLLATE "C",
     delivered_at    text COLLATE "C",
-    created_at      text COLLATE "C" NOT NULL,
-    UNIQUE (webhook_id, event_seq)
+    created_at      text COLLATE "C" NOT NULL
 );
+CREATE UNIQUE INDEX webhook_deliveries_webhook_event ON webhook_deliveries (webhook_id, event_seq);
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
 CREATE INDEX webhook_deliveries_order ON webhook_deliveries (webhook_id, tx_id, event_seq) WHERE state = 'pending';
 CREATE INDEX webhook_deliveries_event ON webhook_deliveries (event_seq);

@@ -52,10 +52,10 @@ CREATE TABLE webhook_deliveries (
     last_status     INTEGER,
     last_error      TEXT,
     delivered_at    TEXT,
-    created_at      TEXT NOT NULL,
-    UNIQUE (webhook_id, event_seq)
+    created_at      TEXT NOT NULL
 ) STRICT;
 -- The deliverer's poll: pending deliveries due by now.
+CREATE UNIQUE INDEX webhook_deliveries_webhook_event ON webhook_deliveries (webhook_id, event_seq);
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
 -- Order per transaction: an earlier pending event of the same transaction and endpoint.
 CREATE INDEX webhook_deliveries_order ON webhook_deliveries (webhook_id, tx_id, event_seq) WHERE state = 'pending';
