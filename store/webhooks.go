@@ -304,6 +304,15 @@ func (t *Tx) PendingWebhookDeliveries(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// HasEnabledWebhooks reports whether any principal has an enabled endpoint.
+func (t *Tx) HasEnabledWebhooks(ctx context.Context) (bool, error) {
+	var has bool
+	if err := t.QueryRowContext(ctx, qHasEnabledWebhooks, 1).Scan(&has); err != nil {
+		return false, fmt.Errorf("enabled webhooks: %w", err)
+	}
+	return has, nil
+}
+
 // WebhookEvents are the events of transaction txID, by seq (tests and tools).
 func (t *Tx) WebhookEvents(ctx context.Context, txID int64) ([]WebhookEvent, error) {
 	rows, err := t.QueryContext(ctx, `SELECT `+eventColumns+` FROM webhook_events e LEFT JOIN txs x ON x.id = e.tx_id
@@ -419,6 +428,7 @@ var (
 		WHERE d.webhook_id = ?
 		ORDER BY d.id DESC
 		LIMIT ?`)
-	qPendingDeliveries = prepared(`SELECT COUNT(*) FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+	qHasEnabledWebhooks = prepared(`SELECT EXISTS (SELECT 1 FROM webhooks WHERE enabled = ?)`)
+	qPendingDeliveries  = prepared(`SELECT COUNT(*) FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
 		WHERE d.state = ? AND w.enabled = ?`)
 )

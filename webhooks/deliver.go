@@ -127,9 +127,9 @@ func (s *Service) backoffAfter(failures int) time.Duration {
 }
 
 // deliver is the deliverer's job: read the due deliveries, attempt each (at most concurrency
-// at once, one per request and endpoint), until ctx ends; it returns once the attempts in
-// flight have.
-func (s *Service) deliver(ctx context.Context) {
+// at once, one per request and endpoint), until ctx ends or no enabled endpoint is left (then
+// it calls done); it returns once the attempts in flight have.
+func (s *Service) deliver(ctx context.Context, done func()) {
 	var (
 		mu       sync.Mutex
 		inflight = map[string]bool{} // webhook id / tx id
@@ -156,7 +156,10 @@ func (s *Service) deliver(ctx context.Context) {
 		clear(finished)
 		mu.Unlock()
 		now := s.now()
-		var due []store.WebhookDelivery
+		var (
+			due  []store.WebhookDelivery
+			idle bool
+		)
 		err := s.db.Read(ctx, func(tx *store.Tx) error {
 			var err error
 			// Room for every free slot besides the ones in flight, which the query returns too.
@@ -168,6 +171,10 @@ func (s *Service) deliver(ctx context.Context) {
 				if err != nil {
 					return err
 				}
+				if idle, err = tx.HasEnabledWebhooks(ctx); err != nil {
+					return err
+				}
+				idle = !idle
 				s.m.pending.Set(float64(n))
 				counted = now
 			}
@@ -175,6 +182,10 @@ func (s *Service) deliver(ctx context.Context) {
 		})
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("webhook outbox not read; trying again", zap.Error(err))
+		}
+		if idle {
+			done() // the last endpoint is gone: stop, and give the lease up
+			return
 		}
 	dispatch:
 		for _, d := range due {

@@ -241,3 +241,33 @@ func TestOneDelivererAtATime(t *testing.T) {
 		})
 	}
 }
+
+// TestNothingRunsWithoutEndpoints: without an enabled endpoint no lease is taken; the first
+// endpoint starts the deliverer under the lease, and deleting the last one releases it.
+func TestNothingRunsWithoutEndpoints(t *testing.T) {
+	db := openStore(t, store.DriverSQLite)
+	cfg := lease.Config{ReplicaID: "solo", LeaseTimeout: 2 * time.Second}
+	cfg.SetDefaults()
+	l, err := lease.Open(cfg, db, lease.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	s := startService(t, db, testConfig(), Deps{Hold: l.Hold})
+	defer s.stop()
+	time.Sleep(200 * time.Millisecond)
+	if held := l.HeldLeases(); len(held) != 0 {
+		t.Fatalf("leases held without an endpoint: %+v", held)
+	}
+	rcv := newReceiver(t, testSecret, nil)
+	addWebhook(t, db, "wh_1", "alice", rcv.srv.URL, testSecret)
+	advance(t, db, newTx(t, db, "alice", 1), "broadcast")
+	waitFor(t, "the delivery", 10*time.Second, func() bool { return s.count(outcomeDelivered) == 1 })
+	if held := l.HeldLeases(); len(held) != 1 || held[0].Name != LeaseName {
+		t.Errorf("leases held while delivering: %+v", held)
+	}
+	if err := db.Write(t.Context(), func(tx *store.Tx) error { return tx.DeleteWebhook(t.Context(), "wh_1") }); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the lease released", 10*time.Second, func() bool { return len(l.HeldLeases()) == 0 })
+}

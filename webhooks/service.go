@@ -130,17 +130,56 @@ func (s *Service) Sync(ctx context.Context) error {
 }
 
 // Run delivers until ctx ends, under the lease LeaseName when Deps.Hold is set. With
-// webhooks.enabled false it returns at once.
+// webhooks.enabled false it returns at once. While no principal has an enabled endpoint
+// nothing runs and no lease is held: the store is asked every pollInterval whether one was
+// added (a config endpoint at start, or one made through the admin API).
 func (s *Service) Run(ctx context.Context) {
 	if !s.cfg.Enabled {
 		return
 	}
 	defer s.client.closeIdle()
-	if s.hold == nil {
-		s.deliver(ctx)
-		return
+	for {
+		if !s.awaitEndpoints(ctx) {
+			return
+		}
+		// The job ends (and the lease is released) when the last endpoint is gone.
+		hctx, cancel := context.WithCancel(ctx)
+		job := func(jctx context.Context) { s.deliver(jctx, cancel) }
+		if s.hold == nil {
+			job(hctx)
+		} else {
+			s.hold(hctx, LeaseName, job)
+		}
+		cancel()
 	}
-	s.hold(ctx, LeaseName, s.deliver)
+}
+
+// awaitEndpoints returns true once an enabled endpoint exists, false when ctx ended first.
+func (s *Service) awaitEndpoints(ctx context.Context) bool {
+	for {
+		has, err := s.hasEndpoints(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("webhook endpoints not read; trying again", zap.Error(err))
+		}
+		if has {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(s.cfg.PollInterval):
+		}
+	}
+}
+
+func (s *Service) hasEndpoints(ctx context.Context) (bool, error) {
+	var has bool
+	err := s.db.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		has, err = tx.HasEnabledWebhooks(ctx)
+		return err
+	})
+	return has, err
 }
 
 // newID is a new endpoint id: "wh_" and 24 hex digits.
