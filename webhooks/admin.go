@@ -1,6 +1,8 @@
 package webhooks
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -74,7 +76,9 @@ type deliveryJSON struct {
 // duplicate endpoint, 413 a body over 64 KiB, 415 a Content-Type other than JSON.
 func (s *Service) AdminHandler() http.Handler {
 	var seq atomic.Uint64
-	prefix := adminRequestName + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) + "-"
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:]) // crypto/rand.Read does not fail (Go 1.24+)
+	prefix := adminRequestName + hex.EncodeToString(rnd[:]) + "-"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reqID := prefix + strconv.FormatUint(seq.Add(1), 36)
 		w.Header().Set("X-Request-Id", reqID)

@@ -140,6 +140,7 @@ func (s *Service) deliver(ctx context.Context, done func()) {
 		sem      = make(chan struct{}, s.cfg.Concurrency)
 		wake     = make(chan struct{}, 1)
 		counted  time.Time
+		failing  bool // the last read of the outbox failed (logged once per outage)
 	)
 	defer wg.Wait()
 	defer s.m.pending.Set(0)
@@ -180,8 +181,13 @@ func (s *Service) deliver(ctx context.Context, done func()) {
 			}
 			return nil
 		})
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("webhook outbox not read; trying again", zap.Error(err))
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
+			failing = true
+			s.log.Warn("webhook outbox not read; trying again every pollInterval", zap.Error(err))
+		case err == nil && failing:
+			failing = false
+			s.log.Info("webhook outbox read again")
 		}
 		if idle {
 			done() // the last endpoint is gone: stop, and give the lease up
