@@ -7,15 +7,21 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/web3gate/web3gate/internal/netpolicy"
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/store"
 )
 
 const adminToken = "test-admin-token"
+
+// strictPolicy is the address policy without exemptions.
+var strictPolicy netpolicy.Policy
 
 func adminServer(t *testing.T, db *store.DB, cfg Config) *httptest.Server {
 	t.Helper()
@@ -248,6 +254,28 @@ func TestConfigValidate(t *testing.T) {
 		if c.Timeout != 10*time.Second || c.MaxAttempts != 12 || c.Backoff != time.Second || c.MaxBackoff != 10*time.Minute ||
 			c.Concurrency != 8 || c.PollInterval != 500*time.Millisecond {
 			t.Errorf("defaults %+v", c)
+		}
+	})
+}
+
+// FuzzCheckURL: whatever the admin API is sent as a url, checkURL does not panic, and what it
+// accepts is an http(s) URL with a host, no credentials and no literal address the policy
+// refuses.
+func FuzzCheckURL(f *testing.F) {
+	for _, s := range []string{"https://hooks.example/x?y=1", "http://127.0.0.1/", "http://[::1]:80/", "http://localhost./",
+		"https://u:p@h/", "ftp://h/", "http://h/#f", "http://%zz/", "http://[fe80::1%25eth0]/", "http://0x7f.1/", "//h/x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if checkURL(raw, strictPolicy) != nil {
+			return
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil {
+			t.Fatalf("accepted %q", raw)
+		}
+		if a, err := netip.ParseAddr(u.Hostname()); err == nil && !strictPolicy.Allowed(a) {
+			t.Fatalf("accepted %q: a refused address", raw)
 		}
 	})
 }

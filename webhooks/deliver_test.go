@@ -3,6 +3,8 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -270,4 +272,49 @@ func TestNothingRunsWithoutEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the lease released", 10*time.Second, func() bool { return len(l.HeldLeases()) == 0 })
+}
+
+// TestFailureReasons: each kind of failed attempt is recorded with a short fixed reason that
+// names neither the URL (its query may hold a token) nor the secret.
+func TestFailureReasons(t *testing.T) {
+	hang := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer slow.Close()
+	defer close(hang)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+	notFound := httptest.NewServer(http.NotFoundHandler())
+	defer notFound.Close()
+	for _, tc := range []struct {
+		name, url, reason string
+		status            int
+	}{
+		{"timeout", slow.URL, "timeout after 300ms", 0},
+		{"refused", closedURL, "connection refused", 0},
+		{"status", notFound.URL, "HTTP 404", 404},
+		{"no host", "http://no-such-host.invalid/", "host not found", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := openStore(t, store.DriverSQLite)
+			addWebhook(t, db, "wh_1", "alice", tc.url+"/hook?token=url-token", testSecret)
+			cfg := testConfig()
+			cfg.MaxAttempts, cfg.Timeout = 1, 300*time.Millisecond
+			s := startService(t, db, cfg, Deps{})
+			advance(t, db, newTx(t, db, "alice", 1), "broadcast")
+			waitFor(t, "the delivery dead", 10*time.Second, func() bool { return s.count(outcomeDead) == 1 })
+			d := deliveryLog(t, db, "wh_1")[0]
+			if d.LastError != tc.reason || d.LastStatus != tc.status {
+				t.Errorf("last error %q status %d, want %q %d", d.LastError, d.LastStatus, tc.reason, tc.status)
+			}
+			if strings.Contains(d.LastError, "url-token") || strings.Contains(d.LastError, testSecret) {
+				t.Errorf("last error %q leaks the URL or the secret", d.LastError)
+			}
+		})
+	}
 }
