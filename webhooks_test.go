@@ -178,6 +178,7 @@ func TestWebhooksEveryTransitionOnce(t *testing.T) {
 	ts.stop()
 	rcv.recover()
 	ts = startServerIn(t, cfg, dir, io.Discard)
+	restarted := time.Now()
 
 	// Each request goes broadcast, mined, confirmed, then abandoned (the dev chain started
 	// over); one that the confirmer saw mined before its broadcast was recorded (the dev chain
@@ -217,6 +218,7 @@ func TestWebhooksEveryTransitionOnce(t *testing.T) {
 			}
 		}
 		if complete == n {
+			t.Logf("every request's last event acknowledged %s after the restart", time.Since(restarted).Round(time.Millisecond))
 			break
 		}
 		if time.Now().After(deadline) {
