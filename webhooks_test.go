@@ -252,7 +252,7 @@ func TestWebhooksEveryTransitionOnce(t *testing.T) {
 			if i > 0 && eventSeq(t, ev.ID) <= eventSeq(t, evs[i-1].ID) {
 				t.Errorf("request %s: %s arrived after %s", id, ev.ID, evs[i-1].ID)
 			}
-			if ev.Transaction.ChainID != 1337 || ev.Transaction.From == "" || ev.Transaction.State != strings.TrimPrefix(ev.Type, "transaction.") {
+			if ev.Transaction.ChainID != 1337 || ev.Transaction.Kind != "send" || ev.Transaction.From == "" || ev.Transaction.State != strings.TrimPrefix(ev.Type, "transaction.") {
 				t.Errorf("request %s: event %+v", id, ev)
 			}
 		}

@@ -53,6 +53,7 @@ type WebhookEvent struct {
 	ChainID     uint64
 	From        string // lowercase 0x address
 	Nonce       uint64
+	Kind        string // KindSend, KindSign or KindFiller
 }
 
 // WebhookDelivery is one delivery of an event to an endpoint.
@@ -341,24 +342,24 @@ const webhookColumns = `id, principal, url, secret, source, enabled, created_at`
 // eventColumns are an event (alias e) and its transaction's fixed fields (alias x, LEFT
 // JOINed: NULL when the row is gone).
 const eventColumns = `e.seq, e.tx_id, e.principal, e.state, e.hash, e.block_number, e.block_hash, e.error, e.created_at,
-	x.chain_id, x.address, x.nonce`
+	x.chain_id, x.address, x.nonce, x.kind`
 
 // eventDest returns the scan destinations of eventColumns and the function that builds the
 // event from them once scanned.
 func eventDest() (func() (WebhookEvent, error), []any) {
 	var (
-		e                             WebhookEvent
-		hash, blockHash, errMsg, from sql.NullString
-		blockNumber, chainID, nonce   sql.NullInt64
-		created                       string
+		e                                   WebhookEvent
+		hash, blockHash, errMsg, from, kind sql.NullString
+		blockNumber, chainID, nonce         sql.NullInt64
+		created                             string
 	)
-	dest := []any{&e.Seq, &e.TxID, &e.Principal, &e.State, &hash, &blockNumber, &blockHash, &errMsg, &created, &chainID, &from, &nonce}
+	dest := []any{&e.Seq, &e.TxID, &e.Principal, &e.State, &hash, &blockNumber, &blockHash, &errMsg, &created, &chainID, &from, &nonce, &kind}
 	return func() (WebhookEvent, error) {
 		var err error
 		if e.CreatedAt, err = parseTime(created); err != nil {
 			return WebhookEvent{}, err
 		}
-		e.Hash, e.BlockHash, e.Error, e.From = hash.String, blockHash.String, errMsg.String, from.String
+		e.Hash, e.BlockHash, e.Error, e.From, e.Kind = hash.String, blockHash.String, errMsg.String, from.String, kind.String
 		if blockNumber.Valid {
 			n := uint64(blockNumber.Int64)
 			e.BlockNumber = &n

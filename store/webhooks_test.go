@@ -133,7 +133,7 @@ func testWebhookTrigger(t *testing.T, be backend) {
 	mined := evs[1]
 	if mined.BlockNumber == nil || *mined.BlockNumber != 42 || mined.BlockHash != common.HexToHash("0xb10c").Hex() ||
 		mined.Hash != common.BigToHash(big.NewInt(1000)).Hex() || mined.ChainID != 1 || mined.From != "0x"+common.Bytes2Hex(addrN(7).Bytes()) ||
-		mined.Nonce != 0 || mined.Principal != "alice" || mined.CreatedAt.IsZero() {
+		mined.Nonce != 0 || mined.Kind != KindSend || mined.Principal != "alice" || mined.CreatedAt.IsZero() {
 		t.Errorf("mined event %+v", mined)
 	}
 

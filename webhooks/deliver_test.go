@@ -38,7 +38,7 @@ func TestDeliversSignedEventsInOrder(t *testing.T) {
 		}
 		types = append(types, r.Event.Type)
 		tx := r.Event.Transaction
-		if tx.ID != fmt.Sprintf("tx_%d", id) || tx.ChainID != 1337 || tx.Nonce != 7 || tx.Hash == nil ||
+		if tx.ID != fmt.Sprintf("tx_%d", id) || tx.Kind != "send" || tx.ChainID != 1337 || tx.Nonce != 7 || tx.Hash == nil ||
 			tx.From != "0x00000000000000000000000000000000000000A1" || "transaction."+tx.State != r.Event.Type {
 			t.Errorf("event %+v, transaction %+v", r.Event, tx)
 		}

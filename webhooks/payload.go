@@ -26,7 +26,10 @@ type Event struct {
 type EventTransaction struct {
 	// ID is "tx_<n>": one per request, the same for every event of it (its hash may change
 	// when a fee bump replaces it).
-	ID      string  `json:"id"`
+	ID string `json:"id"`
+	// Kind is send (eth_sendTransaction), sign (eth_signTransaction, sent by the caller) or
+	// filler (a zero-value self-transfer web3gate sent to fill a nonce a request gave up).
+	Kind    string  `json:"kind"`
 	Hash    *string `json:"hash"` // null before it was signed
 	ChainID uint64  `json:"chainId"`
 	From    string  `json:"from"` // EIP-55 checksummed
@@ -56,6 +59,7 @@ func newEvent(e store.WebhookEvent) Event {
 		CreatedAt: e.CreatedAt.UTC(),
 		Transaction: EventTransaction{
 			ID:          "tx_" + strconv.FormatInt(e.TxID, 10),
+			Kind:        e.Kind,
 			Hash:        opt(e.Hash),
 			ChainID:     e.ChainID,
 			From:        common.HexToAddress(e.From).Hex(),
