@@ -247,8 +247,9 @@ func (t *Tx) FinishWebhookAttempt(ctx context.Context, id int64, a WebhookAttemp
 	return oneRow(res, err, "finish webhook attempt")
 }
 
-// WebhookDeliveries are the newest limit deliveries to endpoint webhookID, newest first, each
-// with its event (URL and Secret left empty).
+// WebhookDeliveries are the newest limit deliveries to endpoint webhookID, newest first (by
+// event: the index on (webhook_id, event_seq) reads them in order), each with its event (URL
+// and Secret left empty).
 func (t *Tx) WebhookDeliveries(ctx context.Context, webhookID string, limit int) ([]WebhookDelivery, error) {
 	if !validText(webhookID) {
 		return nil, nil
@@ -427,7 +428,7 @@ var (
 		JOIN webhook_events e ON e.seq = d.event_seq
 		LEFT JOIN txs x ON x.id = e.tx_id
 		WHERE d.webhook_id = ?
-		ORDER BY d.id DESC
+		ORDER BY d.event_seq DESC
 		LIMIT ?`)
 	qHasEnabledWebhooks = prepared(`SELECT EXISTS (SELECT 1 FROM webhooks WHERE enabled = ?)`)
 	qPendingDeliveries  = prepared(`SELECT COUNT(*) FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
