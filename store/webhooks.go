@@ -134,7 +134,7 @@ func (t *Tx) SyncConfigWebhooks(ctx context.Context, ws []Webhook) ([]Webhook, e
 		keep[w.ID] = true
 		out = append(out, w)
 	}
-	stale, err := t.queryWebhooks(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE source = ? AND enabled = ?`, WebhookSourceConfig, 1)
+	stale, err := t.queryWebhooks(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE source = ? AND enabled = 1`, WebhookSourceConfig)
 	if err != nil {
 		return nil, fmt.Errorf("sync webhooks: %w", err)
 	}
@@ -195,7 +195,7 @@ func (t *Tx) DeleteWebhook(ctx context.Context, id string) error {
 // transaction: a pending event holds back the later ones; a delivered or dead one does not),
 // the longest due first, each with its event and its endpoint's URL and secret.
 func (t *Tx) DueWebhookDeliveries(ctx context.Context, now time.Time, limit int) ([]WebhookDelivery, error) {
-	rows, err := t.QueryContext(ctx, qDueDeliveries, DeliveryPending, formatTime(now), 1, DeliveryPending, limit)
+	rows, err := t.QueryContext(ctx, qDueDeliveries, formatTime(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("due webhook deliveries: %w", err)
 	}
@@ -300,7 +300,7 @@ func (t *Tx) WebhookDeliveries(ctx context.Context, webhookID string, limit int)
 // PendingWebhookDeliveries counts the pending deliveries to enabled endpoints.
 func (t *Tx) PendingWebhookDeliveries(ctx context.Context) (int64, error) {
 	var n int64
-	if err := t.QueryRowContext(ctx, qPendingDeliveries, DeliveryPending, 1).Scan(&n); err != nil {
+	if err := t.QueryRowContext(ctx, qPendingDeliveries).Scan(&n); err != nil {
 		return 0, fmt.Errorf("pending webhook deliveries: %w", err)
 	}
 	return n, nil
@@ -309,7 +309,7 @@ func (t *Tx) PendingWebhookDeliveries(ctx context.Context) (int64, error) {
 // HasEnabledWebhooks reports whether any principal has an enabled endpoint.
 func (t *Tx) HasEnabledWebhooks(ctx context.Context) (bool, error) {
 	var has bool
-	if err := t.QueryRowContext(ctx, qHasEnabledWebhooks, 1).Scan(&has); err != nil {
+	if err := t.QueryRowContext(ctx, qHasEnabledWebhooks).Scan(&has); err != nil {
 		return false, fmt.Errorf("enabled webhooks: %w", err)
 	}
 	return has, nil
@@ -405,6 +405,9 @@ func (t *Tx) queryWebhooks(ctx context.Context, query string, args ...any) ([]We
 	return out, nil
 }
 
+// The states and the enabled flag are literals in the queries, not parameters: a partial
+// index (WHERE state = 'pending', WHERE enabled = 1) serves a query only when the planner can
+// see that the query's terms imply the index's, which it cannot for a parameter.
 var (
 	qInsertWebhook = prepared(`INSERT INTO webhooks (` + webhookColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`)
 	qWebhookByURL  = prepared(`SELECT ` + webhookColumns + ` FROM webhooks WHERE principal = ? AND url = ?`)
@@ -415,9 +418,9 @@ var (
 		JOIN webhooks w ON w.id = d.webhook_id
 		JOIN webhook_events e ON e.seq = d.event_seq
 		LEFT JOIN txs x ON x.id = e.tx_id
-		WHERE d.state = ? AND d.next_attempt_at <= ? AND w.enabled = ?
+		WHERE d.state = 'pending' AND d.next_attempt_at <= ? AND w.enabled = 1
 		  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries p
-			WHERE p.webhook_id = d.webhook_id AND p.tx_id = d.tx_id AND p.state = ? AND p.event_seq < d.event_seq)
+			WHERE p.webhook_id = d.webhook_id AND p.tx_id = d.tx_id AND p.state = 'pending' AND p.event_seq < d.event_seq)
 		ORDER BY d.next_attempt_at, d.event_seq
 		LIMIT ?`)
 	qFinishAttempt = prepared(`UPDATE webhook_deliveries SET state = ?, attempts = attempts + 1, next_attempt_at = ?,
@@ -430,7 +433,7 @@ var (
 		WHERE d.webhook_id = ?
 		ORDER BY d.event_seq DESC
 		LIMIT ?`)
-	qHasEnabledWebhooks = prepared(`SELECT EXISTS (SELECT 1 FROM webhooks WHERE enabled = ?)`)
+	qHasEnabledWebhooks = prepared(`SELECT EXISTS (SELECT 1 FROM webhooks WHERE enabled = 1)`)
 	qPendingDeliveries  = prepared(`SELECT COUNT(*) FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
-		WHERE d.state = ? AND w.enabled = ?`)
+		WHERE d.state = 'pending' AND w.enabled = 1`)
 )
