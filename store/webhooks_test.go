@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -405,5 +406,59 @@ func BenchmarkWebhookTrigger(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// TestWebhookQueriesUseIndexes: on SQLite the deliverer's poll reads the pending deliveries
+// through the partial indexes (not every delivery ever made), and the trigger's lookup is the
+// covering index of enabled endpoints. A query whose terms stop matching an index's WHERE
+// (a parameter instead of the literal) fails this.
+func TestWebhookQueriesUseIndexes(t *testing.T) {
+	ctx := context.Background()
+	db := openBackend(t, sqliteBackend)
+	plan := func(q string, args ...any) string {
+		t.Helper()
+		var lines []string
+		if err := db.Read(ctx, func(tx *Tx) error {
+			rows, err := tx.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+					return err
+				}
+				lines = append(lines, detail)
+			}
+			return rows.Err()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(lines, "\n")
+	}
+	for _, tc := range []struct {
+		name, query string
+		args        []any
+		want        []string
+	}{
+		{"due", qDueDeliveries, []any{"2026-01-01", 10}, []string{"USING INDEX webhook_deliveries_due", "USING COVERING INDEX webhook_deliveries_order"}},
+		{"pending", qPendingDeliveries, nil, []string{"webhook_deliveries_order"}},
+		{"log", qDeliveryLog, []any{"wh_1", 10}, []string{"USING INDEX webhook_deliveries_webhook_event (webhook_id=?)"}},
+		{"trigger lookup", `SELECT 1 FROM webhooks WHERE principal = ? AND enabled = 1`, []any{"p"}, []string{"USING COVERING INDEX webhooks_enabled (principal=?)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := plan(tc.query, tc.args...)
+			for _, w := range tc.want {
+				if !strings.Contains(p, w) {
+					t.Errorf("plan lacks %q:\n%s", w, p)
+				}
+			}
+			if strings.Contains(p, "SCAN d\n") || strings.HasSuffix(p, "SCAN d") {
+				t.Errorf("plan scans every delivery:\n%s", p)
+			}
+		})
 	}
 }
