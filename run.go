@@ -40,6 +40,7 @@ import (
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/upstreams"
 	"github.com/web3gate/web3gate/wallet"
+	"github.com/web3gate/web3gate/webhooks"
 )
 
 func loadConfig(path string) (*config.Config, error) {
@@ -101,6 +102,22 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 			log.Warn("quota usage not flushed at shutdown", zap.Error(err))
 		}
 	}()
+	// The webhook deliverer: the configured endpoints written into the store before any state
+	// change of this run (the abandonment of a chain that started over included), then the
+	// outbox delivered under the lease "webhooks"; it stops before the leases and the store
+	// close (defers run last first).
+	hooks, err := webhooks.New(cfg.Webhooks, webhooks.Deps{DB: db, Logger: log.Named("webhooks"), Registry: reg, Hold: leases.Hold})
+	if err != nil {
+		return err
+	}
+	if err := hooks.Sync(ctx); err != nil {
+		return err
+	}
+	hooksCtx, stopHooks := context.WithCancel(context.WithoutCancel(ctx))
+	hooksDone := make(chan struct{})
+	go func() { defer close(hooksDone); hooks.Run(hooksCtx) }()
+	defer func() { stopHooks(); <-hooksDone }()
+
 	keys, err := openKeys(cfg, db, log.Named("wallet"))
 	if err != nil {
 		return err
@@ -288,7 +305,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	}
 	// ReadTimeout bounds the bodies of the admin product API as well as the headers.
 	admin := &http.Server{Handler: adminMux(adminDeps{reg: reg, ups: ups, db: db, readyTimeout: cfg.Admin.ReadyTimeout, redis: rc, leases: leases,
-		products: catalog.AdminHandler(), clients: clientsAdmin, usage: quotas.AdminHandler()}), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
+		products: catalog.AdminHandler(), clients: clientsAdmin, usage: quotas.AdminHandler(), webhooks: hooks.AdminHandler()}), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
@@ -470,11 +487,13 @@ type adminDeps struct {
 	leases            *lease.Leases
 	products, clients http.Handler
 	usage             http.Handler // GET /v1/admin/usage (quotas)
+	webhooks          http.Handler // the webhook admin API
 }
 
 // adminMux serves /metrics, /healthz (the process is up), /readyz (every chain has a
 // healthy upstream and the store answers), /leases (the leases this replica holds), the admin
-// product API, the OAuth client admin API and the quota usage of a client id.
+// product API, the OAuth client admin API, the quota usage of a client id and the webhook
+// admin API.
 //
 // /readyz also says, when Redis is configured, whether it is in use. A Redis outage leaves
 // the replica ready (200): it serves from its local caches and the upstreams, and taking
@@ -494,6 +513,8 @@ func adminMux(d adminDeps) http.Handler {
 	mux.Handle(products.AdminPath+"/", d.products)
 	mux.Handle(auth.ClientsAdminPath+"/", d.clients)
 	mux.Handle(quota.AdminPath, d.usage)
+	mux.Handle(webhooks.AdminPath, d.webhooks)
+	mux.Handle(webhooks.AdminPath+"/", d.webhooks)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

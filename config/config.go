@@ -32,6 +32,7 @@ import (
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/upstreams"
 	"github.com/web3gate/web3gate/wallet"
+	"github.com/web3gate/web3gate/webhooks"
 )
 
 // Config is the whole of config.yaml.
@@ -55,6 +56,7 @@ type Config struct {
 	Redis     redisx.Config     `yaml:"redis"`
 	Quotas    quota.Config      `yaml:"quotas"`
 	RateLimit ratelimit.Config  `yaml:"rateLimit"`
+	Webhooks  webhooks.Config   `yaml:"webhooks"`
 }
 
 // LogConfig is the `log:` section.
@@ -81,6 +83,7 @@ func Default() Config {
 	c.Redis.MaxFlushDelay = redisx.DefaultMaxFlushDelay
 	c.RateLimit.Enabled = true
 	c.RateLimit.REST.Enabled = true
+	c.Webhooks.Enabled = true
 	return c
 }
 
@@ -135,6 +138,7 @@ func (c *Config) SetDefaults() {
 	c.Redis.SetDefaults()
 	c.Quotas.SetDefaults()
 	c.RateLimit.SetDefaults()
+	c.Webhooks.SetDefaults()
 }
 
 // ValidationError lists every problem found, each naming its key path.
@@ -186,6 +190,7 @@ func (c *Config) Validate() error {
 	add("redis", c.Redis.Validate())
 	add("quotas", c.Quotas.Validate())
 	add("rateLimit", c.RateLimit.Validate())
+	add("webhooks", c.Webhooks.Validate())
 	problems = append(problems, c.crossCheck()...)
 	if len(problems) > 0 {
 		return &ValidationError{Problems: problems}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/web3gate/web3gate/internal/defaults"
+	"github.com/web3gate/web3gate/internal/netpolicy"
 )
 
 // FetcherConfig is the `metadata.fetcher:` section: how metadata documents are fetched from
@@ -56,7 +57,7 @@ func (c *FetcherConfig) SetDefaults() {
 // Validate checks c; each message names its key within the section.
 func (c *FetcherConfig) Validate() error {
 	var errs []error
-	if _, err := newAddrPolicy(c.AllowNetworks); err != nil {
+	if _, err := netpolicy.New(c.AllowNetworks); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MaxBytes < 1024 || c.MaxBytes > 64<<20 {
@@ -128,14 +129,14 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	policy, err := newAddrPolicy(cfg.AllowNetworks)
+	policy, err := netpolicy.New(cfg.AllowNetworks)
 	if err != nil {
 		return nil, err
 	}
 	dialer := &net.Dialer{
 		Timeout:   cfg.Timeout,
 		KeepAlive: 30 * time.Second,
-		Control:   policy.control,
+		Control:   policy.Control,
 	}
 	if cfg.DNSServer != "" {
 		server := cfg.DNSServer

@@ -12,11 +12,13 @@ import (
 // PostgreSQL transaction, so that the target ends with all of it or nothing.
 
 // copyOrder is every table Copy copies, in the order it copies them: products_sold_scope and
-// nft_minted before products, whose chain_id and sold the triggers derive from them; txs last.
+// nft_minted before products, whose chain_id and sold the triggers derive from them; the
+// webhook endpoints before the outbox's events and deliveries that refer to them (a pending
+// delivery is delivered by the target); txs last.
 var copyOrder = []string{
 	"accounts", "oauth_clients", "account_keys", "nonce_heads", "chain_genesis", "metadata_records",
 	"products_sold_scope", "nft_minted", "nft_index_progress", "nft_index_blocks", "nft_balances", "nft_undo",
-	"products", "quota_usage", "txs", "tx_versions",
+	"products", "quota_usage", "webhooks", "webhook_events", "webhook_deliveries", "txs", "tx_versions",
 }
 
 // derivedTables are kept by triggers from the copied tables and not copied: Copy checks that
@@ -83,6 +85,12 @@ func Copy(ctx context.Context, src, dst *DB) ([]TableCount, error) {
 			if _, err := dtx.ExecContext(ctx, `SELECT setval(pg_get_serial_sequence('txs', 'id'),
 				(SELECT COALESCE(MAX(id), 0) + 1 FROM txs), false)`); err != nil {
 				return fmt.Errorf("txs id sequence: %w", err)
+			}
+			for _, seq := range [][2]string{{"webhook_events", "seq"}, {"webhook_deliveries", "id"}} {
+				if _, err := dtx.ExecContext(ctx, `SELECT setval(pg_get_serial_sequence('`+seq[0]+`', '`+seq[1]+`'),
+					(SELECT COALESCE(MAX(`+seq[1]+`), 0) + 1 FROM `+seq[0]+`), false)`); err != nil {
+					return fmt.Errorf("%s sequence: %w", seq[0], err)
+				}
 			}
 			return verifyCopy(ctx, stx, dtx)
 		})

@@ -43,6 +43,11 @@ func populate(t *testing.T, db *DB) {
 	addr := func(c byte) string { return "0x" + strings.Repeat(string(c), 40) }
 	ten := int64(10)
 	err := db.Write(ctx, func(tx *Tx) error {
+		// An endpoint of the transactions' principal: the mined change below writes an
+		// event and a delivery.
+		if err := tx.InsertWebhook(ctx, testWebhook("wh_1", "p", "https://hooks.example/")); err != nil {
+			return err
+		}
 		// Transactions through the lifecycle calls, on a third account.
 		r := testRecord(5, addrN(102), 0)
 		r.Request, r.Filled, r.Error = []byte(`{"from":"x"}`), []string{"gas", "maxFeePerGas"}, ""
@@ -255,6 +260,33 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	}
 	if r.ID != maxID+1 {
 		t.Fatalf("first id after the copy %d, want %d", r.ID, maxID+1)
+	}
+	// So do the webhook events' seq and the deliveries' ids: one change adds one of each,
+	// numbered after the copied ones.
+	queries := []string{`SELECT COUNT(*) FROM webhook_events`, `SELECT COUNT(*) FROM webhook_deliveries`,
+		`SELECT MAX(seq) FROM webhook_events`, `SELECT MAX(id) FROM webhook_deliveries`}
+	before := make([]int64, len(queries))
+	for i, q := range queries {
+		if err := dst.Read(ctx, func(tx *Tx) error { return tx.QueryRowContext(ctx, q).Scan(&before[i]) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := dst.Write(ctx, func(tx *Tx) error {
+		if err := tx.SetSigned(ctx, r.ID, []byte{9}, common.HexToHash("0x999"), StateSigned); err != nil {
+			return err
+		}
+		return tx.SetState(ctx, r.ID, []string{StateSigned}, StateBroadcast, "")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i, q := range queries {
+		var n int64
+		if err := dst.Read(ctx, func(tx *Tx) error { return tx.QueryRowContext(ctx, q).Scan(&n) }); err != nil {
+			t.Fatal(err)
+		}
+		if before[i] == 0 || n != before[i]+1 {
+			t.Errorf("%s after the copy and one change: %d, want %d (one more than the copy's, which has some)", q, n, before[i]+1)
+		}
 	}
 
 	// A second copy into the same target is refused: it is not empty.

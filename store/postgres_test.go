@@ -63,7 +63,8 @@ func TestEmbeddedMigrationSets(t *testing.T) {
 func columns(t *testing.T, db *DB) []string {
 	t.Helper()
 	q := `SELECT t.name || '.' || c.name || CASE WHEN c."notnull" = 1 OR c.pk > 0 THEN '' ELSE ' null' END
-		FROM sqlite_schema t, pragma_table_info(t.name) c WHERE t.type = 'table' AND t.name <> 'schema_migrations'`
+		FROM sqlite_schema t, pragma_table_info(t.name) c WHERE t.type = 'table' AND t.name <> 'schema_migrations'
+		AND t.name NOT LIKE 'sqlite_%'`
 	if db.d == postgresDialect {
 		q = `SELECT table_name || '.' || column_name || CASE WHEN is_nullable = 'YES' THEN ' null' ELSE '' END
 			FROM information_schema.columns WHERE table_schema = current_schema() AND table_name <> 'schema_migrations'`

@@ -1,0 +1,464 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/web3gate/web3gate/internal/testengine"
+)
+
+func testWebhook(id, principal, url string) Webhook {
+	return Webhook{ID: id, Principal: principal, URL: url, Secret: "whsec_" + id, Source: WebhookSourceAdmin, CreatedAt: time.Now()}
+}
+
+// insertSigned records a transaction of principal at nonce and signs it (reserved → signed:
+// no event), returning its id.
+func insertSigned(t *testing.T, db *DB, principal string, nonce uint64) int64 {
+	t.Helper()
+	ctx := context.Background()
+	r := testRecord(1, addrN(7), nonce)
+	r.Principal = principal
+	err := db.Write(ctx, func(tx *Tx) error {
+		if err := tx.InsertTx(ctx, r); err != nil {
+			return err
+		}
+		return tx.SetSigned(ctx, r.ID, []byte{1, byte(nonce)}, common.BigToHash(big.NewInt(int64(nonce)+1000)), StateSigned)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.ID
+}
+
+func setState(t *testing.T, db *DB, id int64, from, to string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := db.Write(ctx, func(tx *Tx) error { return tx.SetState(ctx, id, []string{from}, to, "") }); err != nil {
+		t.Fatalf("%s → %s: %v", from, to, err)
+	}
+}
+
+func eventStates(t *testing.T, db *DB, txID int64) []string {
+	t.Helper()
+	ctx := context.Background()
+	var evs []WebhookEvent
+	if err := db.Read(ctx, func(tx *Tx) error {
+		var err error
+		evs, err = tx.WebhookEvents(ctx, txID)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	states := []string{}
+	for i, e := range evs {
+		if i > 0 && e.Seq <= evs[i-1].Seq {
+			t.Errorf("events not ordered by seq: %d after %d", e.Seq, evs[i-1].Seq)
+		}
+		states = append(states, e.State)
+	}
+	return states
+}
+
+func dueDeliveries(t *testing.T, db *DB, at time.Time) []WebhookDelivery {
+	t.Helper()
+	ctx := context.Background()
+	var ds []WebhookDelivery
+	if err := db.Read(ctx, func(tx *Tx) error {
+		var err error
+		ds, err = tx.DueWebhookDeliveries(ctx, at, 100)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// TestWebhookTrigger: a state change of a transaction writes an event (and a delivery per
+// enabled endpoint of its principal) only for the states callers see, only when the state
+// really changed, and only for principals with an enabled endpoint; events are ordered by seq
+// and snapshot the row.
+func TestWebhookTrigger(t *testing.T) { forEachBackend(t, testWebhookTrigger) }
+
+func testWebhookTrigger(t *testing.T, be backend) {
+	ctx := context.Background()
+	db := openBackend(t, be)
+	if err := db.Write(ctx, func(tx *Tx) error {
+		if err := tx.InsertWebhook(ctx, testWebhook("wh_a", "alice", "https://a.example/1")); err != nil {
+			return err
+		}
+		return tx.InsertWebhook(ctx, testWebhook("wh_b", "alice", "https://a.example/2"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	alice := insertSigned(t, db, "alice", 0)
+	bob := insertSigned(t, db, "bob", 1)
+	for _, id := range []int64{alice, bob} {
+		setState(t, db, id, StateSigned, StateBroadcast)
+		setState(t, db, id, StateBroadcast, StateBroadcast) // not a change
+	}
+	for _, id := range []int64{alice, bob} {
+		if err := db.Write(ctx, func(tx *Tx) error {
+			r, err := tx.TxByID(ctx, id)
+			if err != nil {
+				return err
+			}
+			_, err = tx.SetMined(ctx, 1, r.Hash, 42, common.HexToHash("0xb10c"))
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Write(ctx, func(tx *Tx) error { _, err := tx.Confirm(ctx, 1, 42); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := eventStates(t, db, alice), []string{"broadcast", "mined", "confirmed"}; !slices.Equal(got, want) {
+		t.Errorf("alice's events %q, want %q", got, want)
+	}
+	if got := eventStates(t, db, bob); len(got) != 0 {
+		t.Errorf("bob (no endpoint) has events %q", got)
+	}
+
+	var evs []WebhookEvent
+	if err := db.Read(ctx, func(tx *Tx) error { var err error; evs, err = tx.WebhookEvents(ctx, alice); return err }); err != nil {
+		t.Fatal(err)
+	}
+	mined := evs[1]
+	if mined.BlockNumber == nil || *mined.BlockNumber != 42 || mined.BlockHash != common.HexToHash("0xb10c").Hex() ||
+		mined.Hash != common.BigToHash(big.NewInt(1000)).Hex() || mined.ChainID != 1 || mined.From != "0x"+common.Bytes2Hex(addrN(7).Bytes()) ||
+		mined.Nonce != 0 || mined.Kind != KindSend || mined.Principal != "alice" || mined.CreatedAt.IsZero() {
+		t.Errorf("mined event %+v", mined)
+	}
+
+	// Two endpoints: two deliveries per event; each endpoint's first event of the
+	// transaction is due, the later ones wait behind it.
+	due := dueDeliveries(t, db, time.Now().Add(time.Second))
+	var got []string
+	for _, d := range due {
+		got = append(got, d.WebhookID+":"+d.Event.State)
+		if d.URL == "" || d.Secret != "whsec_"+d.WebhookID || d.Attempts != 0 || d.State != DeliveryPending {
+			t.Errorf("due delivery %+v", d)
+		}
+	}
+	slices.Sort(got)
+	if want := []string{"wh_a:broadcast", "wh_b:broadcast"}; !slices.Equal(got, want) {
+		t.Errorf("due %q, want %q", got, want)
+	}
+
+	// Disabled (no longer configured): no event for later changes.
+	if err := db.Write(ctx, func(tx *Tx) error {
+		for _, id := range []string{"wh_a", "wh_b"} {
+			if _, err := tx.ExecContext(ctx, `UPDATE webhooks SET enabled = 0 WHERE id = ?`, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	second := insertSigned(t, db, "alice", 2)
+	setState(t, db, second, StateSigned, StateBroadcast)
+	if got := eventStates(t, db, second); len(got) != 0 {
+		t.Errorf("events %q with every endpoint disabled", got)
+	}
+	if got := dueDeliveries(t, db, time.Now().Add(time.Second)); len(got) != 0 {
+		t.Errorf("%d deliveries due to disabled endpoints", len(got))
+	}
+}
+
+// TestWebhookDeliveryOrder: a failing delivery holds back the later events of its
+// transaction to its endpoint (not those of other transactions); once dead it lets them go;
+// the log lists newest first; deleting the endpoint removes its deliveries.
+func TestWebhookDeliveryOrder(t *testing.T) { forEachBackend(t, testWebhookDeliveryOrder) }
+
+func testWebhookDeliveryOrder(t *testing.T, be backend) {
+	ctx := context.Background()
+	db := openBackend(t, be)
+	if err := db.Write(ctx, func(tx *Tx) error {
+		return tx.InsertWebhook(ctx, testWebhook("wh_a", "alice", "https://a.example/1"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	one := insertSigned(t, db, "alice", 0)
+	two := insertSigned(t, db, "alice", 1)
+	setState(t, db, one, StateSigned, StateBroadcast)
+	setState(t, db, one, StateBroadcast, StateFailed)
+	setState(t, db, two, StateSigned, StateBroadcast)
+
+	later := time.Now().Add(time.Second)
+	due := dueDeliveries(t, db, later)
+	if len(due) != 2 || due[0].Event.TxID != one || due[0].Event.State != StateBroadcast || due[1].Event.TxID != two {
+		t.Fatalf("due %+v, want one's broadcast then two's", due)
+	}
+	finish := func(id int64, a WebhookAttempt) {
+		t.Helper()
+		if err := db.Write(ctx, func(tx *Tx) error { return tx.FinishWebhookAttempt(ctx, id, a) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// one's broadcast fails: retried in a minute; one's failed event still waits behind it.
+	finish(due[0].ID, WebhookAttempt{State: DeliveryPending, NextAttemptAt: later.Add(time.Minute), Status: 500, Error: "HTTP 500", At: later})
+	if got := dueDeliveries(t, db, later); len(got) != 1 || got[0].Event.TxID != two {
+		t.Fatalf("due after a failure %+v, want two's only", got)
+	}
+	// Dead: the next event of one goes.
+	finish(due[0].ID, WebhookAttempt{State: DeliveryDead, Status: 500, Error: "HTTP 500", At: later})
+	got := dueDeliveries(t, db, later)
+	if len(got) != 2 || got[0].Event.TxID != one || got[0].Event.State != StateFailed {
+		t.Fatalf("due after dead %+v, want one's failed event first", got)
+	}
+	finish(got[0].ID, WebhookAttempt{State: DeliveryDelivered, Status: 204, At: later})
+	if err := db.Write(ctx, func(tx *Tx) error {
+		return tx.FinishWebhookAttempt(ctx, got[0].ID, WebhookAttempt{State: DeliveryDelivered, At: later})
+	}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("finishing a delivered delivery: %v, want ErrNotFound", err)
+	}
+
+	var log []WebhookDelivery
+	var pending int64
+	if err := db.Read(ctx, func(tx *Tx) error {
+		var err error
+		if log, err = tx.WebhookDeliveries(ctx, "wh_a", 10); err != nil {
+			return err
+		}
+		pending, err = tx.PendingWebhookDeliveries(ctx)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(log) != 3 || log[0].ID < log[1].ID || log[1].ID < log[2].ID {
+		t.Fatalf("log %+v, want 3 newest first", log)
+	}
+	if d := log[2]; d.State != DeliveryDead || d.Attempts != 2 || d.LastStatus != 500 || d.LastError != "HTTP 500" || d.DeliveredAt != nil {
+		t.Errorf("dead delivery %+v", d)
+	}
+	if pending != 1 {
+		t.Errorf("pending %d, want 1 (two's broadcast)", pending)
+	}
+	delivered := 0
+	for _, d := range log {
+		if d.State == DeliveryDelivered {
+			delivered++
+			if d.DeliveredAt == nil || d.LastStatus != 204 || d.Attempts != 1 {
+				t.Errorf("delivered %+v", d)
+			}
+		}
+	}
+	if delivered != 1 {
+		t.Errorf("%d delivered, want 1", delivered)
+	}
+
+	if err := db.Write(ctx, func(tx *Tx) error { return tx.DeleteWebhook(ctx, "wh_a") }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Write(ctx, func(tx *Tx) error { return tx.DeleteWebhook(ctx, "wh_a") }); !errors.Is(err, ErrNotFound) {
+		t.Errorf("second delete: %v, want ErrNotFound", err)
+	}
+	if got := dueDeliveries(t, db, later); len(got) != 0 {
+		t.Errorf("%d deliveries due after the delete", len(got))
+	}
+}
+
+// TestSyncConfigWebhooks: config endpoints are upserted by principal and URL (the id of the
+// first sync kept, the secret replaced), and the config endpoints no longer listed disabled;
+// admin endpoints stay; a duplicate URL of a principal is ErrExists.
+func TestSyncConfigWebhooks(t *testing.T) { forEachBackend(t, testSyncConfigWebhooks) }
+
+func testSyncConfigWebhooks(t *testing.T, be backend) {
+	ctx := context.Background()
+	db := openBackend(t, be)
+	sync := func(ws ...Webhook) []Webhook {
+		t.Helper()
+		var out []Webhook
+		if err := db.Write(ctx, func(tx *Tx) error { var err error; out, err = tx.SyncConfigWebhooks(ctx, ws); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	list := func() map[string]Webhook {
+		t.Helper()
+		m := map[string]Webhook{}
+		if err := db.Read(ctx, func(tx *Tx) error {
+			ws, err := tx.Webhooks(ctx, "")
+			for _, w := range ws {
+				m[w.URL] = w
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if err := db.Write(ctx, func(tx *Tx) error {
+		return tx.InsertWebhook(ctx, testWebhook("wh_admin", "dev", "https://admin.example/"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err := db.Write(ctx, func(tx *Tx) error {
+		return tx.InsertWebhook(ctx, testWebhook("wh_other", "dev", "https://admin.example/"))
+	})
+	if !errors.Is(err, ErrExists) {
+		t.Errorf("duplicate URL: %v, want ErrExists", err)
+	}
+	first := sync(Webhook{ID: "wh_c1", Principal: "dev", URL: "https://c.example/1", Secret: "s1", CreatedAt: time.Now()},
+		Webhook{ID: "wh_c2", Principal: "dev", URL: "https://c.example/2", Secret: "s2", CreatedAt: time.Now()})
+	if first[0].ID != "wh_c1" || first[1].ID != "wh_c2" {
+		t.Fatalf("first sync %+v", first)
+	}
+	again := sync(Webhook{ID: "wh_new", Principal: "dev", URL: "https://c.example/1", Secret: "s1b", CreatedAt: time.Now()})
+	if again[0].ID != "wh_c1" || again[0].Secret != "s1b" {
+		t.Fatalf("second sync %+v, want the id kept and the secret replaced", again)
+	}
+	m := list()
+	if w := m["https://c.example/1"]; !w.Enabled || w.Secret != "s1b" || w.Source != WebhookSourceConfig {
+		t.Errorf("kept config endpoint %+v", w)
+	}
+	if w := m["https://c.example/2"]; w.Enabled {
+		t.Errorf("unlisted config endpoint %+v is enabled", w)
+	}
+	if w := m["https://admin.example/"]; !w.Enabled || w.Source != WebhookSourceAdmin {
+		t.Errorf("admin endpoint %+v", w)
+	}
+	sync(Webhook{ID: "wh_c2b", Principal: "dev", URL: "https://c.example/2", Secret: "s2", CreatedAt: time.Now()})
+	if w := list()["https://c.example/2"]; !w.Enabled || w.ID != "wh_c2" {
+		t.Errorf("listed again %+v, want wh_c2 enabled", w)
+	}
+}
+
+// BenchmarkWebhookTrigger: the cost of the webhook trigger on a state change (an UPDATE
+// moving a row between broadcast and mined; 100 of them per write transaction, so that the
+// commit's fsync does not drown the difference), against the same change with the trigger
+// dropped: with no endpoint of the principal it is one indexed EXISTS; with one, an event and
+// a delivery are written too.
+func BenchmarkWebhookTrigger(b *testing.B) {
+	for _, be := range backends {
+		for _, mode := range []string{"no-trigger", "no-endpoint", "endpoint"} {
+			b.Run(string(be)+"/"+mode, func(b *testing.B) {
+				ctx := context.Background()
+				cfg := Config{Driver: string(be)}
+				if be == postgresBackend {
+					cfg.DSN = testengine.Postgres(b)
+				} else {
+					cfg.Path = b.TempDir() + "/web3gate.db"
+				}
+				cfg.SetDefaults()
+				db, err := Open(ctx, cfg, Deps{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer db.Close()
+				// Other principals' endpoints, as an installation has.
+				for i := range 100 {
+					if err := db.Write(ctx, func(tx *Tx) error {
+						return tx.InsertWebhook(ctx, testWebhook(fmt.Sprintf("wh_%d", i), fmt.Sprintf("other%d", i), "https://h.example/"))
+					}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				switch mode {
+				case "no-trigger":
+					if err := db.Write(ctx, func(tx *Tx) error { _, err := tx.ExecContext(ctx, `DROP TRIGGER txs_webhook_event ON txs`); return err }); be == postgresBackend && err != nil {
+						b.Fatal(err)
+					}
+					if be == sqliteBackend {
+						if err := db.Write(ctx, func(tx *Tx) error { _, err := tx.ExecContext(ctx, `DROP TRIGGER txs_webhook_event`); return err }); err != nil {
+							b.Fatal(err)
+						}
+					}
+				case "endpoint":
+					if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertWebhook(ctx, testWebhook("wh_p", "p", "https://h.example/")) }); err != nil {
+						b.Fatal(err)
+					}
+				}
+				r := testRecord(1, addrN(3), 0)
+				if err := db.Write(ctx, func(tx *Tx) error {
+					if err := tx.InsertTx(ctx, r); err != nil {
+						return err
+					}
+					if err := tx.SetSigned(ctx, r.ID, []byte{1}, common.HexToHash("0x1"), StateSigned); err != nil {
+						return err
+					}
+					return tx.SetState(ctx, r.ID, []string{StateSigned}, StateBroadcast, "")
+				}); err != nil {
+					b.Fatal(err)
+				}
+				states := [2]string{StateBroadcast, StateMined}
+				b.ResetTimer()
+				for i := 0; i < b.N; i += 100 {
+					if err := db.Write(ctx, func(tx *Tx) error {
+						for j := i; j < min(i+100, b.N); j++ {
+							if err := tx.SetState(ctx, r.ID, []string{states[j%2]}, states[(j+1)%2], ""); err != nil {
+								return err
+							}
+						}
+						return nil
+					}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestWebhookQueriesUseIndexes: on SQLite the deliverer's poll reads the pending deliveries
+// through the partial indexes (not every delivery ever made), and the trigger's lookup is the
+// covering index of enabled endpoints. A query whose terms stop matching an index's WHERE
+// (a parameter instead of the literal) fails this.
+func TestWebhookQueriesUseIndexes(t *testing.T) {
+	ctx := context.Background()
+	db := openBackend(t, sqliteBackend)
+	plan := func(q string, args ...any) string {
+		t.Helper()
+		var lines []string
+		if err := db.Read(ctx, func(tx *Tx) error {
+			rows, err := tx.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+					return err
+				}
+				lines = append(lines, detail)
+			}
+			return rows.Err()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(lines, "\n")
+	}
+	for _, tc := range []struct {
+		name, query string
+		args        []any
+		want        []string
+	}{
+		{"due", qDueDeliveries, []any{"2026-01-01", 10}, []string{"USING INDEX webhook_deliveries_due", "USING COVERING INDEX webhook_deliveries_order"}},
+		{"pending", qPendingDeliveries, nil, []string{"webhook_deliveries_order"}},
+		{"log", qDeliveryLog, []any{"wh_1", 10}, []string{"USING INDEX webhook_deliveries_webhook_event (webhook_id=?)"}},
+		{"trigger lookup", `SELECT 1 FROM webhooks WHERE principal = ? AND enabled = 1`, []any{"p"}, []string{"USING COVERING INDEX webhooks_enabled (principal=?)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := plan(tc.query, tc.args...)
+			for _, w := range tc.want {
+				if !strings.Contains(p, w) {
+					t.Errorf("plan lacks %q:\n%s", w, p)
+				}
+			}
+			if strings.Contains(p, "SCAN d\n") || strings.HasSuffix(p, "SCAN d") {
+				t.Errorf("plan scans every delivery:\n%s", p)
+			}
+		})
+	}
+}
