@@ -136,7 +136,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 		chains[p.ChainID()] = p
 	}
 	txs, err := wallet.NewTransactions(cfg.Wallet.Transactions, wallet.TxDeps{Keys: keys, DB: db, Chains: chains, Logger: log.Named("transactions"),
-		Hold: leases.Hold, Shared: cfg.Store.Driver == store.DriverPostgres})
+		Hold: leases.Hold, Shared: cfg.Store.Driver == store.DriverPostgres, Registry: reg})
 	if err != nil {
 		return err
 	}
@@ -426,7 +426,11 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 	}
 	if signer != nil {
 		routes = append(routes, &proxy.Route{Name: "transaction", Method: http.MethodGet, Pattern: "/v1/transactions/{hash}",
-			REST: signer.TransactionHandler(authStage)})
+			REST: signer.TransactionHandler(authStage)},
+			&proxy.Route{Name: "transaction_speedup", Method: http.MethodPost, Pattern: "/v1/transactions/{hash}/speedup",
+				REST: signer.SpeedupHandler(authStage)},
+			&proxy.Route{Name: "transaction_cancel", Method: http.MethodPost, Pattern: "/v1/transactions/{hash}/cancel",
+				REST: signer.CancelHandler(authStage)})
 	}
 	return routes, cacheStage, authStage, nil
 }

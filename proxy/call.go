@@ -27,6 +27,17 @@ type Call struct {
 // Method is the JSON-RPC method of c.
 func (c *Call) Method() string { return c.Request.Method }
 
+// FeeBump is the X-Fee-Bump header of an eth_sendTransaction request: whether web3gate may
+// re-sign the transaction with raised fees (wallet.transactions.bump).
+type FeeBump uint8
+
+const (
+	FeeBumpUnset   FeeBump = iota // no header: the configuration decides
+	FeeBumpAllow                  // "allow"
+	FeeBumpDeny                   // "deny"
+	FeeBumpInvalid                // anything else
+)
+
 // Exchange is one HTTP request as the stages see it. Its fields are copies: nothing in it
 // aliases fasthttp's buffers.
 type Exchange struct {
@@ -44,6 +55,8 @@ type Exchange struct {
 	// IdempotencyKey is the Idempotency-Key header (HasIdempotencyKey: it was sent, even empty).
 	IdempotencyKey    string
 	HasIdempotencyKey bool
+	// FeeBump is what the X-Fee-Bump header said.
+	FeeBump FeeBump
 	// Batch is set when the body was a batch: its calls share the exchange.
 	Batch bool
 	Start time.Time

@@ -77,7 +77,7 @@ func newCORS(c CORSConfig) *cors {
 
 // The headers a page may send (beyond the CORS-safelisted ones) and read.
 var (
-	corsAllowHeaders  = []byte("Content-Type, Authorization, X-API-Key, Idempotency-Key, X-Request-Id")
+	corsAllowHeaders  = []byte("Content-Type, Authorization, X-API-Key, Idempotency-Key, X-Fee-Bump, X-Request-Id")
 	corsExposeHeaders = []byte("X-Request-Id, Retry-After, X-Indexed-Block, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset")
 )
 

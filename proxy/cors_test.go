@@ -73,7 +73,7 @@ func TestCORS(t *testing.T) {
 			if got := h.Get("Access-Control-Allow-Methods"); tc.preflight != (got == "GET, POST") {
 				t.Fatalf("Allow-Methods %q", got)
 			}
-			if tc.preflight && (h.Get("Access-Control-Allow-Headers") != "Content-Type, Authorization, X-API-Key, Idempotency-Key, X-Request-Id" ||
+			if tc.preflight && (h.Get("Access-Control-Allow-Headers") != "Content-Type, Authorization, X-API-Key, Idempotency-Key, X-Fee-Bump, X-Request-Id" ||
 				h.Get("Access-Control-Max-Age") == "") {
 				t.Fatalf("preflight headers %v", h)
 			}

@@ -13,8 +13,8 @@ import (
 // the first of a repeated header counts. The values alias fasthttp's buffers: copy them
 // before the handler returns.
 type reqHeaders struct {
-	requestID, clientID, authorization, idempotencyKey, origin []byte
-	seen                                                       uint8
+	requestID, clientID, authorization, idempotencyKey, origin, feeBump []byte
+	seen                                                                uint8
 	// clientIDConflict is set by readURL when the header and the URL, or the URL's path and
 	// query, carry different client ids.
 	clientIDConflict bool
@@ -26,6 +26,7 @@ const (
 	seenAuthorization
 	seenIdempotencyKey
 	seenOrigin
+	seenFeeBump
 )
 
 var (
@@ -34,6 +35,7 @@ var (
 	hdrAuthorization  = []byte("Authorization")
 	hdrIdempotencyKey = []byte("Idempotency-Key")
 	hdrOrigin         = []byte("Origin")
+	hdrFeeBump        = []byte("X-Fee-Bump")
 )
 
 func (r *reqHeaders) read(h *fasthttp.RequestHeader) {
@@ -51,6 +53,8 @@ func (r *reqHeaders) read(h *fasthttp.RequestHeader) {
 			bit, dst = seenIdempotencyKey, &r.idempotencyKey
 		case len(k) == len(hdrOrigin) && bytes.EqualFold(k, hdrOrigin):
 			bit, dst = seenOrigin, &r.origin
+		case len(k) == len(hdrFeeBump) && bytes.EqualFold(k, hdrFeeBump):
+			bit, dst = seenFeeBump, &r.feeBump
 		default:
 			continue
 		}
@@ -137,6 +141,15 @@ func newExchange(body []byte, owned bool, reqID []byte, h *reqHeaders, start tim
 	if len(h.idempotencyKey) > 0 {
 		ex.IdempotencyKey = str(h.idempotencyKey)
 		ex.HasIdempotencyKey = true
+	}
+	switch {
+	case len(h.feeBump) == 0:
+	case bytes.EqualFold(h.feeBump, []byte("allow")):
+		ex.FeeBump = FeeBumpAllow
+	case bytes.EqualFold(h.feeBump, []byte("deny")):
+		ex.FeeBump = FeeBumpDeny
+	default:
+		ex.FeeBump = FeeBumpInvalid
 	}
 	return ex, own
 }

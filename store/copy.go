@@ -16,7 +16,7 @@ import (
 var copyOrder = []string{
 	"accounts", "oauth_clients", "account_keys", "nonce_heads", "chain_genesis", "metadata_records",
 	"products_sold_scope", "nft_minted", "nft_index_progress", "nft_index_blocks", "nft_balances", "nft_undo",
-	"products", "quota_usage", "txs",
+	"products", "quota_usage", "txs", "tx_versions",
 }
 
 // derivedTables are kept by triggers from the copied tables and not copied: Copy checks that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
@@ -54,6 +55,22 @@ func populate(t *testing.T, db *DB) {
 		if _, err := tx.SetMined(ctx, 5, common.HexToHash("0xabc"), 7, common.HexToHash("0xb7")); err != nil {
 			return err
 		}
+		// A request with a bump (fee bumping, tx_versions), stuck.
+		r3 := testRecord(5, addrN(102), 2)
+		r3.FeeBump = FeeBumpAllow
+		if err := tx.InsertTx(ctx, r3); err != nil {
+			return err
+		}
+		if err := tx.SetSigned(ctx, r3.ID, []byte{5}, common.HexToHash("0xab3"), StateBroadcast); err != nil {
+			return err
+		}
+		if err := tx.AddVersion(ctx, r3, &TxVersion{Kind: VersionBump, Fields: []byte(`{"b":1}`), MaxCost: big.NewInt(77),
+			Raw: []byte{6}, Hash: common.HexToHash("0xab4")}); err != nil {
+			return err
+		}
+		if err := tx.SetState(ctx, r3.ID, []string{StateBroadcast}, StateStuck, ""); err != nil {
+			return err
+		}
 		r2 := testRecord(5, addrN(102), 1)
 		if err := tx.InsertTx(ctx, r2); err != nil {
 			return err
@@ -61,7 +78,7 @@ func populate(t *testing.T, db *DB) {
 		if err := tx.SetHandedOut(ctx, r2.ID, []byte{4}, common.HexToHash("0xdef"), time.Now().Add(time.Hour)); err != nil {
 			return err
 		}
-		if err := tx.RaiseNextNonce(ctx, 5, addrN(102), 2); err != nil {
+		if err := tx.RaiseNextNonce(ctx, 5, addrN(102), 3); err != nil {
 			return err
 		}
 		if err := tx.RecordChainGenesis(ctx, 5, common.HexToHash("0x5555")); err != nil {

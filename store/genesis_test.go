@@ -200,7 +200,8 @@ func TestMigration0009KeepsTransactions(t *testing.T) {
 			t.Errorf("row %d changed:\n before %s\n after  %s", id, b, a)
 		}
 	}
-	if got := schemaObjects(t, db); got != objects {
+	// 0015 adds an index and a trigger of its own (versions, the in-flight cost).
+	if got := strings.NewReplacer(" index:txs_versioned", "", " trigger:txs_inflight_cost", "").Replace(schemaObjects(t, db)); got != objects {
 		t.Errorf("indexes and triggers after the migration:\n %s\nbefore:\n %s", got, objects)
 	}
 	if n, c := inFlight(t, db, 5, addr); n != n5 || c.Cmp(c5) != 0 || n != 4 {

@@ -24,6 +24,18 @@ const (
 	StateHandedOut = "handed_out" // eth_signTransaction: the caller submits, until ExpiresAt
 	StateReleased  = "released"   // a handed-out slot not used in time, free for the next signing
 	StateAbandoned = "abandoned"  // its chain started over from a new genesis: never sent again, its nonce not reused
+	// StateStuck: the next fee bump would pass a cap (wallet.transactions.bump.maxFeeCap, the
+	// signing rules, the funds): still in flight and rebroadcast; it may still be mined, sped
+	// up with explicit fees or cancelled.
+	StateStuck = "stuck"
+	// StateCancelled: the cancel version (a zero-value self-transfer at the nonce) was mined.
+	StateCancelled = "cancelled"
+)
+
+// Fee-bump choices a caller made with the X-Fee-Bump header (TxRecord.FeeBump).
+const (
+	FeeBumpAllow = "allow"
+	FeeBumpDeny  = "deny"
 )
 
 // Transaction kinds.
@@ -58,25 +70,34 @@ type TxRecord struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	ExpiresAt      time.Time // handed_out rows only
+	// MinedHash is the hash of the version in the block (Hash, or a later version's): zero
+	// until mined.
+	MinedHash common.Hash
+	// FeeBump is the caller's X-Fee-Bump choice (FeeBumpAllow, FeeBumpDeny), "" when none.
+	FeeBump string
+	// Versions is how many versions were signed after the original (tx_versions rows).
+	Versions int
 }
 
 // HasHash reports whether the row was signed.
 func (r *TxRecord) HasHash() bool { return r.Hash != (common.Hash{}) }
 
 const txColumns = `id, chain_id, address, nonce, principal, kind, state, fields, max_cost, raw, hash,
-	idempotency_key, block_number, block_hash, error, created_at, updated_at, expires_at, request, filled`
+	idempotency_key, block_number, block_hash, error, created_at, updated_at, expires_at, request, filled,
+	mined_hash, fee_bump, versions`
 
 func scanTx(s scanner) (*TxRecord, error) {
 	var (
 		r                                    TxRecord
 		addr, fields, maxCost, created, upd  string
 		hash, idem, blockHash, errMsg, expir sql.NullString
-		request, filled                      sql.NullString
+		request, filled, minedHash, feeBump  sql.NullString
 		block                                sql.NullInt64
-		chainID, nonce                       int64
+		chainID, nonce, versions             int64
 	)
 	if err := s.Scan(&r.ID, &chainID, &addr, &nonce, &r.Principal, &r.Kind, &r.State, &fields, &maxCost,
-		&r.Raw, &hash, &idem, &block, &blockHash, &errMsg, &created, &upd, &expir, &request, &filled); err != nil {
+		&r.Raw, &hash, &idem, &block, &blockHash, &errMsg, &created, &upd, &expir, &request, &filled,
+		&minedHash, &feeBump, &versions); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, ErrNotFound
 		}
@@ -106,6 +127,10 @@ func scanTx(s scanner) (*TxRecord, error) {
 		r.BlockHash = common.HexToHash(blockHash.String)
 	}
 	r.Error = errMsg.String
+	if minedHash.Valid {
+		r.MinedHash = common.HexToHash(minedHash.String)
+	}
+	r.FeeBump, r.Versions = feeBump.String, int(versions)
 	var err error
 	if r.CreatedAt, err = parseTime(created); err != nil {
 		return nil, fmt.Errorf("tx %d: created_at: %w", r.ID, err)
@@ -260,7 +285,7 @@ func (t *Tx) InsertTxs(ctx context.Context, rs []*TxRecord) error {
 		return nil
 	}
 	now := time.Now()
-	args := make([]any, 0, len(rs)*25)
+	args := make([]any, 0, len(rs)*26)
 	var q strings.Builder
 	q.WriteString(insertTxHead)
 	for i, r := range rs {
@@ -324,7 +349,8 @@ func insertTxArgs(r *TxRecord, now time.Time) ([]any, error) {
 	return []any{int64(r.ChainID), addressKey(r.Address), int64(r.Nonce), r.Principal, r.Kind, r.State, string(r.Fields),
 		cost.String(), l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7],
 		r.Raw, hash, nullString(r.IdempotencyKey), nullString(cleanText(r.Error)),
-		formatTime(now), formatTime(now), expires, nullString(string(r.Request)), nullString(strings.Join(r.Filled, ","))}, nil
+		formatTime(now), formatTime(now), expires, nullString(string(r.Request)), nullString(strings.Join(r.Filled, ",")),
+		nullString(r.FeeBump)}, nil
 }
 
 // InsertTx records r and sets r.ID, r.CreatedAt and r.UpdatedAt. A live row at the same
@@ -439,9 +465,9 @@ func (t *Tx) TxsAtNonce(ctx context.Context, chainID uint64, addr common.Address
 		int64(chainID), addressKey(addr), int64(nonce))
 }
 
-// MinedSince are the mined rows of chainID in blocks at or above number.
+// MinedSince are the mined (and cancelled) rows of chainID in blocks at or above number.
 func (t *Tx) MinedSince(ctx context.Context, chainID uint64, number uint64) ([]*TxRecord, error) {
-	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ? AND state = 'mined' AND block_number >= ?
+	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ? AND state IN ('mined', 'cancelled') AND block_number >= ?
 		ORDER BY block_number`, int64(chainID), int64(number))
 }
 
@@ -546,7 +572,7 @@ func (t *Tx) HasOpenTxs(ctx context.Context, chainID uint64) (bool, error) {
 // insertTxHead is the INSERT of txs rows up to their VALUES.
 const insertTxHead = `INSERT INTO txs (chain_id, address, nonce, principal, kind, state, fields,
 		max_cost, cost0, cost1, cost2, cost3, cost4, cost5, cost6, cost7,
-		raw, hash, idempotency_key, error, created_at, updated_at, expires_at, request, filled)
+		raw, hash, idempotency_key, error, created_at, updated_at, expires_at, request, filled, fee_bump)
 		VALUES `
 
 // Queries prepared once at Open (see prepared).
@@ -562,7 +588,7 @@ var (
 		                  AND l.nonce = r.nonce AND l.state NOT IN ('released', 'failed', 'abandoned'))
 		ORDER BY r.nonce LIMIT 1`)
 	qInFlight         = prepared(`SELECT n, c0, c1, c2, c3, c4, c5, c6, c7 FROM inflight WHERE chain_id = ? AND address = ?`)
-	qInsertTx         = prepared(insertTxHead + `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
+	qInsertTx         = prepared(insertTxHead + `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
 	qReservationState = prepared(`SELECT (SELECT next_nonce FROM nonce_heads WHERE chain_id = ? AND address = ?),
 		EXISTS (SELECT 1 FROM txs r WHERE r.chain_id = ? AND r.address = ? AND r.state = 'released'
 		          AND NOT EXISTS (SELECT 1 FROM txs l WHERE l.chain_id = r.chain_id AND l.address = r.address
@@ -573,18 +599,21 @@ var (
 		WHERE id = ? AND state = 'reserved'`)
 	// +chain_id keeps the planner on txs_hash: without statistics SQLite may otherwise take
 	// the (chain_id, state) index and scan every open row of the chain for each hash.
-	qSetMined = prepared(`UPDATE txs SET state = 'mined', block_number = ?, block_hash = ?, updated_at = ?
+	// A request with versions is found by its original hash here, by a later version's in
+	// SetMinedVersion (store/versions.go).
+	qSetMined = prepared(`UPDATE txs SET state = 'mined', block_number = ?, block_hash = ?, updated_at = ?, mined_hash = hash
 		WHERE hash = ? AND +chain_id = ?
-		  AND (state IN ('signed', 'broadcast', 'handed_out', 'released') OR (state = 'mined' AND block_hash <> ?))`)
-	qUnmine = prepared(`UPDATE txs SET state = 'broadcast', block_number = NULL, block_hash = NULL, updated_at = ?
-		WHERE chain_id = ? AND state = 'mined' AND block_number = ? AND block_hash = ?`)
+		  AND (state IN ('signed', 'broadcast', 'stuck', 'handed_out', 'released')
+		       OR (state IN ('mined', 'cancelled') AND block_hash <> ?))`)
+	qUnmine = prepared(`UPDATE txs SET state = 'broadcast', block_number = NULL, block_hash = NULL, mined_hash = NULL, updated_at = ?
+		WHERE chain_id = ? AND state IN ('mined', 'cancelled') AND block_number = ? AND block_hash = ?`)
 	qConfirm = prepared(`UPDATE txs SET state = 'confirmed', updated_at = ?
 		WHERE chain_id = ? AND state = 'mined' AND block_number <= ?`)
 	qSetHandedOut = prepared(`UPDATE txs SET raw = ?, hash = ?, state = 'handed_out', expires_at = ?, updated_at = ?
 		WHERE id = ? AND state = 'reserved'`)
 	qLowerNextNonce = prepared(`UPDATE nonce_heads SET next_nonce = ? WHERE chain_id = ? AND address = ? AND next_nonce = ?`)
 	qTouch          = prepared(`UPDATE txs SET updated_at = ? WHERE id = ?`)
-	qHasOpenTxs     = prepared(`SELECT 1 FROM txs WHERE chain_id = ? AND state IN ('signed', 'broadcast', 'mined', 'handed_out') LIMIT 1`)
+	qHasOpenTxs     = prepared(`SELECT 1 FROM txs WHERE chain_id = ? AND state IN ('signed', 'broadcast', 'stuck', 'mined', 'handed_out') LIMIT 1`)
 	qAbandonChain   = prepared(`UPDATE txs SET state = 'abandoned', error = ? || ' (it was ' || state || ')',
 		idempotency_key = NULL, updated_at = ? WHERE chain_id = ? AND state <> 'abandoned'`)
 	qDropNonceHeads = prepared(`DELETE FROM nonce_heads WHERE chain_id = ?`)

@@ -49,7 +49,8 @@ func (t *Transactions) Run(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			t.hold(ctx, fmt.Sprintf("confirmer/%d", id), func(ctx context.Context) {
-				c := &confirmer{t: t, chainID: id, ch: ch, log: t.log.With(zap.Uint64("chain", id)), recent: map[uint64]common.Hash{}}
+				c := &confirmer{t: t, chainID: id, ch: ch, log: t.log.With(zap.Uint64("chain", id)), recent: map[uint64]common.Hash{},
+					seen: map[int64]seenAt{}}
 				c.run(ctx)
 			})
 		}()
@@ -66,6 +67,10 @@ type confirmer struct {
 	last   uint64                 // the highest block read (meaningful once begun)
 	begun  bool                   // the first pass set last
 	recent map[uint64]common.Hash // canonical hashes of the blocks read lately
+
+	head     *block           // the head the last pass read
+	bumpHead uint64           // the head of the last fee-bumping pass (bump.go)
+	seen     map[int64]seenAt // request id -> when its newest version was first seen pending
 }
 
 // minKickInterval spaces the passes that sends waiting for a slot ask for (each reads the
@@ -140,7 +145,7 @@ func (t *Transactions) recoverBefore() time.Time {
 // answers "already known" or takes it once more).
 func (c *confirmer) recover(ctx context.Context, before time.Time) {
 	c.finishAll(ctx, []string{store.StateReserved, store.StateSigned}, before)
-	c.finishAll(ctx, []string{store.StateBroadcast}, time.Now())
+	c.finishAll(ctx, []string{store.StateBroadcast, store.StateStuck}, time.Now())
 }
 
 // finishAll runs finish until no row of states older than before is left.
@@ -158,15 +163,20 @@ func (c *confirmer) tick(ctx context.Context) {
 	// A request's own work ends within BroadcastTimeout; after twice that, a row still
 	// reserved or signed is ours to finish.
 	c.finish(ctx, []string{store.StateReserved, store.StateSigned}, now.Add(-2*c.t.cfg.BroadcastTimeout))
-	c.finish(ctx, []string{store.StateBroadcast}, now.Add(-c.t.cfg.RebroadcastAfter))
+	c.finish(ctx, []string{store.StateBroadcast, store.StateStuck}, now.Add(-c.t.cfg.RebroadcastAfter))
+	var followed bool
 	for {
 		more, err := c.follow(ctx)
+		followed = followed || err == nil
 		if err != nil && ctx.Err() == nil {
 			c.log.Warn("confirmer: following blocks failed", zap.Error(err))
 		}
 		if !more || err != nil || ctx.Err() != nil {
 			break
 		}
+	}
+	if followed {
+		c.autoBump(ctx, c.head)
 	}
 	c.expire(ctx, now)
 }
@@ -217,6 +227,10 @@ func (c *confirmer) finishOne(ctx context.Context, rec *store.TxRecord) {
 		logger.Info("confirmer: recovered transaction sent", zap.String("hash", rec.Hash.Hex()))
 		return
 	}
+	if rec.Versions > 0 {
+		c.rebroadcastVersions(ctx, rec)
+		return
+	}
 	// signed or broadcast: mined already?
 	if m, err := c.t.receipt(ctx, c.ch, rec.Hash); err != nil {
 		logger.Warn("confirmer: receipt lookup failed", zap.Error(err))
@@ -242,6 +256,7 @@ type block struct {
 	Number       hexutil.Uint64 `json:"number"`
 	Hash         common.Hash    `json:"hash"`
 	Transactions []common.Hash  `json:"transactions"`
+	BaseFee      *hexutil.Big   `json:"baseFeePerGas"` // nil before London
 }
 
 func (c *confirmer) block(ctx context.Context, tag string) (*block, error) {
@@ -267,6 +282,7 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 	if err != nil || head == nil {
 		return false, err
 	}
+	c.head = head
 	h := uint64(head.Number)
 	depth := c.t.cfg.FinalityDepth
 	if !c.begun || c.last > h {
@@ -307,12 +323,33 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 		}
 		read = append(read, b)
 	}
+	// The hashes of the requests' later versions (bumps, speed-ups, cancels): none, one cheap
+	// read, for a chain whose open requests have none.
+	var versions map[common.Hash]int64
+	if len(read) > 0 {
+		if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+			var err error
+			versions, err = tx.OpenVersionHashes(ctx, c.chainID)
+			return err
+		}); err != nil {
+			return false, err
+		}
+	}
+	var mined []store.Mined
 	err = c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+		mined = mined[:0]
 		for _, b := range read {
 			for _, th := range b.Transactions {
-				if _, err := tx.SetMined(ctx, c.chainID, th, uint64(b.Number), b.Hash); err != nil {
+				ms, err := tx.SetMinedAt(ctx, c.chainID, th, uint64(b.Number), b.Hash)
+				if err != nil {
 					return err
 				}
+				if _, ok := versions[th]; ok && len(ms) == 0 {
+					if ms, err = tx.SetMinedVersionAt(ctx, c.chainID, th, uint64(b.Number), b.Hash); err != nil {
+						return err
+					}
+				}
+				mined = append(mined, ms...)
 			}
 		}
 		return nil
@@ -320,6 +357,7 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	c.t.observeMined(c.chainID, mined)
 	for _, b := range read {
 		c.recent[uint64(b.Number)] = b.Hash
 		c.last = uint64(b.Number)

@@ -51,6 +51,8 @@ type TxConfig struct {
 	FinalityDepth uint64 `yaml:"finalityDepth"`
 	// Rules are optional per-account signing rules.
 	Rules []RuleConfig `yaml:"rules"`
+	// Bump re-signs transactions the chain has priced out with raised fees (bump.go).
+	Bump BumpConfig `yaml:"bump"`
 }
 
 // RuleConfig restricts what one account signs; a transaction breaking it gets -32003.
@@ -80,6 +82,7 @@ func (c *TxConfig) SetDefaults() {
 	defaults.Set(&c.PollInterval, time.Second)
 	defaults.Set(&c.RebroadcastAfter, 30*time.Second)
 	defaults.Set(&c.FinalityDepth, 12)
+	c.Bump.SetDefaults()
 }
 
 // Validate checks c; each message names its key within the section.
@@ -107,6 +110,9 @@ func (c *TxConfig) Validate() error {
 		errs = append(errs, errors.New("rebroadcastAfter: must be at least 1s"))
 	}
 	if _, err := c.rules(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Bump.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -15,6 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
@@ -68,6 +69,8 @@ type TxDeps struct {
 	// PostgreSQL): a confirmer starting then finishes only rows untouched for longer than a
 	// request's own work, as another replica's request may be at work on a newer one.
 	Shared bool
+	// Registry takes the fee bumping's metrics; nil: not exported.
+	Registry prometheus.Registerer
 }
 
 // Transactions signs, sends and tracks the transactions of the accounts the service holds.
@@ -94,6 +97,9 @@ type Transactions struct {
 	reserveQueues     sync.Map
 
 	genesis sync.Map // chain id -> *genesisGate: checked before the chain's first nonce (genesis.go)
+
+	bumps   map[uint64]bumpRules // the bump settings of each configured chain (bump.go)
+	metrics *bumpMetrics
 }
 
 // NewTransactions builds the manager; Run starts its confirmers.
@@ -118,8 +124,13 @@ func NewTransactions(cfg TxConfig, deps TxDeps) (*Transactions, error) {
 	if hold == nil {
 		hold = func(ctx context.Context, _ string, job func(context.Context)) { job(ctx) }
 	}
+	bumps := make(map[uint64]bumpRules, len(deps.Chains))
+	for id := range deps.Chains {
+		bumps[id] = cfg.Bump.forChain(id)
+	}
 	return &Transactions{cfg: cfg, rules: rules, keys: deps.Keys, db: deps.DB, chains: deps.Chains, log: log, slots: slots,
-		hold: hold, shared: deps.Shared, created: time.Now(), groupReservations: deps.DB.Driver() == store.DriverPostgres}, nil
+		hold: hold, shared: deps.Shared, created: time.Now(), groupReservations: deps.DB.Driver() == store.DriverPostgres,
+		bumps: bumps, metrics: newBumpMetrics(deps.Registry)}, nil
 }
 
 // Fill reports whether requests are read in the form clients send (ParseFill) rather than
@@ -144,6 +155,21 @@ func (t *Transactions) chain(ctx context.Context, chainID uint64) (Chain, error)
 // node accepted the bytes. With an idempotency key, a second Send with the same key and
 // transaction returns the first one's hash and sends nothing.
 func (t *Transactions) Send(ctx context.Context, principal string, chainID uint64, r *txreq.Request, idemKey string) (common.Hash, error) {
+	return t.SendWith(ctx, principal, chainID, r, SendOptions{IdempotencyKey: idemKey})
+}
+
+// SendOptions are what an eth_sendTransaction request says besides the transaction.
+type SendOptions struct {
+	IdempotencyKey string
+	// FeeBump is the X-Fee-Bump header: store.FeeBumpAllow lets the confirmer bump fees the
+	// caller set, store.FeeBumpDeny keeps it from bumping at all; "" follows the
+	// configuration (bump.callerPriced). Recorded with the transaction.
+	FeeBump string
+}
+
+// SendWith is Send with the request's options.
+func (t *Transactions) SendWith(ctx context.Context, principal string, chainID uint64, r *txreq.Request, opts SendOptions) (common.Hash, error) {
+	idemKey := opts.IdempotencyKey
 	ch, err := t.chain(ctx, chainID)
 	if err != nil {
 		return common.Hash{}, err
@@ -160,7 +186,7 @@ func (t *Transactions) Send(ctx context.Context, principal string, chainID uint6
 		}
 	}
 	for attempt := 0; ; attempt++ {
-		rec, err := t.prepareAndReserve(ctx, ch, principal, chainID, r, request, store.KindSend, idemKey)
+		rec, err := t.prepareAndReserve(ctx, ch, principal, chainID, r, request, store.KindSend, idemKey, opts.FeeBump)
 		if errors.Is(err, store.ErrExists) && idemKey != "" {
 			// The same key, reserved concurrently: answer with that transaction.
 			rec, lerr := t.byIdempotencyKey(ctx, principal, idemKey)
@@ -204,7 +230,7 @@ func (t *Transactions) SignTransaction(ctx context.Context, principal string, ch
 	if err != nil {
 		return nil, err
 	}
-	rec, err := t.prepareAndReserve(ctx, ch, principal, chainID, r, request, store.KindSign, "")
+	rec, err := t.prepareAndReserve(ctx, ch, principal, chainID, r, request, store.KindSign, "", "")
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +257,7 @@ func (t *Transactions) SignTransaction(ctx context.Context, principal string, ch
 // in-flight cap reached waits for a slot (awaitSlot) and is checked again, since the
 // balance it was checked against may have been spent meanwhile.
 func (t *Transactions) prepareAndReserve(ctx context.Context, ch Chain, principal string, chainID uint64, r *txreq.Request,
-	request []byte, kind, idemKey string) (*store.TxRecord, error) {
+	request []byte, kind, idemKey, feeBump string) (*store.TxRecord, error) {
 	var deadline time.Time
 	var waiting *atomic.Int32
 	defer func() {
@@ -262,7 +288,7 @@ func (t *Transactions) prepareAndReserve(ctx context.Context, ch Chain, principa
 		if err != nil {
 			return nil, err
 		}
-		res := reservation{principal: principal, kind: kind, idemKey: idemKey, fields: fields, filled: r.Filled.Names(), balance: balance}
+		res := reservation{principal: principal, kind: kind, idemKey: idemKey, feeBump: feeBump, fields: fields, filled: r.Filled.Names(), balance: balance}
 		if string(fields) != string(request) {
 			res.request = request
 		}
@@ -465,6 +491,7 @@ func (t *Transactions) checkRules(r *txreq.Request) error {
 // reservation is what reserve records besides the request.
 type reservation struct {
 	principal, kind, idemKey string
+	feeBump                  string   // the X-Fee-Bump choice, "" when none
 	fields                   []byte   // the complete request, canonical JSON
 	request                  []byte   // the request as sent, when fields differ from it
 	filled                   []string // the fields filled in
@@ -503,6 +530,7 @@ func (t *Transactions) reserve(ctx context.Context, ch Chain, chainID uint64, r 
 	rec := &store.TxRecord{
 		ChainID: chainID, Address: r.From, Principal: res.principal, Kind: res.kind, State: store.StateReserved,
 		Fields: res.fields, Request: res.request, Filled: res.filled, MaxCost: cost, IdempotencyKey: res.idemKey,
+		FeeBump: res.feeBump,
 	}
 	if t.groupReservations {
 		op := &reserveOp{r: r, res: res, rec: rec, chainNonce: chainNonce, readChain: !known}
@@ -762,6 +790,17 @@ func (t *Transactions) reconcile(ctx context.Context, ch Chain, rec *store.TxRec
 		return common.Hash{}, false, err
 	}
 	for _, a := range attempts {
+		if a.Versions > 0 {
+			// Any of its versions may be the one mined.
+			mined, err := t.settle(ctx, ch, a)
+			if err != nil {
+				return common.Hash{}, false, err
+			}
+			if mined && a.ID == rec.ID {
+				return rec.Hash, false, nil
+			}
+			continue
+		}
 		if !a.HasHash() {
 			continue
 		}
@@ -785,7 +824,7 @@ func (t *Transactions) reconcile(ctx context.Context, ch Chain, rec *store.TxRec
 		return common.Hash{}, false, err
 	}
 	err = t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
-		if err := tx.SetState(ctx, rec.ID, []string{store.StateSigned, store.StateBroadcast, store.StateReserved}, store.StateFailed,
+		if err := tx.SetState(ctx, rec.ID, []string{store.StateSigned, store.StateBroadcast, store.StateStuck, store.StateReserved}, store.StateFailed,
 			"nonce used by another transaction"); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
@@ -961,5 +1000,29 @@ func (t *Transactions) Transaction(ctx context.Context, principal string, hash c
 			return r, nil
 		}
 	}
-	return nil, store.ErrNotFound
+	// A later version's hash (a bump, speed-up or cancel) finds its request too.
+	var found *store.TxRecord
+	if err := t.db.ReadOne(ctx, func(tx *store.Tx) error {
+		vs, err := tx.VersionsByHash(ctx, hash)
+		if err != nil {
+			return err
+		}
+		for _, v := range vs {
+			r, err := tx.TxByID(ctx, v.TxID)
+			if err != nil {
+				return err
+			}
+			if r.Principal == principal {
+				found = r
+				return nil
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if found == nil {
+		return nil, store.ErrNotFound
+	}
+	return found, nil
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
+	"github.com/web3gate/web3gate/store"
+	"github.com/web3gate/web3gate/wallet"
 	"github.com/web3gate/web3gate/wallet/txreq"
 )
 
@@ -20,11 +22,15 @@ func (s *Stage) ethSendTransaction(c *proxy.Call) (*proxy.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	bump, err := feeBump(c)
+	if err != nil {
+		return nil, err
+	}
 	r, err := s.txRequest(c)
 	if err != nil {
 		return nil, err
 	}
-	hash, err := s.txs.Send(c.Ctx, c.Principal.ID, c.ChainID, r, key)
+	hash, err := s.txs.SendWith(c.Ctx, c.Principal.ID, c.ChainID, r, wallet.SendOptions{IdempotencyKey: key, FeeBump: bump})
 	if err != nil {
 		return nil, err
 	}
@@ -72,6 +78,24 @@ func (s *Stage) txRequest(c *proxy.Call) (*txreq.Request, error) {
 		}
 	}
 	return r, nil
+}
+
+// feeBump is the exchange's X-Fee-Bump header: "allow" lets web3gate bump fees the caller set,
+// "deny" keeps it from bumping the transaction at all; absent, the configuration decides
+// (wallet.transactions.bump.callerPriced).
+func feeBump(c *proxy.Call) (string, error) {
+	if c.Exchange == nil {
+		return "", nil
+	}
+	switch c.Exchange.FeeBump {
+	case proxy.FeeBumpAllow:
+		return store.FeeBumpAllow, nil
+	case proxy.FeeBumpDeny:
+		return store.FeeBumpDeny, nil
+	case proxy.FeeBumpInvalid:
+		return "", jsonrpc.ErrInvalidParams.With("X-Fee-Bump must be allow or deny")
+	}
+	return "", nil
 }
 
 // idempotencyKey is the exchange's Idempotency-Key: 1 to 255 visible ASCII characters, on a

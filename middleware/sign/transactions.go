@@ -35,6 +35,23 @@ type Transaction struct {
 	Error       *string      `json:"error"`
 	CreatedAt   time.Time    `json:"createdAt"`
 	UpdatedAt   time.Time    `json:"updatedAt"`
+	// MinedHash is the hash of the version in the block (Hash, or a bump's, speed-up's or
+	// cancel's); null until mined.
+	MinedHash *common.Hash `json:"minedHash"`
+	// Versions are every signed transaction of the request, oldest (the original) first.
+	Versions []Version `json:"versions"`
+}
+
+// Version is one signed transaction of a request: its original, or a later one at the same
+// nonce (bump, speedup, cancel).
+type Version struct {
+	Hash                 common.Hash  `json:"hash"`
+	Kind                 string       `json:"kind"` // original, bump, speedup or cancel
+	MaxFeePerGas         *hexutil.Big `json:"maxFeePerGas,omitempty"`
+	MaxPriorityFeePerGas *hexutil.Big `json:"maxPriorityFeePerGas,omitempty"`
+	GasPrice             *hexutil.Big `json:"gasPrice,omitempty"`
+	State                string       `json:"state"` // signed, broadcast, mined or replaced
+	CreatedAt            time.Time    `json:"createdAt"`
 }
 
 // TransactionHandler serves GET /v1/transactions/{hash}: the caller's own transaction with
@@ -68,7 +85,11 @@ func (s *Stage) TransactionHandler(verifier proxy.Verifier) proxy.RESTHandler {
 		if err != nil {
 			return nil, err
 		}
-		body, err := json.Marshal(transactionOf(rec))
+		vs, err := s.txs.Versions(r.Ctx, rec)
+		if err != nil {
+			return nil, err
+		}
+		body, err := json.Marshal(transactionOf(rec, vs))
 		if err != nil {
 			return nil, err
 		}
@@ -76,7 +97,33 @@ func (s *Stage) TransactionHandler(verifier proxy.Verifier) proxy.RESTHandler {
 	})
 }
 
-func transactionOf(rec *store.TxRecord) Transaction {
+// fees are the fee fields of a stored transaction object.
+type fees struct {
+	MaxFeePerGas         *hexutil.Big `json:"maxFeePerGas"`
+	MaxPriorityFeePerGas *hexutil.Big `json:"maxPriorityFeePerGas"`
+	GasPrice             *hexutil.Big `json:"gasPrice"`
+}
+
+// versionOf is version v of rec (v nil: the original).
+func versionOf(rec *store.TxRecord, v *store.TxVersion) Version {
+	out := Version{Hash: rec.Hash, Kind: store.VersionOriginal, CreatedAt: rec.CreatedAt.UTC()}
+	fields, stored := rec.Fields, store.VersionBroadcast
+	switch {
+	case v != nil:
+		out.Hash, out.Kind, out.CreatedAt = v.Hash, v.Kind, v.CreatedAt.UTC()
+		fields, stored = v.Fields, v.State
+	case rec.State == store.StateSigned || rec.State == store.StateHandedOut || rec.State == store.StateReleased:
+		stored = store.VersionSigned
+	}
+	var f fees
+	if json.Unmarshal(fields, &f) == nil {
+		out.MaxFeePerGas, out.MaxPriorityFeePerGas, out.GasPrice = f.MaxFeePerGas, f.MaxPriorityFeePerGas, f.GasPrice
+	}
+	out.State = store.VersionState(rec, out.Hash, stored)
+	return out
+}
+
+func transactionOf(rec *store.TxRecord, vs []*store.TxVersion) Transaction {
 	t := Transaction{
 		Hash: rec.Hash, State: rec.State, Kind: rec.Kind, ChainID: rec.ChainID, Nonce: rec.Nonce,
 		From: rec.Address, CreatedAt: rec.CreatedAt.UTC(), UpdatedAt: rec.UpdatedAt.UTC(),
@@ -103,6 +150,17 @@ func transactionOf(rec *store.TxRecord) Transaction {
 	if rec.Error != "" {
 		e := rec.Error
 		t.Error = &e
+	}
+	if rec.MinedHash != (common.Hash{}) {
+		h := rec.MinedHash
+		t.MinedHash = &h
+	}
+	t.Versions = []Version{}
+	if rec.HasHash() {
+		t.Versions = append(t.Versions, versionOf(rec, nil))
+	}
+	for _, v := range vs {
+		t.Versions = append(t.Versions, versionOf(rec, v))
 	}
 	return t
 }

@@ -1,0 +1,218 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"math/big"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+)
+
+// TestVersionsLifecycle: versions of a request are stored before they are broadcast, counted
+// on the request, raise its max cost (the in-flight sums follow, stuck rows counted too), and
+// whichever version a block takes settles the request: mined for a bump, cancelled for a
+// cancel, its hash as the mined hash and the others replaced; a reorg undoes it.
+func TestVersionsLifecycle(t *testing.T) { forEachBackend(t, testVersionsLifecycle) }
+
+func testVersionsLifecycle(t *testing.T, be backend) {
+	ctx := context.Background()
+	db := openBackend(t, be)
+	addr := addrN(11)
+	write := func(fn func(tx *Tx) error) {
+		t.Helper()
+		if err := db.Write(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inFlight := func() (int, *big.Int) {
+		t.Helper()
+		var n int
+		var sum *big.Int
+		if err := db.Read(ctx, func(tx *Tx) error {
+			var err error
+			n, sum, err = tx.InFlight(ctx, 1, addr)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n, sum
+	}
+	read := func(id int64) *TxRecord {
+		t.Helper()
+		var rec *TxRecord
+		if err := db.Read(ctx, func(tx *Tx) error {
+			var err error
+			rec, err = tx.TxByID(ctx, id)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+
+	rec := testRecord(1, addr, 0)
+	rec.MaxCost = big.NewInt(1000)
+	rec.FeeBump = FeeBumpAllow
+	orig := common.HexToHash("0x01")
+	write(func(tx *Tx) error { return tx.InsertTx(ctx, rec) })
+	write(func(tx *Tx) error { return tx.SetSigned(ctx, rec.ID, []byte{1}, orig, StateSigned) })
+	write(func(tx *Tx) error { return tx.SetState(ctx, rec.ID, []string{StateSigned}, StateBroadcast, "") })
+	rec = read(rec.ID)
+	if rec.FeeBump != FeeBumpAllow || rec.Versions != 0 || rec.MinedHash != (common.Hash{}) {
+		t.Fatalf("stored request: %+v", rec)
+	}
+
+	// Stuck is in flight.
+	write(func(tx *Tx) error { return tx.SetState(ctx, rec.ID, []string{StateBroadcast}, StateStuck, "") })
+	if n, sum := inFlight(); n != 1 || sum.Int64() != 1000 {
+		t.Fatalf("stuck: in flight %d costing %v", n, sum)
+	}
+	rec = read(rec.ID)
+
+	bump := &TxVersion{Kind: VersionBump, Fields: []byte(`{"b":1}`), MaxCost: big.NewInt(1500), Raw: []byte{2}, Hash: common.HexToHash("0x02")}
+	write(func(tx *Tx) error { return tx.AddVersion(ctx, rec, bump) })
+	if bump.Seq != 1 || rec.Versions != 1 || rec.State != StateBroadcast {
+		t.Fatalf("after a bump: version %+v, request %+v", bump, rec)
+	}
+	if n, sum := inFlight(); n != 1 || sum.Int64() != 1500 {
+		t.Fatalf("bumped: in flight %d costing %v, want 1 costing 1500", n, sum)
+	}
+	// A writer that read the request before that bump loses the race.
+	stale := *rec
+	stale.Versions = 0
+	if err := db.Write(ctx, func(tx *Tx) error {
+		return tx.AddVersion(ctx, &stale, &TxVersion{Kind: VersionBump, Fields: []byte(`{}`), MaxCost: big.NewInt(1), Raw: []byte{9}, Hash: common.HexToHash("0x09")})
+	}); !errors.Is(err, ErrVersionRace) {
+		t.Fatalf("a stale version count: %v", err)
+	}
+	// A cheaper version leaves the max cost at the highest.
+	cancel := &TxVersion{Kind: VersionCancel, Fields: []byte(`{"c":1}`), MaxCost: big.NewInt(1200), Raw: []byte{3}, Hash: common.HexToHash("0x03")}
+	write(func(tx *Tx) error { return tx.AddVersion(ctx, rec, cancel) })
+	write(func(tx *Tx) error { return tx.SetVersionBroadcast(ctx, rec.ID, cancel.Seq) })
+	if n, sum := inFlight(); n != 1 || sum.Int64() != 1500 {
+		t.Fatalf("a cheaper version: in flight %d costing %v, want 1 costing 1500", n, sum)
+	}
+
+	err := db.Read(ctx, func(tx *Tx) error {
+		open, err := tx.OpenVersionHashes(ctx, 1)
+		if err != nil {
+			return err
+		}
+		if len(open) != 2 || open[bump.Hash] != rec.ID || open[cancel.Hash] != rec.ID {
+			t.Errorf("open version hashes: %v", open)
+		}
+		vs, err := tx.Versions(ctx, rec.ID)
+		if err != nil {
+			return err
+		}
+		if len(vs) != 2 || vs[0].Hash != bump.Hash || vs[0].State != VersionSigned || vs[1].State != VersionBroadcast ||
+			vs[1].Kind != VersionCancel || string(vs[1].Raw) != "\x03" || vs[0].MaxCost.Int64() != 1500 {
+			t.Errorf("versions: %+v %+v", vs[0], vs[1])
+		}
+		byHash, err := tx.VersionsByHash(ctx, cancel.Hash)
+		if err != nil || len(byHash) != 1 || byHash[0].TxID != rec.ID {
+			t.Errorf("by hash: %v %v", byHash, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The cancel is mined: cancelled, out of flight; a reorg brings it back; then the bump
+	// is mined in another block.
+	blockA, blockB := common.HexToHash("0xa0"), common.HexToHash("0xb0")
+	write(func(tx *Tx) error {
+		n, err := tx.SetMinedVersion(ctx, 1, cancel.Hash, 5, blockA)
+		if n != 1 {
+			t.Errorf("SetMinedVersion changed %d rows", n)
+		}
+		return err
+	})
+	if got := read(rec.ID); got.State != StateCancelled || got.MinedHash != cancel.Hash || got.BlockNumber != 5 {
+		t.Fatalf("after the cancel was mined: %+v", got)
+	}
+	if n, sum := inFlight(); n != 0 || sum.Sign() != 0 {
+		t.Fatalf("cancelled: in flight %d costing %v", n, sum)
+	}
+	write(func(tx *Tx) error { _, err := tx.Unmine(ctx, 1, 5, blockA); return err })
+	if got := read(rec.ID); got.State != StateBroadcast || got.MinedHash != (common.Hash{}) {
+		t.Fatalf("after the reorg: %+v", got)
+	}
+	if n, sum := inFlight(); n != 1 || sum.Int64() != 1500 {
+		t.Fatalf("after the reorg: in flight %d costing %v", n, sum)
+	}
+	write(func(tx *Tx) error { _, err := tx.SetMinedVersion(ctx, 1, bump.Hash, 6, blockB); return err })
+	got := read(rec.ID)
+	if got.State != StateMined || got.MinedHash != bump.Hash || got.Hash != orig {
+		t.Fatalf("after the bump was mined: %+v", got)
+	}
+	for _, c := range []struct {
+		hash common.Hash
+		want string
+	}{{orig, VersionReplaced}, {bump.Hash, VersionMined}, {cancel.Hash, VersionReplaced}} {
+		if s := VersionState(got, c.hash, VersionBroadcast); s != c.want {
+			t.Errorf("version %s: %s, want %s", c.hash.Hex(), s, c.want)
+		}
+	}
+	err = db.Read(ctx, func(tx *Tx) error {
+		open, err := tx.OpenVersionHashes(ctx, 1)
+		if len(open) != 0 {
+			t.Errorf("open version hashes of a mined request: %v", open)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A mined request takes no more versions.
+	if err := db.Write(ctx, func(tx *Tx) error {
+		return tx.AddVersion(ctx, got, &TxVersion{Kind: VersionBump, Fields: []byte(`{}`), MaxCost: big.NewInt(1), Raw: []byte{9}, Hash: common.HexToHash("0x09")})
+	}); !errors.Is(err, ErrVersionRace) {
+		t.Fatalf("a version of a mined request: %v", err)
+	}
+}
+
+// TestSetMinedRecordsMinedHash: a request mined by its original hash records it as the mined
+// hash, and a stuck one is mined like a broadcast one.
+func TestSetMinedRecordsMinedHash(t *testing.T) { forEachBackend(t, testSetMinedRecordsMinedHash) }
+
+func testSetMinedRecordsMinedHash(t *testing.T, be backend) {
+	ctx := context.Background()
+	db := openBackend(t, be)
+	rec := testRecord(1, addrN(12), 0)
+	hash := common.HexToHash("0x42")
+	err := db.Write(ctx, func(tx *Tx) error {
+		if err := tx.InsertTx(ctx, rec); err != nil {
+			return err
+		}
+		if err := tx.SetSigned(ctx, rec.ID, []byte{1}, hash, StateSigned); err != nil {
+			return err
+		}
+		if err := tx.SetState(ctx, rec.ID, []string{StateSigned}, StateStuck, ""); err != nil {
+			return err
+		}
+		n, err := tx.SetMined(ctx, 1, hash, 3, common.HexToHash("0x3"))
+		if n != 1 {
+			t.Errorf("SetMined of a stuck row changed %d rows", n)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Read(ctx, func(tx *Tx) error {
+		got, err := tx.TxByID(ctx, rec.ID)
+		if err != nil {
+			return err
+		}
+		if got.State != StateMined || got.MinedHash != hash {
+			t.Errorf("mined: %+v", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
