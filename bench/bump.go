@@ -14,9 +14,13 @@ package main
 //	    all 200 are mined (the block that mined the last one), and how many are mined within
 //	    the 60 s, bumping on and off, each round on a new anvil and a new web3gate.
 //
-// Each run checks that anvil counts every account's transactions (10 each with bumping on),
-// and, with bumping on, that web3gate's record of every returned hash is mined (or
-// confirmed) and lists the version mined; the bumps come from web3gate_tx_bumps_total.
+// A transfer counts as mined when a block holds a transaction to its recipient (a fresh
+// address each): whichever version of the request it is. Other transactions of the accounts
+// (zero-value self-transfers web3gate sends to fill the nonce of a request it gave up on) are
+// counted apart. Each run checks that anvil's count of the accounts' transactions matches its
+// blocks (10 transfers per account with bumping on), reads web3gate's record of every
+// returned hash (with bumping on: each mined, or confirmed, with its minedHash), and takes the
+// bumps from web3gate_tx_bumps_total.
 
 import (
 	"context"
@@ -27,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net/http"
 	"os"
@@ -69,12 +74,13 @@ type bumpSample struct {
 	feeCap, spike *big.Int      // the highest fee cap web3gate filled; the spiked base fee
 	sendTime      time.Duration // the 200 sends, 20 at a time
 	allMined      time.Duration // from the first spiked block to the block that mined the last; 0: not within the window
-	within        int           // mined within the window
+	within        int           // transfers mined within the window (any version of the request)
 	blocks        int           // spiked blocks mined
 	firstMined    time.Duration // from the first spiked block to the first block with one of them; 0: none
 	bumps         float64       // web3gate_tx_bumps_total
 	stuck         float64       // web3gate_tx_stuck_total
-	versions      int           // versions of the 200 requests in web3gate's records (bumping on)
+	others        int           // other transactions of the accounts mined (nonces web3gate filled)
+	records       bumpRecords   // web3gate's records of the 200, after the run
 }
 
 // measureBump runs (k) with bumping on and off, in alternating order each round.
@@ -110,13 +116,26 @@ func measureBump(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 				run.problems = append(run.problems, fmt.Sprintf("  round %d, bumping %s: %s", r+1, k, p))
 			}
 			round[k] = s
-			fmt.Printf("round %d/%d  (k) bumping %-3s  %d sent in %v; fee cap %s wei, spike %s wei; mined within %v: %d (first after %s, all after %s, %d blocks); bumps %.0f, stuck %.0f\n",
+			fmt.Printf("round %d/%d  (k) bumping %-3s  %d sent in %v; fee cap %s wei, spike %s wei; transfers mined within %v: %d (first after %s, all after %s, %d blocks), other transactions %d; bumps %.0f, stuck %.0f; records %s, %d versions\n",
 				r+1, cfg.rounds, k, bumpSends, s.sendTime.Round(time.Millisecond), s.feeCap, s.spike, bumpWindow, s.within,
-				secsOrNone(s.firstMined), secsOrNone(s.allMined), s.blocks, s.bumps, s.stuck)
+				secsOrNone(s.firstMined), secsOrNone(s.allMined), s.blocks, s.others, s.bumps, s.stuck, statesText(s.records.states), s.records.versions)
+			for _, e := range s.records.errors {
+				fmt.Printf("             a failed record's error: %s\n", e)
+			}
 		}
 		run.rounds = append(run.rounds, round)
 	}
 	return run, nil
+}
+
+// statesText is a count of records by state, in a fixed order.
+func statesText(states map[string]int) string {
+	keys := slices.Sorted(maps.Keys(states))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, states[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 func secsOrNone(d time.Duration) string {
@@ -184,29 +203,37 @@ func (n *bumpNode) quantity(ctx context.Context, method string, params ...any) (
 	return q.ToInt(), nil
 }
 
-// mine mines one block at baseFee and returns how many transactions it holds.
-func (n *bumpNode) mine(ctx context.Context, baseFee *big.Int) (int, error) {
+// mine mines one block at baseFee and returns the recipients of its transactions.
+func (n *bumpNode) mine(ctx context.Context, baseFee *big.Int) ([]common.Address, error) {
 	if _, err := n.call(ctx, "anvil_setNextBlockBaseFeePerGas", (*hexutil.Big)(baseFee)); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if _, err := n.call(ctx, "evm_mine"); err != nil {
-		return 0, err
+		return nil, err
 	}
-	res, err := n.call(ctx, "eth_getBlockByNumber", "latest", false)
+	res, err := n.call(ctx, "eth_getBlockByNumber", "latest", true)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	var b struct {
-		BaseFee      hexutil.Big       `json:"baseFeePerGas"`
-		Transactions []json.RawMessage `json:"transactions"`
+		BaseFee      hexutil.Big `json:"baseFeePerGas"`
+		Transactions []struct {
+			To *common.Address `json:"to"`
+		} `json:"transactions"`
 	}
 	if err := json.Unmarshal(res, &b); err != nil {
-		return 0, fmt.Errorf("latest block: %w", err)
+		return nil, fmt.Errorf("latest block: %w", err)
 	}
 	if b.BaseFee.ToInt().Cmp(baseFee) != 0 {
-		return 0, fmt.Errorf("anvil mined a block at base fee %s, want %s", b.BaseFee.ToInt(), baseFee)
+		return nil, fmt.Errorf("anvil mined a block at base fee %s, want %s", b.BaseFee.ToInt(), baseFee)
 	}
-	return len(b.Transactions), nil
+	to := make([]common.Address, 0, len(b.Transactions))
+	for _, tx := range b.Transactions {
+		if tx.To != nil {
+			to = append(to, *tx.To)
+		}
+	}
+	return to, nil
 }
 
 // bumpRound is one run on a new anvil and a new web3gate.
@@ -261,6 +288,7 @@ func bumpRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, an
 	// The sends: one worker per account, its sends in a row.
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: bumpAccounts}}
 	hashes := make([][]string, bumpAccounts)
+	recipients := make([][]common.Address, bumpAccounts)
 	errs := make([]error, bumpAccounts)
 	started := time.Now()
 	var wg sync.WaitGroup
@@ -280,6 +308,7 @@ func bumpRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, an
 					return
 				}
 				hashes[i] = append(hashes[i], h)
+				recipients[i] = append(recipients[i], to)
 			}
 		})
 	}
@@ -289,6 +318,13 @@ func bumpRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, an
 		return nil, nil, fmt.Errorf("sends: %w", err)
 	}
 	all := slices.Concat(hashes...)
+	// A transfer is mined when a transaction to its recipient is (a fresh address each): a
+	// version of the request. Other transactions of the accounts (web3gate's zero-value
+	// self-transfers filling a nonce it gave up on) are counted apart.
+	transfers := map[common.Address]bool{}
+	for _, to := range slices.Concat(recipients...) {
+		transfers[to] = true
+	}
 
 	// The spike: ten times the highest fee cap filled.
 	s.feeCap = new(big.Int)
@@ -311,17 +347,23 @@ func bumpRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, an
 	spikeAt := time.Now()
 	mined := 0
 	for tick := time.NewTicker(bumpBlockEvery); ; {
-		n, err := node.mine(ctx, s.spike)
+		to, err := node.mine(ctx, s.spike)
 		if err != nil {
 			tick.Stop()
 			return nil, nil, err
 		}
 		s.blocks++
 		at := time.Since(spikeAt)
-		if n > 0 && mined == 0 {
-			s.firstMined = at
+		for _, a := range to {
+			if !transfers[a] {
+				s.others++
+				continue
+			}
+			if mined == 0 {
+				s.firstMined = at
+			}
+			mined++
 		}
-		mined += n
 		if mined >= bumpSends {
 			s.allMined = at
 		}
@@ -350,16 +392,17 @@ func bumpRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, an
 			problems = append(problems, fmt.Sprintf("anvil counts %d transactions of %s, want %d", n.Int64(), a.Hex(), bumpPerAccount))
 		}
 	}
-	if count != mined {
-		problems = append(problems, fmt.Sprintf("anvil counts %d transactions of the accounts, its blocks since the spike hold %d", count, mined))
+	if count != mined+s.others {
+		problems = append(problems, fmt.Sprintf("anvil counts %d transactions of the accounts, its blocks since the spike hold %d", count, mined+s.others))
 	}
-	if on {
-		v, p, err := checkBumpRecords(ctx, client, api, cred, all)
-		if err != nil {
-			return nil, nil, err
-		}
-		s.versions, problems = v, append(problems, p...)
+	if on && s.others > 0 {
+		problems = append(problems, fmt.Sprintf("%d transactions other than the transfers mined with bumping on", s.others))
 	}
+	rs, p, err := checkBumpRecords(ctx, client, api, cred, all, on)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.records, problems = rs, append(problems, p...)
 	m, err := metricsWithPrefix(admin, "web3gate_tx_")
 	if err != nil {
 		return nil, nil, err
@@ -378,51 +421,63 @@ func bumpRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, an
 	return s, problems, nil
 }
 
-// checkBumpRecords waits until web3gate's record of every hash is mined (or confirmed) and
-// returns how many versions the records list, and the records that never got there.
-func checkBumpRecords(ctx context.Context, client *http.Client, api string, cred credentials, hashes []string) (int, []string, error) {
+// bumpRecords is what web3gate's records of a run's requests say.
+type bumpRecords struct {
+	versions int            // versions listed
+	states   map[string]int // records by state
+	errors   []string       // the first few distinct errors of failed records
+}
+
+// checkBumpRecords reads web3gate's record of every hash and returns what they say. With all, it waits until every record
+// is mined (or confirmed) with its minedHash, and reports those that never got there.
+func checkBumpRecords(ctx context.Context, client *http.Client, api string, cred credentials, hashes []string, all bool) (bumpRecords, []string, error) {
 	deadline := time.Now().Add(bumpRecordWait)
 	for {
-		versions := 0
+		rs := bumpRecords{states: map[string]int{}}
 		var open []string
 		for _, h := range hashes {
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, api+"/v1/transactions/"+h, nil)
 			if err != nil {
-				return 0, nil, err
+				return rs, nil, err
 			}
 			for _, hd := range cred.headers() {
 				req.Header.Set(hd[0], hd[1])
 			}
 			resp, err := client.Do(req)
 			if err != nil {
-				return 0, nil, err
+				return rs, nil, err
 			}
 			raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
 			if err != nil {
-				return 0, nil, err
+				return rs, nil, err
 			}
 			var body struct {
 				Transaction struct {
 					State     string            `json:"state"`
+					Error     *string           `json:"error"`
 					MinedHash string            `json:"minedHash"`
 					Versions  []json.RawMessage `json:"versions"`
 				} `json:"transaction"`
 			}
 			if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &body) != nil {
-				return 0, nil, fmt.Errorf("GET /v1/transactions/%s: HTTP %d %s", h, resp.StatusCode, raw)
+				return rs, nil, fmt.Errorf("GET /v1/transactions/%s: HTTP %d %s", h, resp.StatusCode, raw)
 			}
 			tx := body.Transaction
-			versions += len(tx.Versions)
+			rs.versions += len(tx.Versions)
+			rs.states[tx.State]++
+			if tx.Error != nil && *tx.Error != "" && !slices.Contains(rs.errors, *tx.Error) && len(rs.errors) < 3 {
+				rs.errors = append(rs.errors, *tx.Error)
+			}
 			if (tx.State != "mined" && tx.State != "confirmed") || tx.MinedHash == "" {
 				open = append(open, fmt.Sprintf("%s: state %s, minedHash %q", h, tx.State, tx.MinedHash))
 			}
 		}
-		if len(open) == 0 {
-			return versions, nil, nil
+		if !all || len(open) == 0 {
+			return rs, nil, nil
 		}
 		if time.Now().After(deadline) {
-			return versions, []string{fmt.Sprintf("%d of web3gate's records not mined %v after the last block, e.g. %s", len(open), bumpRecordWait, open[0])}, nil
+			return rs, []string{fmt.Sprintf("%d of web3gate's records not mined %v after the last block, e.g. %s", len(open), bumpRecordWait, open[0])}, nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -440,7 +495,7 @@ func startQuietAnvil(ctx context.Context, cs *children, cpus, bin string) (*chil
 				"--chain-id", strconv.Itoa(anvilChainID), "--quiet", "--no-mining"}, nil
 		},
 		func([]int) error {
-			res, err := rpcResult(&target{url: url, body: chainIDBody})
+			res, err := rpcResult(&target{url: url, body: chainIDBody, headers: [][2]string{{"Content-Type", "application/json"}}})
 			if err == nil && string(res) != want {
 				err = fmt.Errorf("eth_chainId answered %s, want %s: another server has the port", res, want)
 			}
@@ -504,12 +559,12 @@ func (br *bumpRun) report(w io.Writer, cfg runConfig) {
 	fmt.Fprintf(w, "%d accounts × %d eth_sendTransaction, fees filled by web3gate at a head base fee of %d wei (highest fee cap %s wei);\n", bumpAccounts, bumpPerAccount, bumpBaseFee, first.feeCap)
 	fmt.Fprintf(w, "then a block every %v at %d × that fee cap (%s wei) for at most %v; bumping at its defaults (after 3 blocks, +12.5 %%); a new anvil and web3gate each run\n", bumpBlockEvery, bumpSpike, first.spike, bumpWindow)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "round\ton: mined\ton: first mined\ton: all mined\ton: blocks\ton: bumps\ton: versions\toff: mined in 60 s\toff: bumps\t")
+	fmt.Fprintln(tw, "round\ton: mined\ton: first mined\ton: all mined\ton: blocks\ton: bumps\ton: versions\toff: mined in 60 s\toff: nonces filled\toff: records\t")
 	var all, within, off []float64
 	allDone := true
 	for i, rd := range br.rounds {
 		on, of := rd["on"], rd["off"]
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%.0f\t%d\t%d\t%.0f\t\n", i+1, on.within, secsOrNone(on.firstMined), secsOrNone(on.allMined), on.blocks, on.bumps, on.versions, of.within, of.bumps)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%.0f\t%d\t%d\t%d\t%s\t\n", i+1, on.within, secsOrNone(on.firstMined), secsOrNone(on.allMined), on.blocks, on.bumps, on.records.versions, of.within, of.others, statesText(of.records.states))
 		if on.allMined == 0 {
 			allDone = false
 		} else {
