@@ -24,7 +24,10 @@
 //   cancelled  a send, then POST .../cancel before any block; onReplaced gets 'cancelled',
 //              the wait returns the zero-value self-transfer's receipt
 //   and for each, the gateway's record (both hashes, one replaced) and its answers for the
-//   original hash equal the node's.
+//   original hash equal the node's
+//   late       a wait on each original hash started after its replacement was mined, with the
+//              original's fields as `replacement`: onReplaced through
+//              eth_getTransactionBySenderAndNonce (forwarded to the node)
 //
 // Run: node e2e/js/replace-viem.mjs   (after npm ci --prefix e2e; see e2e/replacement_test.go)
 
@@ -80,6 +83,9 @@ function freshAddress() {
   return getAddress(toHex(crypto.getRandomValues(new Uint8Array(20))));
 }
 
+// sentTxs are the transactions sent, by hash, as the gateway read them while pending.
+const sentTxs = new Map();
+
 // send sends a transfer to a fresh address with every fee left to web3gate and returns its
 // hash and the transaction as the gateway reads it.
 async function send() {
@@ -91,6 +97,7 @@ async function send() {
     fail(`viem sent ${JSON.stringify(sent)}, want an eth_sendTransaction without fees`);
   }
   const tx = await client.getTransaction({ hash });
+  sentTxs.set(hash, tx);
   if (tx.type !== "eip1559" || !isAddressEqual(tx.to, to) || tx.value !== value || !isAddressEqual(tx.from, account)) {
     fail(`${hash}: type ${tx.type} from ${tx.from} to ${tx.to} value ${tx.value}, want eip1559 ${account} ${to} ${value}`);
   }
@@ -226,6 +233,39 @@ await check("cancelled: the gateway answers as the node does", async () => {
 await check("cancelled: the gateway's record", async () => {
   if (!hashes.cancelled) fail("no replacement to look at");
   return rest.eventually(() => checkVersions(rest, ...hashes.cancelled, "cancel", ["cancelled"]));
+});
+
+// A wait that starts after the replacement was mined (a dapp reloaded, the original gone from
+// every pool) cannot read the original: given its known fields as `replacement`, viem looks the
+// nonce slot up with eth_getTransactionBySenderAndNonce, which the gateway forwards.
+await check("late wait with replacement: onReplaced through eth_getTransactionBySenderAndNonce", async () => {
+  const seen = [];
+  for (const [what, [orig, repl]] of Object.entries(hashes)) {
+    const known = sentTxs.get(orig);
+    let replacement;
+    const mark = wire.length;
+    const late = createPublicClient({ chain, transport, pollingInterval: 200, cacheTime: 0 });
+    const receipt = await late.waitForTransactionReceipt({
+      hash: orig,
+      pollingInterval: 200,
+      timeout: TIMEOUT_MS,
+      replacement: { from: known.from, nonce: known.nonce, to: known.to, value: known.value, input: known.input },
+      onReplaced: (r) => {
+        replacement = r;
+      },
+    });
+    if (!wire.slice(mark).some((c) => c.method === "eth_getTransactionBySenderAndNonce")) {
+      fail(`${what}: viem did not ask eth_getTransactionBySenderAndNonce`);
+    }
+    if (replacement?.reason !== what || replacement.transaction.hash !== repl || receipt.transactionHash !== repl) {
+      fail(`${what}: onReplaced ${replacement?.reason} with ${replacement?.transaction?.hash}, receipt of ${receipt.transactionHash}; want ${what}, ${repl}`);
+    }
+    seen.push(`${what}: ${orig} → ${repl}`);
+  }
+  if (seen.length !== 2) {
+    fail(`only ${seen.length} replacement(s) to look at`);
+  }
+  return seen.join("; ");
 });
 
 for (const [what, [orig, repl]] of Object.entries(hashes)) {
