@@ -58,6 +58,7 @@ const (
 	bumpSpike      = 10            // the spiked base fee, times the highest fee cap filled
 	bumpBaseFee    = 1_000_000_000 // wei: the head's base fee when the sends are filled
 	bumpRecordWait = 15 * time.Second
+	bumpPoll       = 50 * time.Millisecond // web3gate's bump counter, read while the blocks come
 )
 
 // addressRE finds the address `web3gate accounts new` prints.
@@ -77,6 +78,8 @@ type bumpSample struct {
 	within        int           // transfers mined within the window (any version of the request)
 	blocks        int           // spiked blocks mined
 	firstMined    time.Duration // from the first spiked block to the first block with one of them; 0: none
+	firstBump     time.Duration // from the first spiked block until web3gate counted its first bump; 0: none
+	allBumped     time.Duration // … until it counted bumpSends bumps; 0: not within the window
 	bumps         float64       // web3gate_tx_bumps_total
 	stuck         float64       // web3gate_tx_stuck_total
 	others        int           // other transactions of the accounts mined (nonces web3gate filled)
@@ -116,9 +119,9 @@ func measureBump(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 				run.problems = append(run.problems, fmt.Sprintf("  round %d, bumping %s: %s", r+1, k, p))
 			}
 			round[k] = s
-			fmt.Printf("round %d/%d  (k) bumping %-3s  %d sent in %v; fee cap %s wei, spike %s wei; transfers mined within %v: %d (first after %s, all after %s, %d blocks), other transactions %d; bumps %.0f, stuck %.0f; records %s, %d versions\n",
+			fmt.Printf("round %d/%d  (k) bumping %-3s  %d sent in %v; fee cap %s wei, spike %s wei; transfers mined within %v: %d (first after %s, all after %s, %d blocks), other transactions %d; bumps %.0f (first after %s, %d after %s), stuck %.0f; records %s, %d versions\n",
 				r+1, cfg.rounds, k, bumpSends, s.sendTime.Round(time.Millisecond), s.feeCap, s.spike, bumpWindow, s.within,
-				secsOrNone(s.firstMined), secsOrNone(s.allMined), s.blocks, s.others, s.bumps, s.stuck, statesText(s.records.states), s.records.versions)
+				secsOrNone(s.firstMined), secsOrNone(s.allMined), s.blocks, s.others, s.bumps, secsOrNone(s.firstBump), bumpSends, secsOrNone(s.allBumped), s.stuck, statesText(s.records.states), s.records.versions)
 			for _, e := range s.records.errors {
 				fmt.Printf("             a failed record's error: %s\n", e)
 			}
@@ -345,6 +348,32 @@ func bumpRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, an
 	}
 	s.spike = new(big.Int).Mul(s.feeCap, big.NewInt(bumpSpike))
 	spikeAt := time.Now()
+	// web3gate's bumps as they happen: its counter, read every bumpPoll.
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for t := time.NewTicker(bumpPoll); ; {
+			if n, err := bumpsCounted(admin); err == nil {
+				at := time.Since(spikeAt)
+				if n > 0 && s.firstBump == 0 {
+					s.firstBump = at
+				}
+				if n >= bumpSends && s.allBumped == 0 {
+					s.allBumped = at
+					t.Stop()
+					return
+				}
+			}
+			select {
+			case <-pollCtx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	defer func() { stopPoll(); <-polled }()
 	mined := 0
 	for tick := time.NewTicker(bumpBlockEvery); ; {
 		to, err := node.mine(ctx, s.spike)
@@ -379,6 +408,8 @@ func bumpRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, an
 		}
 	}
 	s.within = mined
+	stopPoll()
+	<-polled
 
 	// What anvil and web3gate say of it.
 	var count int
@@ -426,6 +457,16 @@ type bumpRecords struct {
 	versions int            // versions listed
 	states   map[string]int // records by state
 	errors   []string       // the first few distinct errors of failed records
+}
+
+// bumpsCounted is web3gate_tx_bumps_total over every label set.
+func bumpsCounted(admin string) (float64, error) {
+	m, err := metricsWithPrefix(admin, "web3gate_tx_bumps_total")
+	var n float64
+	for _, v := range m {
+		n += v
+	}
+	return n, err
 }
 
 // checkBumpRecords reads web3gate's record of every hash and returns what they say. With all, it waits until every record
@@ -559,12 +600,16 @@ func (br *bumpRun) report(w io.Writer, cfg runConfig) {
 	fmt.Fprintf(w, "%d accounts × %d eth_sendTransaction, fees filled by web3gate at a head base fee of %d wei (highest fee cap %s wei);\n", bumpAccounts, bumpPerAccount, bumpBaseFee, first.feeCap)
 	fmt.Fprintf(w, "then a block every %v at %d × that fee cap (%s wei) for at most %v; bumping at its defaults (after 3 blocks, +12.5 %%); a new anvil and web3gate each run\n", bumpBlockEvery, bumpSpike, first.spike, bumpWindow)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "round\ton: mined\ton: first mined\ton: all mined\ton: blocks\ton: bumps\ton: versions\toff: mined in 60 s\toff: nonces filled\toff: records\t")
-	var all, within, off []float64
+	fmt.Fprintln(tw, "round\ton: mined\ton: first mined\ton: all mined\ton: blocks\ton: bumps\ton: first bump\ton: all bumped\ton: versions\toff: mined in 60 s\toff: nonces filled\toff: records\t")
+	var all, within, off, spread []float64
 	allDone := true
 	for i, rd := range br.rounds {
 		on, of := rd["on"], rd["off"]
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%.0f\t%d\t%d\t%d\t%s\t\n", i+1, on.within, secsOrNone(on.firstMined), secsOrNone(on.allMined), on.blocks, on.bumps, on.records.versions, of.within, of.others, statesText(of.records.states))
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%.0f\t%s\t%s\t%d\t%d\t%d\t%s\t\n", i+1, on.within, secsOrNone(on.firstMined), secsOrNone(on.allMined), on.blocks, on.bumps,
+			secsOrNone(on.firstBump), secsOrNone(on.allBumped), on.records.versions, of.within, of.others, statesText(of.records.states))
+		if on.allBumped > 0 && on.firstBump > 0 {
+			spread = append(spread, (on.allBumped - on.firstBump).Seconds())
+		}
 		if on.allMined == 0 {
 			allDone = false
 		} else {
@@ -579,6 +624,9 @@ func (br *bumpRun) report(w io.Writer, cfg runConfig) {
 	fmt.Fprintln(tw, "measure\tmedian\trange over rounds\tresult\t")
 	if len(all) > 0 {
 		fmt.Fprintf(tw, "(k) bumping on: all %d mined after the spike's first block\t%.1f s\t%.1f–%.1f s\t%s\t\n", bumpSends, median(all), slices.Min(all), slices.Max(all), verdict(allDone))
+	}
+	if len(spread) > 0 {
+		fmt.Fprintf(tw, "(k) bumping on: first to %dth bump\t%.2f s\t%.2f–%.2f s\t\t\n", bumpSends, median(spread), slices.Min(spread), slices.Max(spread))
 	}
 	fmt.Fprintf(tw, "(k) bumping on: mined within %v\t%.0f of %d\t%.0f–%.0f\t\t\n", bumpWindow, median(within), bumpSends, slices.Min(within), slices.Max(within))
 	fmt.Fprintf(tw, "(k) bumping off: mined within %v\t%.0f of %d\t%.0f–%.0f\t\t\n", bumpWindow, median(off), bumpSends, slices.Min(off), slices.Max(off))
