@@ -122,6 +122,11 @@ func (t *Tx) AddVersion(ctx context.Context, rec *TxRecord, v *TxVersion) error 
 	} else if err != nil {
 		return err
 	}
+	// A stuck request is in flight as broadcast again; a statement of its own, so that the
+	// state column is written only when it changes (triggers on state see real changes).
+	if _, err := t.ExecContext(ctx, qUnstick, formatTime(now), rec.ID); err != nil {
+		return fmt.Errorf("add version: %w", err)
+	}
 	v.TxID, v.Seq, v.ChainID = rec.ID, rec.Versions+1, rec.ChainID
 	if _, err := t.ExecContext(ctx, qInsertVersion, v.TxID, v.Seq, int64(v.ChainID), v.Kind, VersionSigned, string(v.Fields),
 		v.MaxCost.String(), v.Raw, hashKey(v.Hash), formatTime(now), formatTime(now)); err != nil {
@@ -270,12 +275,12 @@ func (t *Tx) SetMinedVersionAt(ctx context.Context, chainID uint64, hash common.
 	return out, nil
 }
 
-// SetMinedAt is SetMined returning the requests it changed (the block scan's form).
-func (t *Tx) SetMinedAt(ctx context.Context, chainID uint64, hash common.Hash, number uint64, blockHash common.Hash) ([]Mined, error) {
-	ms, err := t.queryMined(ctx, qSetMinedAt,
-		int64(number), hashKey(blockHash), formatTime(time.Now()), hashKey(hash), int64(chainID), hashKey(blockHash))
+// MinedIn are the requests of chainID mined (or cancelled) in blocks from..to and updated
+// since: what a block scan recorded, read once after it for the metrics.
+func (t *Tx) MinedIn(ctx context.Context, chainID uint64, from, to uint64, since time.Time) ([]Mined, error) {
+	ms, err := t.queryMined(ctx, qMinedIn, int64(chainID), int64(from), int64(to), formatTime(since))
 	if err != nil {
-		return nil, fmt.Errorf("set mined: %w", err)
+		return nil, fmt.Errorf("mined in: %w", err)
 	}
 	return ms, nil
 }
@@ -288,10 +293,10 @@ func (t *Tx) BumpCandidates(ctx context.Context, chainID uint64, limit int) ([]*
 }
 
 var (
-	qAddVersion = prepared(`UPDATE txs SET versions = versions + 1,
-		state = CASE WHEN state = 'stuck' THEN 'broadcast' ELSE state END, max_cost = ?,
+	qAddVersion = prepared(`UPDATE txs SET versions = versions + 1, max_cost = ?,
 		cost0 = ?, cost1 = ?, cost2 = ?, cost3 = ?, cost4 = ?, cost5 = ?, cost6 = ?, cost7 = ?, updated_at = ?
 		WHERE id = ? AND versions = ? AND state IN ('signed', 'broadcast', 'stuck')`)
+	qUnstick             = prepared(`UPDATE txs SET state = 'broadcast', updated_at = ? WHERE id = ? AND state = 'stuck'`)
 	qInsertVersion       = prepared(`INSERT INTO tx_versions (` + versionColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qSetVersionBroadcast = prepared(`UPDATE tx_versions SET state = 'broadcast', updated_at = ?
 		WHERE tx_id = ? AND seq = ? AND state = 'signed'`)
@@ -303,7 +308,8 @@ var (
 	qSetMinedVersion = prepared(`UPDATE txs SET state = ?, block_number = ?, block_hash = ?, mined_hash = ?, updated_at = ?
 		WHERE id = ? AND (state IN ('signed', 'broadcast', 'stuck') OR (state IN ('mined', 'cancelled') AND block_hash <> ?))
 		RETURNING id, created_at, versions, state`)
-	qSetMinedAt     = prepared(qSetMined + ` RETURNING id, created_at, versions, state`)
+	qMinedIn = prepared(`SELECT id, created_at, versions, state FROM txs
+		WHERE chain_id = ? AND state IN ('mined', 'cancelled') AND block_number >= ? AND block_number <= ? AND updated_at >= ?`)
 	qBumpCandidates = prepared(`SELECT ` + txColumns + ` FROM txs WHERE chain_id = ? AND state IN ('broadcast', 'stuck')
 		AND kind IN ('send', 'filler') ORDER BY address, nonce LIMIT ?`)
 )

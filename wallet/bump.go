@@ -589,7 +589,7 @@ func (c *confirmer) autoBump(ctx context.Context, head *block) {
 			continue
 		}
 		due := br.after.Blocks > 0 && h-s.block >= br.after.Blocks || br.after.Duration > 0 && now.Sub(s.at) >= br.after.Duration
-		if !due || !(first || pricedOut(rec, head.BaseFee.ToInt())) {
+		if !due || !(first || c.pricedOut(ctx, rec, head.BaseFee.ToInt())) {
 			continue
 		}
 		if ctx.Err() != nil {
@@ -625,19 +625,22 @@ type seenAt struct {
 	at       time.Time
 }
 
-// pricedOut: rec's original fee cap is below baseFee (a version may be higher: the bump's
-// fee computation reads them).
-func pricedOut(rec *store.TxRecord, baseFee *big.Int) bool {
+// pricedOut: the highest fee cap (or gasPrice) of rec's versions is below baseFee.
+func (c *confirmer) pricedOut(ctx context.Context, rec *store.TxRecord, baseFee *big.Int) bool {
 	if baseFee == nil {
 		return false
 	}
-	r, err := parseFields(rec.Fields, rec.ChainID)
+	vs, err := c.t.versionsOf(ctx, rec)
 	if err != nil {
 		return false
 	}
-	price := r.GasPrice
-	if r.Type() == types.DynamicFeeTxType {
-		price = r.MaxFeePerGas
+	hi, err := highest(rec, vs)
+	if err != nil {
+		return false
+	}
+	price := hi.GasPrice
+	if hi.Type() == types.DynamicFeeTxType {
+		price = hi.MaxFeePerGas
 	}
 	return price != nil && price.Cmp(baseFee) < 0
 }

@@ -69,6 +69,7 @@ type confirmer struct {
 	recent map[uint64]common.Hash // canonical hashes of the blocks read lately
 
 	head     *block           // the head the last pass read
+	open     bool             // the last pass found rows to follow
 	bumpHead uint64           // the head of the last fee-bumping pass (bump.go)
 	seen     map[int64]seenAt // request id -> when its newest version was first seen pending
 }
@@ -175,7 +176,7 @@ func (c *confirmer) tick(ctx context.Context) {
 			break
 		}
 	}
-	if followed {
+	if followed && c.open {
 		c.autoBump(ctx, c.head)
 	}
 	c.expire(ctx, now)
@@ -298,6 +299,7 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 	}); err != nil {
 		return false, err
 	}
+	c.open = open
 	if !open {
 		c.last = h
 		clear(c.recent)
@@ -335,21 +337,22 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 			return false, err
 		}
 	}
-	var mined []store.Mined
+	var mined int64
+	scanned := time.Now()
 	err = c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
-		mined = mined[:0]
+		mined = 0
 		for _, b := range read {
 			for _, th := range b.Transactions {
-				ms, err := tx.SetMinedAt(ctx, c.chainID, th, uint64(b.Number), b.Hash)
+				n, err := tx.SetMined(ctx, c.chainID, th, uint64(b.Number), b.Hash)
 				if err != nil {
 					return err
 				}
-				if _, ok := versions[th]; ok && len(ms) == 0 {
-					if ms, err = tx.SetMinedVersionAt(ctx, c.chainID, th, uint64(b.Number), b.Hash); err != nil {
+				if _, ok := versions[th]; ok && n == 0 {
+					if n, err = tx.SetMinedVersion(ctx, c.chainID, th, uint64(b.Number), b.Hash); err != nil {
 						return err
 					}
 				}
-				mined = append(mined, ms...)
+				mined += n
 			}
 		}
 		return nil
@@ -357,7 +360,9 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	c.t.observeMined(c.chainID, mined)
+	if mined > 0 {
+		c.observeMined(ctx, uint64(read[0].Number), uint64(read[len(read)-1].Number), scanned)
+	}
 	for _, b := range read {
 		c.recent[uint64(b.Number)] = b.Hash
 		c.last = uint64(b.Number)
@@ -380,6 +385,20 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 		})
 	}
 	return false, nil
+}
+
+// observeMined counts the requests the scan found mined in blocks from..to (those it
+// updated, since), in one read.
+func (c *confirmer) observeMined(ctx context.Context, from, to uint64, since time.Time) {
+	var ms []store.Mined
+	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		ms, err = tx.MinedIn(ctx, c.chainID, from, to, since)
+		return err
+	}); err != nil {
+		return // metrics only
+	}
+	c.t.observeMined(c.chainID, ms)
 }
 
 // reorgs moves mined rows of blocks no longer canonical back to broadcast, and rewinds the

@@ -741,6 +741,11 @@ func (t *Transactions) broadcast(ctx context.Context, ch Chain, rec *store.TxRec
 				return common.Hash{}, false, notAccepted(rec, err)
 			case <-time.After(broadcastRetry):
 			}
+		case rec.State == store.StateBroadcast || rec.State == store.StateStuck:
+			// A rebroadcast refused (anvil refuses a fee cap below the current base fee even
+			// for a transaction in its pool): a node accepted these bytes once, they may still
+			// be mined, and fee bumping raises a priced-out one. Not a failure.
+			return common.Hash{}, false, rpcErr
 		default:
 			// The node refused the transaction itself (fees, funds, gas): it will never be
 			// mined, and its nonce must not stay a gap.
@@ -796,7 +801,9 @@ func (t *Transactions) reconcile(ctx context.Context, ch Chain, rec *store.TxRec
 			if err != nil {
 				return common.Hash{}, false, err
 			}
-			if mined && a.ID == rec.ID {
+			if a.ID == rec.ID && (mined || a.State == store.StateBroadcast || a.State == store.StateStuck) {
+				// Ours: mined, or a later version of it holds the nonce in the node's pool
+				// (a version added since rec was read).
 				return rec.Hash, false, nil
 			}
 			continue
@@ -961,8 +968,8 @@ func (t *Transactions) awaitIdempotent(ctx context.Context, rec *store.TxRecord,
 	deadline := time.Now().Add(t.cfg.BroadcastTimeout)
 	for {
 		switch rec.State {
-		case store.StateBroadcast, store.StateMined, store.StateConfirmed:
-			return rec.Hash, nil
+		case store.StateBroadcast, store.StateStuck, store.StateMined, store.StateConfirmed, store.StateCancelled:
+			return rec.Hash, nil // the original hash, whichever version was mined
 		case store.StateFailed:
 			return common.Hash{}, jsonrpc.ErrInvalidParams.Withf("the transaction of this Idempotency-Key failed: %s", rec.Error)
 		}

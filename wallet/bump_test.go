@@ -1,0 +1,195 @@
+package wallet
+
+import (
+	"errors"
+	"math/big"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/web3gate/web3gate/store"
+	"github.com/web3gate/web3gate/wallet/txreq"
+)
+
+const gwei = 1_000_000_000
+
+func g(n float64) *big.Int { return big.NewInt(int64(n * gwei)) }
+
+func TestRaise(t *testing.T) {
+	for _, tc := range []struct {
+		v, bp, want int64
+	}{{100, 1250, 113}, {1000, 1250, 1125}, {1, 1000, 2}, {0, 1250, 0}, {3 * gwei, 1250, 3375000000}} {
+		if got := raise(big.NewInt(tc.v), tc.bp); got.Int64() != tc.want {
+			t.Errorf("raise(%d, %d bp) = %v, want %d", tc.v, tc.bp, got, tc.want)
+		}
+	}
+}
+
+func TestNewFees(t *testing.T) {
+	dyn := &txreq.Request{MaxFeePerGas: g(3), MaxPriorityFeePerGas: g(1)}
+	legacy := &txreq.Request{GasPrice: g(3)}
+	rules := func(maxCap *big.Int) bumpRules { return bumpRules{basisPoints: 1250, maxFeeCap: maxCap} }
+	for _, tc := range []struct {
+		name        string
+		hi          *txreq.Request
+		base, cap   *big.Int
+		feeCap, tip *big.Int // type 2
+		price       *big.Int // legacy
+	}{
+		{"type 2, no base fee: the replacement rule", dyn, nil, nil, g(3.375), g(1.125), nil},
+		{"type 2, priced out: 2 x base fee + tip", dyn, g(50), nil, g(101.125), g(1.125), nil},
+		{"type 2, held at maxFeeCap", dyn, g(4), g(8), g(8), g(1.125), nil},
+		{"legacy, priced out: 2 x base fee", legacy, g(50), nil, nil, nil, g(100)},
+		{"legacy, the replacement rule", legacy, g(1), nil, nil, nil, g(3.375)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := newFees(tc.hi, tc.base, rules(tc.cap))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !eqBig(f.MaxFeePerGas, tc.feeCap) || !eqBig(f.MaxPriorityFeePerGas, tc.tip) || !eqBig(f.GasPrice, tc.price) {
+				t.Errorf("fees %v/%v/%v, want %v/%v/%v", f.MaxFeePerGas, f.MaxPriorityFeePerGas, f.GasPrice, tc.feeCap, tc.tip, tc.price)
+			}
+		})
+	}
+}
+
+func TestNewFeesCapReached(t *testing.T) {
+	dyn := &txreq.Request{MaxFeePerGas: g(3), MaxPriorityFeePerGas: g(1)}
+	for _, tc := range []struct {
+		name      string
+		hi        *txreq.Request
+		base, cap *big.Int
+	}{
+		{"the base fee above the cap", dyn, g(50), g(10)},
+		{"the replacement rule above the cap", dyn, nil, g(3.2)},
+		{"legacy, the base fee above the cap", &txreq.Request{GasPrice: g(3)}, g(50), g(10)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := newFees(tc.hi, tc.base, bumpRules{basisPoints: 1250, maxFeeCap: tc.cap}); !errors.Is(err, errBumpCap) {
+				t.Fatalf("got %v, want errBumpCap", err)
+			}
+		})
+	}
+}
+
+func TestCheckExplicit(t *testing.T) {
+	dyn := &txreq.Request{MaxFeePerGas: g(3), MaxPriorityFeePerGas: g(1)}
+	br := bumpRules{basisPoints: 1250, maxFeeCap: g(10)}
+	for _, tc := range []struct {
+		name string
+		hi   *txreq.Request
+		f    ReplaceFees
+		want error
+		text string
+	}{
+		{"fee cap under the rule", dyn, ReplaceFees{MaxFeePerGas: g(3.3), MaxPriorityFeePerGas: g(2)}, ErrReplacementUnderpriced, "maxFeePerGas must be at least 0xc92a69c0"},
+		{"tip under the rule", dyn, ReplaceFees{MaxFeePerGas: g(5), MaxPriorityFeePerGas: g(1.1)}, ErrReplacementUnderpriced, "maxPriorityFeePerGas at least 0x430e2340"},
+		{"above maxFeeCap", dyn, ReplaceFees{MaxFeePerGas: g(11), MaxPriorityFeePerGas: g(2)}, ErrFeeCap, "maxFeeCap"},
+		{"tip above the fee cap", dyn, ReplaceFees{MaxFeePerGas: g(4), MaxPriorityFeePerGas: g(5)}, ErrReplacementUnderpriced, "must not exceed"},
+		{"gasPrice for a type 2", dyn, ReplaceFees{GasPrice: g(5)}, ErrReplacementUnderpriced, "type 2"},
+		{"type 2 fees for a legacy one", &txreq.Request{GasPrice: g(3)}, ReplaceFees{MaxFeePerGas: g(5), MaxPriorityFeePerGas: g(2)}, ErrReplacementUnderpriced, "legacy"},
+		{"legacy under the rule", &txreq.Request{GasPrice: g(3)}, ReplaceFees{GasPrice: g(3.3)}, ErrReplacementUnderpriced, "gasPrice must be at least"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkExplicit(&tc.f, tc.hi, br)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("got %v, want %v mentioning %q", err, tc.want, tc.text)
+			}
+		})
+	}
+	if err := checkExplicit(&ReplaceFees{MaxFeePerGas: g(9), MaxPriorityFeePerGas: g(2)}, dyn, br); err != nil {
+		t.Fatalf("fees within the rules: %v", err)
+	}
+}
+
+func TestFeeBumpable(t *testing.T) {
+	var txs Transactions
+	filled := []string{"gas", "maxFeePerGas", "maxPriorityFeePerGas"}
+	for _, tc := range []struct {
+		name         string
+		rec          store.TxRecord
+		callerPriced bool
+		want         bool
+	}{
+		{"fees filled by web3gate", store.TxRecord{Kind: store.KindSend, Filled: filled}, false, true},
+		{"fees filled, deny", store.TxRecord{Kind: store.KindSend, Filled: filled, FeeBump: store.FeeBumpDeny}, true, false},
+		{"caller priced", store.TxRecord{Kind: store.KindSend, Filled: []string{"gas", "maxPriorityFeePerGas"}}, false, false},
+		{"caller priced, allow", store.TxRecord{Kind: store.KindSend, FeeBump: store.FeeBumpAllow}, false, true},
+		{"caller priced, callerPriced", store.TxRecord{Kind: store.KindSend}, true, true},
+		{"legacy filled", store.TxRecord{Kind: store.KindSend, Filled: []string{"gasPrice"}}, false, true},
+		{"gap filler", store.TxRecord{Kind: store.KindFiller}, false, true},
+		{"eth_signTransaction", store.TxRecord{Kind: store.KindSign, Filled: filled, FeeBump: store.FeeBumpAllow}, true, false},
+	} {
+		if got := txs.feeBumpable(&tc.rec, tc.callerPriced); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestBumpConfig(t *testing.T) {
+	for _, tc := range []struct {
+		yaml  string
+		after BumpAfter
+		bp    int64
+		cap   *big.Int
+	}{
+		{`{}`, BumpAfter{Blocks: 3}, 1250, nil},
+		{`{after: 5, percent: 15, maxFeeCap: "0x2540be400"}`, BumpAfter{Blocks: 5}, 1500, g(10)},
+		{`{after: 45s, chains: [{chainId: 7, after: 2, percent: 20, maxFeeCap: "300000000000"}]}`, BumpAfter{Blocks: 2}, 2000, g(300)},
+	} {
+		var c BumpConfig
+		if err := yaml.Unmarshal([]byte(tc.yaml), &c); err != nil {
+			t.Fatalf("%s: %v", tc.yaml, err)
+		}
+		c.SetDefaults()
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%s: %v", tc.yaml, err)
+		}
+		br := c.forChain(7)
+		if br.after != tc.after || br.basisPoints != tc.bp || !eqBig(br.maxFeeCap, tc.cap) || !br.enabled {
+			t.Errorf("%s: %+v", tc.yaml, br)
+		}
+	}
+	var d BumpConfig
+	if err := yaml.Unmarshal([]byte(`{after: 45s}`), &d); err != nil || d.After.Duration.Seconds() != 45 {
+		t.Fatalf("after: 45s read as %+v (%v)", d.After, err)
+	}
+}
+
+func TestBumpConfigInvalid(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{`{after: 0}`, "at least 1 block"},
+		{`{after: soon}`, "number of blocks"},
+		{`{after: -5s}`, "number of blocks"},
+	} {
+		var c BumpConfig
+		if err := yaml.Unmarshal([]byte(tc.yaml), &c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error mentioning %q", tc.yaml, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{`{percent: 0.5}`, "bump.percent: must be between 1 and 1000"},
+		{`{maxFeeCap: "ten"}`, "bump.maxFeeCap: must be a decimal or 0x-hex amount of wei"},
+		{`{chains: [{chainId: 1}, {chainId: 1}]}`, "bump.chains[1].chainId: chain 1 has an entry already"},
+		{`{chains: [{after: 2}]}`, "bump.chains[0].chainId: required"},
+		{`{chains: [{chainId: 2, percent: 2000}]}`, "bump.chains[0].percent: must be between 1 and 1000"},
+	} {
+		var c BumpConfig
+		if err := yaml.Unmarshal([]byte(tc.yaml), &c); err != nil {
+			t.Fatalf("%s: %v", tc.yaml, err)
+		}
+		c.SetDefaults()
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+func eqBig(a, b *big.Int) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.Cmp(b) == 0
+}
