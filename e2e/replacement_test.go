@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +17,8 @@ import (
 )
 
 // What ethers and viem show a dapp when web3gate replaces the transaction whose hash it
-// returned: a fee bump (wallet.transactions.bump) after a base-fee spike, and a cancel
-// (POST /v1/transactions/{hash}/cancel). The scripts drive anvil (--no-mining: no block but
+// returned: a fee bump (wallet.transactions.bump) after a base-fee spike, a speed-up and a
+// cancel (POST /v1/transactions/{hash}/speedup, /cancel). The scripts drive anvil (--no-mining: no block but
 // theirs) and check the libraries' documented replacement outcome; this side checks anvil's
 // blocks and web3gate's records and metrics after them.
 
@@ -30,19 +31,19 @@ const (
 )
 
 // TestReplacementEthers: ethers v6 tx.wait() rejects with TransactionReplacedError, reason
-// "repriced" (bump) and "cancelled" (cancel), carrying the replacement's receipt.
+// "repriced" (bump, speed-up) and "cancelled" (cancel), carrying the replacement's receipt.
 func TestReplacementEthers(t *testing.T) {
 	runReplacementScript(t, "ethers", "js/replace-ethers.mjs")
 }
 
 // TestReplacementViem: viem waitForTransactionReceipt calls onReplaced with reason
-// 'repriced' (bump) and 'cancelled' (cancel) and returns the replacement's receipt.
+// 'repriced' (bump, speed-up) and 'cancelled' (cancel) and returns the replacement's receipt.
 func TestReplacementViem(t *testing.T) {
 	runReplacementScript(t, "viem", "js/replace-viem.mjs")
 }
 
 // hashesRE is a script's report of one replacement: what, the original hash, the mined one.
-var hashesRE = regexp.MustCompile(`(?m)^hashes (repriced|cancelled) (0x[0-9a-fA-F]{64}) (0x[0-9a-fA-F]{64})$`)
+var hashesRE = regexp.MustCompile(`(?m)^hashes (repriced|spedup|cancelled) (0x[0-9a-fA-F]{64}) (0x[0-9a-fA-F]{64})$`)
 
 // runReplacementScript starts anvil without mining and web3gate in front of it with bumping
 // after two blocks and one funded account, runs script with node as that account, and checks
@@ -89,7 +90,7 @@ func runReplacementScript(t *testing.T, pkg, script string) {
 	for _, m := range hashesRE.FindAllStringSubmatch(string(out), -1) {
 		found[m[1]] = [2]string{m[2], m[3]}
 	}
-	for _, tc := range []struct{ what, state string }{{"repriced", "mined"}, {"cancelled", "cancelled"}} {
+	for _, tc := range []struct{ what, state string }{{"repriced", "mined"}, {"spedup", "mined"}, {"cancelled", "cancelled"}} {
 		h, ok := found[tc.what]
 		if !ok {
 			t.Fatalf("%s reported no %s hashes", script, tc.what)
@@ -107,23 +108,24 @@ func runReplacementScript(t *testing.T, pkg, script string) {
 			}
 		}
 	}
-	// Two nonces used, by the two replacements, and nothing left in anvil's pool.
-	if n := nodeUint(t, node, "eth_getTransactionCount", acct.Hex(), "latest"); n != 2 {
-		t.Errorf("anvil counts %d transactions from %s, want 2 (the bump and the cancel)", n, acct.Hex())
+	// Three nonces used, by the three replacements, and nothing left in anvil's pool.
+	if n := nodeUint(t, node, "eth_getTransactionCount", acct.Hex(), "latest"); n != 3 {
+		t.Errorf("anvil counts %d transactions from %s, want 3 (the bump, the speed-up and the cancel)", n, acct.Hex())
 	}
-	if n := nodeUint(t, node, "eth_getTransactionCount", acct.Hex(), "pending"); n != 2 {
-		t.Errorf("anvil's pending count of %s is %d, want 2: something is still in its pool", acct.Hex(), n)
+	if n := nodeUint(t, node, "eth_getTransactionCount", acct.Hex(), "pending"); n != 3 {
+		t.Errorf("anvil's pending count of %s is %d, want 3: something is still in its pool", acct.Hex(), n)
 	}
 
-	// The metrics of the bump helper's spec: at least one automatic bump, one cancel, two
-	// replaced versions, one request cancelled.
+	// The metrics: at least one automatic bump, one speed-up, one cancel, three replaced
+	// versions, one request cancelled.
 	for _, m := range []struct {
 		name, label string
 		min         float64
 	}{
 		{"web3gate_tx_bumps_total", `reason="auto"`, 1},
+		{"web3gate_tx_bumps_total", `reason="speedup"`, 1},
 		{"web3gate_tx_bumps_total", `reason="cancel"`, 1},
-		{"web3gate_tx_replaced_total", "", 2},
+		{"web3gate_tx_replaced_total", "", 3},
 		{"web3gate_tx_cancelled_total", "", 1},
 	} {
 		if got := metricSum(t, g, m.name, m.label); got < m.min {
@@ -133,12 +135,12 @@ func runReplacementScript(t *testing.T, pkg, script string) {
 	checkNoOtherSender(t, node, acct)
 }
 
-// checkNoOtherSender checks the account's transactions in anvil's blocks: nonces 0 and 1,
+// checkNoOtherSender checks the account's transactions in anvil's blocks: nonces 0, 1 and 2,
 // once each (no filler, no second version of a nonce mined).
 func checkNoOtherSender(t *testing.T, node *anvil.Node, acct common.Address) {
 	t.Helper()
 	nonces, byHash := accountNonces(t, node, acct)
-	if len(nonces) != 2 || nonces[0] != 0 || nonces[1] != 1 || len(byHash) != 2 {
-		t.Errorf("the account's mined nonces are %v, want [0 1] once each", nonces)
+	if !slices.Equal(nonces, []uint64{0, 1, 2}) || len(byHash) != 3 {
+		t.Errorf("the account's mined nonces are %v, want [0 1 2] once each", nonces)
 	}
 }

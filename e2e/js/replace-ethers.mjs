@@ -1,7 +1,7 @@
 // replace-ethers.mjs: what ethers v6 shows a dapp when web3gate replaces the transaction it
 // sent: tx.wait() on the hash the dapp got rejects with ethers' TransactionReplacedError
 // (code TRANSACTION_REPLACED) carrying the replacement's receipt, reason "repriced" for a fee
-// bump and "cancelled" for POST /v1/transactions/{hash}/cancel.
+// bump or POST /v1/transactions/{hash}/speedup and "cancelled" for .../cancel.
 //
 // ethers detects a replacement from the transaction object it fetched after the send (sender,
 // nonce, to, value, data) and the block it started at: once the sender's count passes the
@@ -22,6 +22,8 @@
 //   repriced   signer.sendTransaction({to, value}) (fees left to web3gate), then blocks whose
 //              base fee is ten times the filled fee cap until web3gate bumps; tx.wait()
 //              rejects with TRANSACTION_REPLACED, reason "repriced", the bump's receipt
+//   sped up    a send, then POST .../speedup before any block; tx.wait() rejects with reason
+//              "repriced", the speed-up's receipt
 //   cancelled  a send, then POST .../cancel before any block; tx.wait() rejects with reason
 //              "cancelled", the zero-value self-transfer's receipt; nothing reached the recipient
 //   and for each, the gateway's record (both hashes, one replaced) and its answers for the
@@ -167,21 +169,45 @@ await check("repriced: the gateway's record", async () => {
   return rest.eventually(() => checkVersions(rest, ...hashes.repriced, "bump", ["mined", "confirmed"]));
 });
 
-await check("cancelled: tx.wait() rejects with TRANSACTION_REPLACED, reason cancelled", async () => {
-  // The base fee back where it was, so that the send is priced as before the spike.
-  await node.mine(baseFee);
+// byRoute sends a transfer, starts tx.wait(), asks the route action (speedup, cancel) to
+// replace it before any block, and mines until the wait ends.
+async function byRoute(action) {
   const tx = await send();
   let answer;
   const { err, blocks } = await replaced(tx, async (waiting) => {
-    answer = await rest.cancel(tx.hash);
+    answer = await rest.replace(tx.hash, action);
     return node.mineUntil(waiting, {});
   });
+  if (answer.signed.hash.toLowerCase() !== err.hash.toLowerCase()) {
+    fail(`the ${action} route signed ${JSON.stringify(answer.signed)}, ethers found ${err.hash}`);
+  }
+  return { tx, err, blocks };
+}
+
+await check("sped up: tx.wait() rejects with TRANSACTION_REPLACED, reason repriced", async () => {
+  // The base fee back where it was, so that the sends are priced as before the spike.
+  await node.mine(baseFee);
+  const { tx, err, blocks } = await byRoute("speedup");
+  const r = checkReplacement(tx, err, "repriced", false);
+  if (r.to !== tx.to || r.value !== tx.value || r.data !== tx.data) {
+    fail(`replacement to ${r.to} value ${r.value} data ${r.data}, want the original's ${tx.to} ${tx.value} ${tx.data}`);
+  }
+  hashes.spedup = [tx.hash, err.hash];
+  return `${tx.hash} (nonce ${tx.nonce}) sped up by ${err.hash} (fee cap ${r.maxFeePerGas}, tip ${r.maxPriorityFeePerGas}) in block ${err.receipt.blockNumber}, ${blocks} block(s) after the speed-up`;
+});
+
+await check("sped up: the gateway answers as the node does, and its record", async () => {
+  if (!hashes.spedup) fail("no replacement to look at");
+  const [orig, repl] = hashes.spedup;
+  const answers = await theNodesAnswers({ hash: orig }, { hash: repl });
+  return `${answers}; ${await rest.eventually(() => checkVersions(rest, orig, repl, "speedup", ["mined", "confirmed"]))}`;
+});
+
+await check("cancelled: tx.wait() rejects with TRANSACTION_REPLACED, reason cancelled", async () => {
+  const { tx, err, blocks } = await byRoute("cancel");
   const r = checkReplacement(tx, err, "cancelled", true);
   if (r.to !== account || r.value !== 0n || r.data !== "0x") {
     fail(`replacement to ${r.to} value ${r.value} data ${r.data}, want a zero-value self-transfer`);
-  }
-  if (answer.signed.hash.toLowerCase() !== err.hash.toLowerCase() || answer.signed.kind !== "cancel") {
-    fail(`the cancel route signed ${JSON.stringify(answer.signed)}, ethers found ${err.hash}`);
   }
   const got = await provider.getBalance(tx.to);
   if (got !== 0n) {

@@ -97,11 +97,13 @@ export function gatewayREST(url, clientID, token) {
     return body.transaction;
   }
 
-  // cancel is POST /v1/transactions/{hash}/cancel with an empty body (fees by the rules).
-  async function cancel(hash) {
-    const { status: code, body } = await request("POST", `/v1/transactions/${hash}/cancel`);
-    if (code !== 200 || !body.signed?.hash) {
-      fail(`POST /v1/transactions/${hash}/cancel: HTTP ${code} ${JSON.stringify(body)}`);
+  // replace is POST /v1/transactions/{hash}/{action} (speedup or cancel) with an empty body
+  // (fees by the bump rules): the route's answer, checked to have signed a version of kind
+  // action.
+  async function replace(hash, action) {
+    const { status: code, body } = await request("POST", `/v1/transactions/${hash}/${action}`);
+    if (code !== 200 || !body.signed?.hash || body.signed.kind !== action) {
+      fail(`POST /v1/transactions/${hash}/${action}: HTTP ${code} ${JSON.stringify(body)}`);
     }
     return body;
   }
@@ -137,7 +139,7 @@ export function gatewayREST(url, clientID, token) {
     }
   }
 
-  return { request, status, cancel, rpc, eventually };
+  return { request, status, replace, rpc, eventually };
 }
 
 // sameAnswers checks that the gateway answers eth_getTransactionByHash and

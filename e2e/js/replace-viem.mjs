@@ -1,7 +1,7 @@
 // replace-viem.mjs: what viem shows a dapp when web3gate replaces the transaction it sent:
 // waitForTransactionReceipt({ hash, onReplaced }) on the hash the dapp got calls onReplaced
-// with reason 'repriced' for a fee bump and 'cancelled' for POST
-// /v1/transactions/{hash}/cancel, and returns the replacement's receipt.
+// with reason 'repriced' for a fee bump or POST /v1/transactions/{hash}/speedup and
+// 'cancelled' for .../cancel, and returns the replacement's receipt.
 //
 // viem detects a replacement from the original transaction, which it reads with
 // eth_getTransactionByHash while it is pending (when the wait starts), then, while the
@@ -21,6 +21,8 @@
 //   repriced   wallet.sendTransaction({to, value}) (fees left to web3gate), then blocks whose
 //              base fee is ten times the filled fee cap until web3gate bumps; onReplaced
 //              gets reason 'repriced' and the wait returns the bump's receipt
+//   sped up    a send, then POST .../speedup before any block; onReplaced gets 'repriced',
+//              the wait returns the speed-up's receipt
 //   cancelled  a send, then POST .../cancel before any block; onReplaced gets 'cancelled',
 //              the wait returns the zero-value self-transfer's receipt
 //   and for each, the gateway's record (both hashes, one replaced) and its answers for the
@@ -205,17 +207,40 @@ await check("repriced: the gateway's record", async () => {
   return rest.eventually(() => checkVersions(rest, ...hashes.repriced, "bump", ["mined", "confirmed"]));
 });
 
-await check("cancelled: waitForTransactionReceipt calls onReplaced with reason cancelled", async () => {
-  // The base fee back where it was, so that the send is priced as before the spike.
-  await node.mine(baseFee);
+// byRoute sends a transfer, starts waitForTransactionReceipt, asks the route action
+// (speedup, cancel) to replace it once viem has read it, and mines until the wait returns.
+async function byRoute(action) {
   const tx = await send();
-  const res = await replaced(tx, { act: () => rest.cancel(tx.hash) });
+  const res = await replaced(tx, { act: () => rest.replace(tx.hash, action) });
+  if (res.answer.signed.hash.toLowerCase() !== res.replacement.transaction.hash.toLowerCase()) {
+    fail(`the ${action} route signed ${JSON.stringify(res.answer.signed)}, viem found ${res.replacement.transaction.hash}`);
+  }
+  return { tx, res };
+}
+
+await check("sped up: waitForTransactionReceipt calls onReplaced with reason repriced", async () => {
+  // The base fee back where it was, so that the sends are priced as before the spike.
+  await node.mine(baseFee);
+  const { tx, res } = await byRoute("speedup");
+  const r = checkReplacement(tx, res, "repriced");
+  if (!isAddressEqual(r.to, tx.to) || r.value !== tx.value || r.input !== tx.input) {
+    fail(`replacement to ${r.to} value ${r.value} input ${r.input}, want the original's ${tx.to} ${tx.value} ${tx.input}`);
+  }
+  hashes.spedup = [tx.hash, r.hash];
+  return `${tx.hash} (nonce ${tx.nonce}) sped up by ${r.hash} (fee cap ${r.maxFeePerGas}, tip ${r.maxPriorityFeePerGas}) in block ${res.receipt.blockNumber}, ${res.blocks} block(s) after the speed-up`;
+});
+
+await check("sped up: the gateway answers as the node does, and its record", async () => {
+  if (!hashes.spedup) fail("no replacement to look at");
+  const answers = await sameAnswers(rest, node, hashes.spedup);
+  return `${answers}; ${await rest.eventually(() => checkVersions(rest, ...hashes.spedup, "speedup", ["mined", "confirmed"]))}`;
+});
+
+await check("cancelled: waitForTransactionReceipt calls onReplaced with reason cancelled", async () => {
+  const { tx, res } = await byRoute("cancel");
   const r = checkReplacement(tx, res, "cancelled");
   if (!isAddressEqual(r.to, account) || r.value !== 0n || r.input !== "0x") {
     fail(`replacement to ${r.to} value ${r.value} input ${r.input}, want a zero-value self-transfer`);
-  }
-  if (res.answer.signed.hash.toLowerCase() !== r.hash.toLowerCase() || res.answer.signed.kind !== "cancel") {
-    fail(`the cancel route signed ${JSON.stringify(res.answer.signed)}, viem found ${r.hash}`);
   }
   const got = await client.getBalance({ address: tx.to });
   if (got !== 0n) {
@@ -257,12 +282,13 @@ await check("late wait with replacement: onReplaced through eth_getTransactionBy
     if (!wire.slice(mark).some((c) => c.method === "eth_getTransactionBySenderAndNonce")) {
       fail(`${what}: viem did not ask eth_getTransactionBySenderAndNonce`);
     }
-    if (replacement?.reason !== what || replacement.transaction.hash !== repl || receipt.transactionHash !== repl) {
-      fail(`${what}: onReplaced ${replacement?.reason} with ${replacement?.transaction?.hash}, receipt of ${receipt.transactionHash}; want ${what}, ${repl}`);
+    const reason = what === "cancelled" ? "cancelled" : "repriced";
+    if (replacement?.reason !== reason || replacement.transaction.hash !== repl || receipt.transactionHash !== repl) {
+      fail(`${what}: onReplaced ${replacement?.reason} with ${replacement?.transaction?.hash}, receipt of ${receipt.transactionHash}; want ${reason}, ${repl}`);
     }
     seen.push(`${what}: ${orig} → ${repl}`);
   }
-  if (seen.length !== 2) {
+  if (seen.length !== 3) {
     fail(`only ${seen.length} replacement(s) to look at`);
   }
   return seen.join("; ");
