@@ -23,7 +23,8 @@
 //              base fee is ten times the filled fee cap until web3gate bumps; tx.wait()
 //              rejects with TRANSACTION_REPLACED, reason "repriced", the bump's receipt
 //   sped up    a send, then POST .../speedup before any block; tx.wait() rejects with reason
-//              "repriced", the speed-up's receipt
+//              "repriced", the speed-up's receipt (and so does the wait of the transaction as
+//              provider.getTransaction read it, made replaceableTransaction(block before the send))
 //   cancelled  a send, then POST .../cancel before any block; tx.wait() rejects with reason
 //              "cancelled", the zero-value self-transfer's receipt; nothing reached the recipient
 //   and for each, the gateway's record (both hashes, one replaced) and its answers for the
@@ -171,8 +172,15 @@ await check("repriced: the gateway's record", async () => {
 
 // byRoute sends a transfer, starts tx.wait(), asks the route action (speedup, cancel) to
 // replace it before any block, and mines until the wait ends.
+// A second wait runs on the same transaction as provider.getTransaction read it, made
+// replaceable from a block number read before the send (what a dapp that kept only the hash
+// does, as the README says): it must reject the same way.
 async function byRoute(action) {
+  const before = await provider.getBlockNumber();
   const tx = await send();
+  const fetched = (await provider.getTransaction(tx.hash)).replaceableTransaction(before);
+  const fetchedWait = fetched.wait();
+  fetchedWait.catch(() => {}); // awaited below
   let answer;
   const { err, blocks } = await replaced(tx, async (waiting) => {
     answer = await rest.replace(tx.hash, action);
@@ -180,6 +188,15 @@ async function byRoute(action) {
   });
   if (answer.signed.hash.toLowerCase() !== err.hash.toLowerCase()) {
     fail(`the ${action} route signed ${JSON.stringify(answer.signed)}, ethers found ${err.hash}`);
+  }
+  let other;
+  try {
+    await within(TIMEOUT_MS, "the wait of provider.getTransaction's response", fetchedWait);
+  } catch (e) {
+    other = e;
+  }
+  if (!isError(other, "TRANSACTION_REPLACED") || other.hash !== err.hash || other.reason !== err.reason) {
+    fail(`the wait of provider.getTransaction's response, made replaceable, ended with ${other?.code} ${other?.reason} ${other?.hash ?? other?.message}; want TRANSACTION_REPLACED ${err.reason} ${err.hash}`);
   }
   return { tx, err, blocks };
 }
