@@ -554,10 +554,10 @@ func (c *confirmer) autoBump(ctx context.Context, head *block) {
 		return
 	}
 	h := uint64(head.Number)
-	if br.after.Blocks > 0 && h == c.bumpHead {
+	if br.after.Blocks > 0 && c.bumpBegun && h == c.bumpHead {
 		return // once per head
 	}
-	c.bumpHead = h
+	c.bumpHead, c.bumpBegun = h, true
 	var rows []*store.TxRecord
 	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
 		var err error

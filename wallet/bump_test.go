@@ -1,13 +1,19 @@
 package wallet
 
 import (
+	"context"
 	"errors"
 	"math/big"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"go.uber.org/zap"
 	"gopkg.in/yaml.v3"
 
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/wallet/txreq"
 )
@@ -192,4 +198,150 @@ func eqBig(a, b *big.Int) bool {
 		return a == nil && b == nil
 	}
 	return a.Cmp(b) == 0
+}
+
+// keepOnly leaves only hash of the node's pool (the others: priced out, dropped).
+func (f *fakeChain) keepOnly(hash common.Hash) map[common.Hash]*types.Transaction {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.pool
+	f.pool = map[common.Hash]*types.Transaction{}
+	if tx, ok := out[hash]; ok {
+		f.pool[hash] = tx
+	}
+	return out
+}
+
+func (f *fixture) inFlightCost(t *testing.T) *big.Int {
+	t.Helper()
+	var sum *big.Int
+	if err := f.db.Read(context.Background(), func(tx *store.Tx) error {
+		var err error
+		_, sum, err = tx.InFlight(context.Background(), 7, f.from)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return sum
+}
+
+func (f *fixture) confirmer() *confirmer {
+	return &confirmer{t: f.txs, chainID: 7, ch: f.chain, log: zap.NewNop(), recent: map[uint64]common.Hash{}, seen: map[int64]seenAt{}}
+}
+
+// TestAutoBumpAndSettle: a send with "X-Fee-Bump: allow" priced out by the base fee is bumped
+// by the confirmer after bump.after blocks (2 x the base fee), the account's in-flight cost
+// follows, and the block scan finding the bump settles the request (its original replaced);
+// either hash finds it.
+func TestAutoBumpAndSettle(t *testing.T) {
+	forEachStore(t, func(t *testing.T, driver string) {
+		f := newFixtureOn(t, TxConfig{Bump: BumpConfig{After: BumpAfter{Blocks: 1}}}, driver)
+		ctx := context.Background()
+		h, err := f.txs.SendWith(ctx, "p", 7, f.request(1), SendOptions{FeeBump: store.FeeBumpAllow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The move to broadcast is written after the answer (markBroadcast).
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if rec, err := f.txs.Transaction(ctx, "p", h); err == nil && rec.State == store.StateBroadcast {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("not broadcast within 5s")
+			}
+		}
+		c := f.confirmer()
+		pass := func() {
+			t.Helper()
+			if _, err := c.follow(ctx); err != nil {
+				t.Fatal(err)
+			}
+			c.autoBump(ctx, c.head)
+		}
+		pass() // first sight
+		f.chain.baseFee = "0x64"
+		all := f.chain.keepOnly(common.Hash{}) // priced out: the block takes nothing
+		f.chain.seal("a")
+		f.chain.mu.Lock()
+		f.chain.pool = all
+		f.chain.mu.Unlock()
+		pass()
+		rec, err := f.txs.Transaction(ctx, "p", h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs, err := f.txs.Versions(ctx, rec)
+		if err != nil || len(vs) != 1 || vs[0].Kind != store.VersionBump || vs[0].State != store.VersionBroadcast {
+			t.Fatalf("after the bump: %+v %v", vs, err)
+		}
+		bumped := f.sentTx(t, vs[0].Hash)
+		if bumped.GasPrice().Int64() != 200 || bumped.Nonce() != rec.Nonce {
+			t.Fatalf("bump: gas price %v nonce %d, want 200 (2 x base fee) at %d", bumped.GasPrice(), bumped.Nonce(), rec.Nonce)
+		}
+		if got := f.inFlightCost(t); got.Int64() != 21000*200+1 {
+			t.Fatalf("in-flight cost %v, want the bump's %d", got, 21000*200+1)
+		}
+		f.chain.keepOnly(vs[0].Hash)
+		f.chain.seal("b")
+		pass()
+		byBump, err := f.txs.Transaction(ctx, "p", vs[0].Hash)
+		if err != nil || byBump.ID != rec.ID || byBump.State != store.StateMined || byBump.MinedHash != vs[0].Hash || byBump.Hash != h {
+			t.Fatalf("by the bump's hash: %+v %v", byBump, err)
+		}
+		if got := f.inFlightCost(t); got.Sign() != 0 {
+			t.Fatalf("in-flight cost %v after mining, want 0", got)
+		}
+	})
+}
+
+// TestReplaceOutcomes: speed-up with explicit fees, the replacement rule, another principal,
+// a node answering "replacement transaction underpriced" (the version stays stored, signed),
+// a cancel mined (cancelled), and a settled request refused.
+func TestReplaceOutcomes(t *testing.T) {
+	forEachStore(t, func(t *testing.T, driver string) {
+		f := newFixtureOn(t, TxConfig{}, driver)
+		ctx := context.Background()
+		h, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, v, err := f.txs.Replace(ctx, "p", h, store.VersionSpeedup, &ReplaceFees{GasPrice: big.NewInt(12)})
+		if err != nil || v.State != store.VersionBroadcast || rec.Versions != 1 || f.sentTx(t, v.Hash).GasPrice().Int64() != 12 {
+			t.Fatalf("speed-up: %+v %+v %v", rec, v, err)
+		}
+		if _, _, err := f.txs.Replace(ctx, "p", v.Hash, store.VersionSpeedup, &ReplaceFees{GasPrice: big.NewInt(13)}); !errors.Is(err, ErrReplacementUnderpriced) ||
+			!strings.Contains(err.Error(), "gasPrice must be at least 0xe") {
+			t.Fatalf("under the rule over the highest version: %v", err)
+		}
+		if _, _, err := f.txs.Replace(ctx, "q", h, store.VersionSpeedup, nil); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("another principal: %v", err)
+		}
+		f.chain.reject = func(*types.Transaction) error {
+			return &jsonrpc.Error{Code: -32000, Message: "replacement transaction underpriced"}
+		}
+		_, cancel, err := f.txs.Replace(ctx, "p", h, store.VersionCancel, &ReplaceFees{GasPrice: big.NewInt(20)})
+		if err != nil || cancel.State != store.VersionSigned {
+			t.Fatalf("cancel refused as underpriced: %+v %v", cancel, err)
+		}
+		f.chain.reject = nil
+		// The confirmer's rebroadcast sends the newest version, the cancel.
+		rec, _ = f.txs.Transaction(ctx, "p", h)
+		f.confirmer().rebroadcastVersions(ctx, rec)
+		sent := f.sentTx(t, cancel.Hash)
+		if *sent.To() != f.from || sent.Value().Sign() != 0 || sent.Gas() != 21000 {
+			t.Fatalf("the cancel: to %v value %v gas %d", sent.To(), sent.Value(), sent.Gas())
+		}
+		f.chain.keepOnly(cancel.Hash)
+		f.chain.seal("c")
+		if mined, err := f.txs.settle(ctx, f.chain, rec); err != nil || !mined {
+			t.Fatalf("settle: %v %v", mined, err)
+		}
+		got, _ := f.txs.Transaction(ctx, "p", cancel.Hash)
+		if got.State != store.StateCancelled || got.MinedHash != cancel.Hash {
+			t.Fatalf("after the cancel was mined: %+v", got)
+		}
+		if _, _, err := f.txs.Replace(ctx, "p", h, store.VersionSpeedup, nil); !errors.Is(err, ErrNotReplaceable) || !strings.Contains(err.Error(), "cancelled") {
+			t.Fatalf("a cancelled request: %v", err)
+		}
+	})
 }

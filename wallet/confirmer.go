@@ -68,10 +68,11 @@ type confirmer struct {
 	begun  bool                   // the first pass set last
 	recent map[uint64]common.Hash // canonical hashes of the blocks read lately
 
-	head     *block           // the head the last pass read
-	open     bool             // the last pass found rows to follow
-	bumpHead uint64           // the head of the last fee-bumping pass (bump.go)
-	seen     map[int64]seenAt // request id -> when its newest version was first seen pending
+	head      *block           // the head the last pass read
+	open      bool             // the last pass found rows to follow
+	bumpHead  uint64           // the head of the last fee-bumping pass (bump.go)
+	bumpBegun bool             // a fee-bumping pass ran
+	seen      map[int64]seenAt // request id -> when its newest version was first seen pending
 }
 
 // minKickInterval spaces the passes that sends waiting for a slot ask for (each reads the
