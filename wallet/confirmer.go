@@ -248,7 +248,13 @@ func (c *confirmer) finishOne(ctx context.Context, rec *store.TxRecord) {
 		return
 	}
 	if _, _, err := c.t.broadcast(ctx, c.ch, rec); err != nil {
-		logger.Warn("confirmer: rebroadcast not accepted; retrying later", zap.Error(err))
+		// A stuck request is priced out by definition: its becoming stuck was logged once,
+		// its refusals at every rebroadcast are not news.
+		level := zap.WarnLevel
+		if rec.State == store.StateStuck {
+			level = zap.DebugLevel
+		}
+		logger.Log(level, "confirmer: rebroadcast not accepted; retrying later", zap.Error(err))
 	}
 	// Restart the rebroadcast clock whatever happened.
 	_ = c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error { return tx.Touch(ctx, rec.ID) })
