@@ -267,6 +267,129 @@ func testWebhookDeliveryOrder(t *testing.T, be backend) {
 	}
 }
 
+// TestWebhookPrune: delivered and dead deliveries finished before the cutoff are deleted in
+// batches of the limit, pending ones never (however old their next attempt), and an event
+// only once no delivery refers to it; the deliveries due are the same before and after (the
+// order rule holds).
+func TestWebhookPrune(t *testing.T) { forEachBackend(t, testWebhookPrune) }
+
+func testWebhookPrune(t *testing.T, be backend) {
+	ctx := context.Background()
+	db := openBackend(t, be)
+	if err := db.Write(ctx, func(tx *Tx) error {
+		if err := tx.InsertWebhook(ctx, testWebhook("wh_a", "alice", "https://a.example/1")); err != nil {
+			return err
+		}
+		return tx.InsertWebhook(ctx, testWebhook("wh_b", "alice", "https://a.example/2"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	one := insertSigned(t, db, "alice", 0)
+	two := insertSigned(t, db, "alice", 1)
+	setState(t, db, one, StateSigned, StateBroadcast)
+	setState(t, db, one, StateBroadcast, StateFailed)
+	setState(t, db, two, StateSigned, StateBroadcast)
+	setState(t, db, two, StateBroadcast, StateFailed)
+
+	now := time.Now()
+	old, cutoff, recent := now, now.Add(time.Hour), now.Add(2*time.Hour)
+	delivery := map[string]int64{} // "tx/state/webhook"
+	for _, d := range dueDeliveries(t, db, recent) {
+		delivery[fmt.Sprintf("%d/%s/%s", d.Event.TxID, d.Event.State, d.WebhookID)] = d.ID
+	}
+	finish := func(key string, a WebhookAttempt) {
+		t.Helper()
+		id, ok := delivery[key]
+		if !ok {
+			t.Fatalf("no due delivery %s in %v", key, delivery)
+		}
+		if err := db.Write(ctx, func(tx *Tx) error { return tx.FinishWebhookAttempt(ctx, id, a) }); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range dueDeliveries(t, db, recent) {
+			delivery[fmt.Sprintf("%d/%s/%s", d.Event.TxID, d.Event.State, d.WebhookID)] = d.ID
+		}
+	}
+	key := func(id int64, state, webhook string) string { return fmt.Sprintf("%d/%s/%s", id, state, webhook) }
+	// one: every delivery to wh_a finished long ago; to wh_b the broadcast dead long ago, the
+	// failed event pending with an attempt due long ago.
+	finish(key(one, StateBroadcast, "wh_a"), WebhookAttempt{State: DeliveryDelivered, Status: 200, At: old})
+	finish(key(one, StateFailed, "wh_a"), WebhookAttempt{State: DeliveryDelivered, Status: 200, At: old})
+	finish(key(one, StateBroadcast, "wh_b"), WebhookAttempt{State: DeliveryDead, Status: 500, Error: "HTTP 500", At: old})
+	finish(key(one, StateFailed, "wh_b"), WebhookAttempt{State: DeliveryPending, Status: 500, Error: "HTTP 500", NextAttemptAt: old, At: old})
+	// two: its broadcast delivered to wh_a after the cutoff; the rest pending.
+	finish(key(two, StateBroadcast, "wh_a"), WebhookAttempt{State: DeliveryDelivered, Status: 200, At: recent})
+
+	dueKeys := func() []string {
+		var out []string
+		for _, d := range dueDeliveries(t, db, recent) {
+			out = append(out, fmt.Sprintf("%d:%s", d.ID, key(d.Event.TxID, d.Event.State, d.WebhookID)))
+		}
+		slices.Sort(out)
+		return out
+	}
+	dueBefore := dueKeys()
+	if want := []string{key(one, StateFailed, "wh_b"), key(two, StateBroadcast, "wh_b"), key(two, StateFailed, "wh_a")}; len(dueBefore) != len(want) {
+		t.Fatalf("due before pruning %q, want the deliveries %q", dueBefore, want)
+	}
+
+	prune := func(events bool, limit int) int64 {
+		t.Helper()
+		var n int64
+		if err := db.Write(ctx, func(tx *Tx) error {
+			var err error
+			if events {
+				n, err = tx.PruneWebhookEvents(ctx, cutoff, limit)
+			} else {
+				n, err = tx.PruneWebhookDeliveries(ctx, cutoff, limit)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// Events first: none is free of deliveries yet.
+	if n := prune(true, 1000); n != 0 {
+		t.Errorf("pruned %d events before their deliveries", n)
+	}
+	for i, want := range []int64{2, 1, 0} { // three finished before the cutoff, batches of 2
+		if n := prune(false, 2); n != want {
+			t.Errorf("deliveries batch %d: pruned %d, want %d", i, n, want)
+		}
+	}
+	for i, want := range []int64{1, 0} { // one's broadcast: both its deliveries gone
+		if n := prune(true, 1); n != want {
+			t.Errorf("events batch %d: pruned %d, want %d", i, n, want)
+		}
+	}
+
+	if got := eventStates(t, db, one); !slices.Equal(got, []string{StateFailed}) {
+		t.Errorf("one's events after pruning %q, want its failed event only (pending to wh_b)", got)
+	}
+	if got := eventStates(t, db, two); !slices.Equal(got, []string{StateBroadcast, StateFailed}) {
+		t.Errorf("two's events after pruning %q, want both", got)
+	}
+	logs := map[string][]string{}
+	for _, w := range []string{"wh_a", "wh_b"} {
+		var ds []WebhookDelivery
+		if err := db.Read(ctx, func(tx *Tx) error { var err error; ds, err = tx.WebhookDeliveries(ctx, w, 100); return err }); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			logs[w] = append(logs[w], key(d.Event.TxID, d.Event.State, w)+"="+d.State)
+		}
+	}
+	wantA := []string{key(two, StateFailed, "wh_a") + "=pending", key(two, StateBroadcast, "wh_a") + "=delivered"}
+	wantB := []string{key(two, StateFailed, "wh_b") + "=pending", key(two, StateBroadcast, "wh_b") + "=pending", key(one, StateFailed, "wh_b") + "=pending"}
+	if !slices.Equal(logs["wh_a"], wantA) || !slices.Equal(logs["wh_b"], wantB) {
+		t.Errorf("deliveries left %q, want wh_a %q and wh_b %q", logs, wantA, wantB)
+	}
+	if after := dueKeys(); !slices.Equal(after, dueBefore) {
+		t.Errorf("due after pruning %q, before %q", after, dueBefore)
+	}
+}
+
 // TestSyncConfigWebhooks: config endpoints are upserted by principal and URL (the id of the
 // first sync kept, the secret replaced), and the config endpoints no longer listed disabled;
 // admin endpoints stay; a duplicate URL of a principal is ErrExists.
@@ -447,6 +570,8 @@ func TestWebhookQueriesUseIndexes(t *testing.T) {
 		{"due", qDueDeliveries, []any{"2026-01-01", 10}, []string{"USING INDEX webhook_deliveries_due", "USING COVERING INDEX webhook_deliveries_order"}},
 		{"pending", qPendingDeliveries, nil, []string{"webhook_deliveries_order"}},
 		{"log", qDeliveryLog, []any{"wh_1", 10}, []string{"USING INDEX webhook_deliveries_webhook_event (webhook_id=?)"}},
+		{"prune deliveries", qPruneDeliveries, []any{"2026-01-01", 1000}, []string{"USING INDEX webhook_deliveries_finished (next_attempt_at<?)"}},
+		{"prune events", qPruneEvents, []any{"2026-01-01", 1000}, []string{"INDEX webhook_events_created (created_at<?)", "USING COVERING INDEX webhook_deliveries_event (event_seq=?)"}},
 		{"trigger lookup", `SELECT 1 FROM webhooks WHERE principal = ? AND enabled = 1`, []any{"p"}, []string{"USING COVERING INDEX webhooks_enabled (principal=?)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
