@@ -390,6 +390,104 @@ func testWebhookPrune(t *testing.T, be backend) {
 	}
 }
 
+// TestWebhookEventsOverVersions: a version signed or broadcast while the request stays
+// broadcast is no event; a stuck request that gets a version is broadcast again, an event;
+// the version mined settles the request (cancelled for a cancel) and its events carry the
+// original hash and the mined version's.
+func TestWebhookEventsOverVersions(t *testing.T) { forEachBackend(t, testWebhookEventsOverVersions) }
+
+func testWebhookEventsOverVersions(t *testing.T, be backend) {
+	ctx := context.Background()
+	db := openBackend(t, be)
+	write := func(f func(tx *Tx) error) {
+		t.Helper()
+		if err := db.Write(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(func(tx *Tx) error { return tx.InsertWebhook(ctx, testWebhook("wh_a", "alice", "https://a.example/1")) })
+	addVersion := func(id int64, kind string, hash common.Hash) {
+		t.Helper()
+		write(func(tx *Tx) error {
+			rec, err := tx.TxByID(ctx, id)
+			if err != nil {
+				return err
+			}
+			v := &TxVersion{Kind: kind, Fields: []byte(`{}`), MaxCost: big.NewInt(5000), Raw: hash.Bytes(), Hash: hash}
+			if err := tx.AddVersion(ctx, rec, v); err != nil {
+				return err
+			}
+			return tx.SetVersionBroadcast(ctx, id, v.Seq)
+		})
+	}
+	mined := func(hash common.Hash, block uint64) {
+		t.Helper()
+		write(func(tx *Tx) error {
+			n, err := tx.SetMinedVersion(ctx, 1, hash, block, common.BigToHash(new(big.Int).SetUint64(block)))
+			if err == nil && n != 1 {
+				err = fmt.Errorf("%d requests mined by %s", n, hash.Hex())
+			}
+			return err
+		})
+	}
+	eventsOf := func(id int64) []WebhookEvent {
+		t.Helper()
+		var evs []WebhookEvent
+		if err := db.Read(ctx, func(tx *Tx) error { var err error; evs, err = tx.WebhookEvents(ctx, id); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+	summary := func(evs []WebhookEvent) []string {
+		var out []string
+		for _, e := range evs {
+			out = append(out, e.State+" "+e.Hash+" "+e.MinedHash)
+		}
+		return out
+	}
+
+	// Bumped twice while broadcast, the second bump mined, then confirmed.
+	bumped := insertSigned(t, db, "alice", 0)
+	orig := common.BigToHash(big.NewInt(1000)).Hex()
+	setState(t, db, bumped, StateSigned, StateBroadcast)
+	bump1, bump2 := common.HexToHash("0xb1"), common.HexToHash("0xb2")
+	addVersion(bumped, VersionBump, bump1)
+	addVersion(bumped, VersionSpeedup, bump2)
+	if got := summary(eventsOf(bumped)); !slices.Equal(got, []string{"broadcast " + orig + " "}) {
+		t.Fatalf("events after two versions while broadcast %q, want the broadcast only", got)
+	}
+	mined(bump2, 42)
+	write(func(tx *Tx) error { _, err := tx.Confirm(ctx, 1, 42); return err })
+	want := []string{"broadcast " + orig + " ", "mined " + orig + " " + bump2.Hex(), "confirmed " + orig + " " + bump2.Hex()}
+	if got := summary(eventsOf(bumped)); !slices.Equal(got, want) {
+		t.Errorf("bumped request's events %q, want %q", got, want)
+	}
+
+	// Stuck, a bump makes it broadcast again, stuck again, then a cancel is mined.
+	stuck := insertSigned(t, db, "alice", 1)
+	orig = common.BigToHash(big.NewInt(1001)).Hex()
+	setState(t, db, stuck, StateSigned, StateBroadcast)
+	setState(t, db, stuck, StateBroadcast, StateStuck)
+	addVersion(stuck, VersionBump, common.HexToHash("0xc1"))
+	setState(t, db, stuck, StateBroadcast, StateStuck)
+	cancel := common.HexToHash("0xcc")
+	addVersion(stuck, VersionCancel, cancel)
+	mined(cancel, 43)
+	want = []string{"broadcast " + orig + " ", "stuck " + orig + " ", "broadcast " + orig + " ", "stuck " + orig + " ",
+		"broadcast " + orig + " ", "cancelled " + orig + " " + cancel.Hex()}
+	evs := eventsOf(stuck)
+	if got := summary(evs); !slices.Equal(got, want) {
+		t.Errorf("stuck request's events %q, want %q", got, want)
+	}
+	if last := evs[len(evs)-1]; last.BlockNumber == nil || *last.BlockNumber != 43 || last.Nonce != 1 {
+		t.Errorf("cancelled event %+v", last)
+	}
+	// Every event has its delivery, due in order.
+	if due := dueDeliveries(t, db, time.Now().Add(time.Second)); len(due) != 2 || due[0].Event.State != StateBroadcast || due[1].Event.State != StateBroadcast {
+		t.Errorf("due %+v, want each request's first broadcast", due)
+	}
+}
+
 // TestSyncConfigWebhooks: config endpoints are upserted by principal and URL (the id of the
 // first sync kept, the secret replaced), and the config endpoints no longer listed disabled;
 // admin endpoints stay; a duplicate URL of a principal is ErrExists.
