@@ -630,6 +630,70 @@ func BenchmarkWebhookTrigger(b *testing.B) {
 	}
 }
 
+// BenchmarkWebhookPrune: one round of retention's batches, 1000 finished deliveries and then
+// their 1000 events (an op), beside 20,000 pending deliveries that stay.
+func BenchmarkWebhookPrune(b *testing.B) {
+	for _, be := range backends {
+		b.Run(string(be), func(b *testing.B) {
+			ctx := context.Background()
+			cfg := Config{Driver: string(be)}
+			if be == postgresBackend {
+				cfg.DSN = testengine.Postgres(b)
+			} else {
+				cfg.Path = b.TempDir() + "/web3gate.db"
+			}
+			cfg.SetDefaults()
+			db, err := Open(ctx, cfg, Deps{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertWebhook(ctx, testWebhook("wh_p", "p", "https://h.example/")) }); err != nil {
+				b.Fatal(err)
+			}
+			old := formatTime(time.Now().Add(-30 * 24 * time.Hour))
+			seq := 0
+			// add records n events, each with a delivery in state.
+			add := func(n int, state string) {
+				b.Helper()
+				const rows = `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) `
+				if err := db.Write(ctx, func(tx *Tx) error {
+					if _, err := tx.ExecContext(ctx, rows+`INSERT INTO webhook_events (seq, tx_id, principal, state, created_at)
+						SELECT ? + i, ? + i, 'p', 'mined', ? FROM n`, n, seq, seq, old); err != nil {
+						return err
+					}
+					_, err := tx.ExecContext(ctx, rows+`INSERT INTO webhook_deliveries (webhook_id, event_seq, tx_id, state, attempts, next_attempt_at, created_at)
+						SELECT 'wh_p', ? + i, ? + i, ?, 1, ?, ? FROM n`, n, seq, seq, state, old, old)
+					return err
+				}); err != nil {
+					b.Fatal(err)
+				}
+				seq += n
+			}
+			add(20000, DeliveryPending)
+			cutoff := time.Now().Add(-24 * time.Hour)
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				add(1000, DeliveryDelivered)
+				b.StartTimer()
+				for _, prune := range []func(tx *Tx) (int64, error){
+					func(tx *Tx) (int64, error) { return tx.PruneWebhookDeliveries(ctx, cutoff, 1000) },
+					func(tx *Tx) (int64, error) { return tx.PruneWebhookEvents(ctx, cutoff, 1000) },
+				} {
+					var n int64
+					if err := db.Write(ctx, func(tx *Tx) error { var err error; n, err = prune(tx); return err }); err != nil {
+						b.Fatal(err)
+					}
+					if n != 1000 {
+						b.Fatalf("pruned %d rows, want 1000", n)
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestWebhookQueriesUseIndexes: on SQLite the deliverer's poll reads the pending deliveries
 // through the partial indexes (not every delivery ever made), and the trigger's lookup is the
 // covering index of enabled endpoints. A query whose terms stop matching an index's WHERE
