@@ -125,7 +125,7 @@ func (c *Config) Validate() error {
 		add("pollInterval: must be between 10ms and 1m")
 	}
 	if r := c.retention(); r != 0 && (r < time.Minute || r > maxRetention) {
-		add("retention: must be 0 (keep forever) or between 1m and 87600h")
+		add("retention: must be 0s (keep forever) or between 1m and 87600h")
 	}
 	policy, err := netpolicy.New(c.AllowNetworks)
 	if err != nil {
