@@ -76,6 +76,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzStoredCriteria$$' -fuzztime 20000x ./middleware/filters
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalKeyNeverMerges$$' -fuzztime 20000x ./middleware/cache
 	$(GO) test -run '^$$' -fuzz '^FuzzFixed$$' -fuzztime 20000x ./internal/rpchex
+	$(GO) test -run '^$$' -fuzz '^FuzzCheckURL$$' -fuzztime 20000x ./webhooks
+	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime 20000x ./webhooks
 
 # Load benchmark: ratios against baselines measured in the same run (needs Debian's wrk, and
 # redis-server for (r)).

@@ -298,6 +298,37 @@ func (t *Tx) WebhookDeliveries(ctx context.Context, webhookID string, limit int)
 	return out, nil
 }
 
+// PruneWebhookDeliveries deletes at most limit delivered and dead deliveries that finished
+// before before, the oldest first, and returns how many it deleted. Pending ones are never
+// touched, so the order rule (a pending delivery holds back the later events of its
+// transaction) is the same before and after.
+func (t *Tx) PruneWebhookDeliveries(ctx context.Context, before time.Time, limit int) (int64, error) {
+	res, err := t.ExecContext(ctx, qPruneDeliveries, formatTime(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune webhook deliveries: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("prune webhook deliveries: %w", err)
+	}
+	return n, nil
+}
+
+// PruneWebhookEvents deletes at most limit events recorded before before that no delivery
+// refers to any more (every one was pruned, or its endpoint deleted), the oldest first, and
+// returns how many it deleted. An event with a delivery left, pending or not, stays.
+func (t *Tx) PruneWebhookEvents(ctx context.Context, before time.Time, limit int) (int64, error) {
+	res, err := t.ExecContext(ctx, qPruneEvents, formatTime(before), limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune webhook events: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("prune webhook events: %w", err)
+	}
+	return n, nil
+}
+
 // PendingWebhookDeliveries counts the pending deliveries to enabled endpoints.
 func (t *Tx) PendingWebhookDeliveries(ctx context.Context) (int64, error) {
 	var n int64
@@ -435,6 +466,14 @@ var (
 		WHERE d.webhook_id = ?
 		ORDER BY d.event_seq DESC
 		LIMIT ?`)
+	// A finished delivery's next_attempt_at is when it finished (FinishWebhookAttempt);
+	// "state <> 'pending'" is the partial index webhook_deliveries_finished's own term.
+	qPruneDeliveries = prepared(`DELETE FROM webhook_deliveries WHERE id IN (
+		SELECT id FROM webhook_deliveries WHERE state <> 'pending' AND next_attempt_at < ? ORDER BY next_attempt_at LIMIT ?)`)
+	qPruneEvents = prepared(`DELETE FROM webhook_events WHERE seq IN (
+		SELECT e.seq FROM webhook_events e WHERE e.created_at < ?
+		  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_seq = e.seq)
+		ORDER BY e.created_at LIMIT ?)`)
 	qHasEnabledWebhooks = prepared(`SELECT EXISTS (SELECT 1 FROM webhooks WHERE enabled = 1)`)
 	qPendingDeliveries  = prepared(`SELECT COUNT(*) FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
 		WHERE d.state = 'pending' AND w.enabled = 1`)

@@ -267,6 +267,227 @@ func testWebhookDeliveryOrder(t *testing.T, be backend) {
 	}
 }
 
+// TestWebhookPrune: delivered and dead deliveries finished before the cutoff are deleted in
+// batches of the limit, pending ones never (however old their next attempt), and an event
+// only once no delivery refers to it; the deliveries due are the same before and after (the
+// order rule holds).
+func TestWebhookPrune(t *testing.T) { forEachBackend(t, testWebhookPrune) }
+
+func testWebhookPrune(t *testing.T, be backend) {
+	ctx := context.Background()
+	db := openBackend(t, be)
+	if err := db.Write(ctx, func(tx *Tx) error {
+		if err := tx.InsertWebhook(ctx, testWebhook("wh_a", "alice", "https://a.example/1")); err != nil {
+			return err
+		}
+		return tx.InsertWebhook(ctx, testWebhook("wh_b", "alice", "https://a.example/2"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	one := insertSigned(t, db, "alice", 0)
+	two := insertSigned(t, db, "alice", 1)
+	setState(t, db, one, StateSigned, StateBroadcast)
+	setState(t, db, one, StateBroadcast, StateFailed)
+	setState(t, db, two, StateSigned, StateBroadcast)
+	setState(t, db, two, StateBroadcast, StateFailed)
+
+	now := time.Now()
+	old, cutoff, recent := now, now.Add(time.Hour), now.Add(2*time.Hour)
+	delivery := map[string]int64{} // "tx/state/webhook"
+	for _, d := range dueDeliveries(t, db, recent) {
+		delivery[fmt.Sprintf("%d/%s/%s", d.Event.TxID, d.Event.State, d.WebhookID)] = d.ID
+	}
+	finish := func(key string, a WebhookAttempt) {
+		t.Helper()
+		id, ok := delivery[key]
+		if !ok {
+			t.Fatalf("no due delivery %s in %v", key, delivery)
+		}
+		if err := db.Write(ctx, func(tx *Tx) error { return tx.FinishWebhookAttempt(ctx, id, a) }); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range dueDeliveries(t, db, recent) {
+			delivery[fmt.Sprintf("%d/%s/%s", d.Event.TxID, d.Event.State, d.WebhookID)] = d.ID
+		}
+	}
+	key := func(id int64, state, webhook string) string { return fmt.Sprintf("%d/%s/%s", id, state, webhook) }
+	// one: every delivery to wh_a finished long ago; to wh_b the broadcast dead long ago, the
+	// failed event pending with an attempt due long ago.
+	finish(key(one, StateBroadcast, "wh_a"), WebhookAttempt{State: DeliveryDelivered, Status: 200, At: old})
+	finish(key(one, StateFailed, "wh_a"), WebhookAttempt{State: DeliveryDelivered, Status: 200, At: old})
+	finish(key(one, StateBroadcast, "wh_b"), WebhookAttempt{State: DeliveryDead, Status: 500, Error: "HTTP 500", At: old})
+	finish(key(one, StateFailed, "wh_b"), WebhookAttempt{State: DeliveryPending, Status: 500, Error: "HTTP 500", NextAttemptAt: old, At: old})
+	// two: its broadcast delivered to wh_a after the cutoff; the rest pending.
+	finish(key(two, StateBroadcast, "wh_a"), WebhookAttempt{State: DeliveryDelivered, Status: 200, At: recent})
+
+	dueKeys := func() []string {
+		var out []string
+		for _, d := range dueDeliveries(t, db, recent) {
+			out = append(out, fmt.Sprintf("%d:%s", d.ID, key(d.Event.TxID, d.Event.State, d.WebhookID)))
+		}
+		slices.Sort(out)
+		return out
+	}
+	dueBefore := dueKeys()
+	if want := []string{key(one, StateFailed, "wh_b"), key(two, StateBroadcast, "wh_b"), key(two, StateFailed, "wh_a")}; len(dueBefore) != len(want) {
+		t.Fatalf("due before pruning %q, want the deliveries %q", dueBefore, want)
+	}
+
+	prune := func(events bool, limit int) int64 {
+		t.Helper()
+		var n int64
+		if err := db.Write(ctx, func(tx *Tx) error {
+			var err error
+			if events {
+				n, err = tx.PruneWebhookEvents(ctx, cutoff, limit)
+			} else {
+				n, err = tx.PruneWebhookDeliveries(ctx, cutoff, limit)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// Events first: none is free of deliveries yet.
+	if n := prune(true, 1000); n != 0 {
+		t.Errorf("pruned %d events before their deliveries", n)
+	}
+	for i, want := range []int64{2, 1, 0} { // three finished before the cutoff, batches of 2
+		if n := prune(false, 2); n != want {
+			t.Errorf("deliveries batch %d: pruned %d, want %d", i, n, want)
+		}
+	}
+	for i, want := range []int64{1, 0} { // one's broadcast: both its deliveries gone
+		if n := prune(true, 1); n != want {
+			t.Errorf("events batch %d: pruned %d, want %d", i, n, want)
+		}
+	}
+
+	if got := eventStates(t, db, one); !slices.Equal(got, []string{StateFailed}) {
+		t.Errorf("one's events after pruning %q, want its failed event only (pending to wh_b)", got)
+	}
+	if got := eventStates(t, db, two); !slices.Equal(got, []string{StateBroadcast, StateFailed}) {
+		t.Errorf("two's events after pruning %q, want both", got)
+	}
+	logs := map[string][]string{}
+	for _, w := range []string{"wh_a", "wh_b"} {
+		var ds []WebhookDelivery
+		if err := db.Read(ctx, func(tx *Tx) error { var err error; ds, err = tx.WebhookDeliveries(ctx, w, 100); return err }); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			logs[w] = append(logs[w], key(d.Event.TxID, d.Event.State, w)+"="+d.State)
+		}
+	}
+	wantA := []string{key(two, StateFailed, "wh_a") + "=pending", key(two, StateBroadcast, "wh_a") + "=delivered"}
+	wantB := []string{key(two, StateFailed, "wh_b") + "=pending", key(two, StateBroadcast, "wh_b") + "=pending", key(one, StateFailed, "wh_b") + "=pending"}
+	if !slices.Equal(logs["wh_a"], wantA) || !slices.Equal(logs["wh_b"], wantB) {
+		t.Errorf("deliveries left %q, want wh_a %q and wh_b %q", logs, wantA, wantB)
+	}
+	if after := dueKeys(); !slices.Equal(after, dueBefore) {
+		t.Errorf("due after pruning %q, before %q", after, dueBefore)
+	}
+}
+
+// TestWebhookEventsOverVersions: a version signed or broadcast while the request stays
+// broadcast is no event; a stuck request that gets a version is broadcast again, an event;
+// the version mined settles the request (cancelled for a cancel) and its events carry the
+// original hash and the mined version's.
+func TestWebhookEventsOverVersions(t *testing.T) { forEachBackend(t, testWebhookEventsOverVersions) }
+
+func testWebhookEventsOverVersions(t *testing.T, be backend) {
+	ctx := context.Background()
+	db := openBackend(t, be)
+	write := func(f func(tx *Tx) error) {
+		t.Helper()
+		if err := db.Write(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(func(tx *Tx) error { return tx.InsertWebhook(ctx, testWebhook("wh_a", "alice", "https://a.example/1")) })
+	addVersion := func(id int64, kind string, hash common.Hash) {
+		t.Helper()
+		write(func(tx *Tx) error {
+			rec, err := tx.TxByID(ctx, id)
+			if err != nil {
+				return err
+			}
+			v := &TxVersion{Kind: kind, Fields: []byte(`{}`), MaxCost: big.NewInt(5000), Raw: hash.Bytes(), Hash: hash}
+			if err := tx.AddVersion(ctx, rec, v); err != nil {
+				return err
+			}
+			return tx.SetVersionBroadcast(ctx, id, v.Seq)
+		})
+	}
+	mined := func(hash common.Hash, block uint64) {
+		t.Helper()
+		write(func(tx *Tx) error {
+			n, err := tx.SetMinedVersion(ctx, 1, hash, block, common.BigToHash(new(big.Int).SetUint64(block)))
+			if err == nil && n != 1 {
+				err = fmt.Errorf("%d requests mined by %s", n, hash.Hex())
+			}
+			return err
+		})
+	}
+	eventsOf := func(id int64) []WebhookEvent {
+		t.Helper()
+		var evs []WebhookEvent
+		if err := db.Read(ctx, func(tx *Tx) error { var err error; evs, err = tx.WebhookEvents(ctx, id); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+	summary := func(evs []WebhookEvent) []string {
+		var out []string
+		for _, e := range evs {
+			out = append(out, e.State+" "+e.Hash+" "+e.MinedHash)
+		}
+		return out
+	}
+
+	// Bumped twice while broadcast, the second bump mined, then confirmed.
+	bumped := insertSigned(t, db, "alice", 0)
+	orig := common.BigToHash(big.NewInt(1000)).Hex()
+	setState(t, db, bumped, StateSigned, StateBroadcast)
+	bump1, bump2 := common.HexToHash("0xb1"), common.HexToHash("0xb2")
+	addVersion(bumped, VersionBump, bump1)
+	addVersion(bumped, VersionSpeedup, bump2)
+	if got := summary(eventsOf(bumped)); !slices.Equal(got, []string{"broadcast " + orig + " "}) {
+		t.Fatalf("events after two versions while broadcast %q, want the broadcast only", got)
+	}
+	mined(bump2, 42)
+	write(func(tx *Tx) error { _, err := tx.Confirm(ctx, 1, 42); return err })
+	want := []string{"broadcast " + orig + " ", "mined " + orig + " " + bump2.Hex(), "confirmed " + orig + " " + bump2.Hex()}
+	if got := summary(eventsOf(bumped)); !slices.Equal(got, want) {
+		t.Errorf("bumped request's events %q, want %q", got, want)
+	}
+
+	// Stuck, a bump makes it broadcast again, stuck again, then a cancel is mined.
+	stuck := insertSigned(t, db, "alice", 1)
+	orig = common.BigToHash(big.NewInt(1001)).Hex()
+	setState(t, db, stuck, StateSigned, StateBroadcast)
+	setState(t, db, stuck, StateBroadcast, StateStuck)
+	addVersion(stuck, VersionBump, common.HexToHash("0xc1"))
+	setState(t, db, stuck, StateBroadcast, StateStuck)
+	cancel := common.HexToHash("0xcc")
+	addVersion(stuck, VersionCancel, cancel)
+	mined(cancel, 43)
+	want = []string{"broadcast " + orig + " ", "stuck " + orig + " ", "broadcast " + orig + " ", "stuck " + orig + " ",
+		"broadcast " + orig + " ", "cancelled " + orig + " " + cancel.Hex()}
+	evs := eventsOf(stuck)
+	if got := summary(evs); !slices.Equal(got, want) {
+		t.Errorf("stuck request's events %q, want %q", got, want)
+	}
+	if last := evs[len(evs)-1]; last.BlockNumber == nil || *last.BlockNumber != 43 || last.Nonce != 1 {
+		t.Errorf("cancelled event %+v", last)
+	}
+	// Every event has its delivery, due in order.
+	if due := dueDeliveries(t, db, time.Now().Add(time.Second)); len(due) != 2 || due[0].Event.State != StateBroadcast || due[1].Event.State != StateBroadcast {
+		t.Errorf("due %+v, want each request's first broadcast", due)
+	}
+}
+
 // TestSyncConfigWebhooks: config endpoints are upserted by principal and URL (the id of the
 // first sync kept, the secret replaced), and the config endpoints no longer listed disabled;
 // admin endpoints stay; a duplicate URL of a principal is ErrExists.
@@ -409,6 +630,70 @@ func BenchmarkWebhookTrigger(b *testing.B) {
 	}
 }
 
+// BenchmarkWebhookPrune: one round of retention's batches, 1000 finished deliveries and then
+// their 1000 events (an op), beside 20,000 pending deliveries that stay.
+func BenchmarkWebhookPrune(b *testing.B) {
+	for _, be := range backends {
+		b.Run(string(be), func(b *testing.B) {
+			ctx := context.Background()
+			cfg := Config{Driver: string(be)}
+			if be == postgresBackend {
+				cfg.DSN = testengine.Postgres(b)
+			} else {
+				cfg.Path = b.TempDir() + "/web3gate.db"
+			}
+			cfg.SetDefaults()
+			db, err := Open(ctx, cfg, Deps{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertWebhook(ctx, testWebhook("wh_p", "p", "https://h.example/")) }); err != nil {
+				b.Fatal(err)
+			}
+			old := formatTime(time.Now().Add(-30 * 24 * time.Hour))
+			seq := 0
+			// add records n events, each with a delivery in state.
+			add := func(n int, state string) {
+				b.Helper()
+				const rows = `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) `
+				if err := db.Write(ctx, func(tx *Tx) error {
+					if _, err := tx.ExecContext(ctx, rows+`INSERT INTO webhook_events (seq, tx_id, principal, state, created_at)
+						SELECT ? + i, ? + i, 'p', 'mined', ? FROM n`, n, seq, seq, old); err != nil {
+						return err
+					}
+					_, err := tx.ExecContext(ctx, rows+`INSERT INTO webhook_deliveries (webhook_id, event_seq, tx_id, state, attempts, next_attempt_at, created_at)
+						SELECT 'wh_p', ? + i, ? + i, ?, 1, ?, ? FROM n`, n, seq, seq, state, old, old)
+					return err
+				}); err != nil {
+					b.Fatal(err)
+				}
+				seq += n
+			}
+			add(20000, DeliveryPending)
+			cutoff := time.Now().Add(-24 * time.Hour)
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				add(1000, DeliveryDelivered)
+				b.StartTimer()
+				for _, prune := range []func(tx *Tx) (int64, error){
+					func(tx *Tx) (int64, error) { return tx.PruneWebhookDeliveries(ctx, cutoff, 1000) },
+					func(tx *Tx) (int64, error) { return tx.PruneWebhookEvents(ctx, cutoff, 1000) },
+				} {
+					var n int64
+					if err := db.Write(ctx, func(tx *Tx) error { var err error; n, err = prune(tx); return err }); err != nil {
+						b.Fatal(err)
+					}
+					if n != 1000 {
+						b.Fatalf("pruned %d rows, want 1000", n)
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestWebhookQueriesUseIndexes: on SQLite the deliverer's poll reads the pending deliveries
 // through the partial indexes (not every delivery ever made), and the trigger's lookup is the
 // covering index of enabled endpoints. A query whose terms stop matching an index's WHERE
@@ -447,6 +732,8 @@ func TestWebhookQueriesUseIndexes(t *testing.T) {
 		{"due", qDueDeliveries, []any{"2026-01-01", 10}, []string{"USING INDEX webhook_deliveries_due", "USING COVERING INDEX webhook_deliveries_order"}},
 		{"pending", qPendingDeliveries, nil, []string{"webhook_deliveries_order"}},
 		{"log", qDeliveryLog, []any{"wh_1", 10}, []string{"USING INDEX webhook_deliveries_webhook_event (webhook_id=?)"}},
+		{"prune deliveries", qPruneDeliveries, []any{"2026-01-01", 1000}, []string{"USING INDEX webhook_deliveries_finished (next_attempt_at<?)"}},
+		{"prune events", qPruneEvents, []any{"2026-01-01", 1000}, []string{"INDEX webhook_events_created (created_at<?)", "USING COVERING INDEX webhook_deliveries_event (event_seq=?)"}},
 		{"trigger lookup", `SELECT 1 FROM webhooks WHERE principal = ? AND enabled = 1`, []any{"p"}, []string{"USING COVERING INDEX webhooks_enabled (principal=?)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/web3gate/web3gate/internal/netpolicy"
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/store"
@@ -219,6 +221,8 @@ func TestConfigValidate(t *testing.T) {
 		{"maxBackoff", func(c *Config) { c.MaxBackoff = c.Backoff / 2 }, "maxBackoff: must be between backoff and 24h"},
 		{"concurrency", func(c *Config) { c.Concurrency = 1000 }, "concurrency: must be between 1 and 256"},
 		{"pollInterval", func(c *Config) { c.PollInterval = time.Hour }, "pollInterval: must be between 10ms and 1m"},
+		{"retention short", func(c *Config) { r := 30 * time.Second; c.Retention = &r }, "retention: must be 0s (keep forever) or between 1m and 87600h"},
+		{"retention negative", func(c *Config) { r := -time.Hour; c.Retention = &r }, "retention: must be 0s (keep forever) or between 1m and 87600h"},
 		{"allowNetworks", func(c *Config) { c.AllowNetworks = []string{"nope"} }, `allowNetworks[0]: "nope" is not a CIDR prefix`},
 		{"principal", func(c *Config) { c.Endpoints = ep("", "https://h.example/", "TEST_WEBHOOK_SECRET") }, "endpoints[0].principal: must not be empty"},
 		{"url", func(c *Config) { c.Endpoints = ep("dev", "hooks.example", "TEST_WEBHOOK_SECRET") }, "endpoints[0].url: must be an http:// or https:// URL"},
@@ -244,6 +248,16 @@ func TestConfigValidate(t *testing.T) {
 			}
 		})
 	}
+	t.Run("retention 0s keeps forever", func(t *testing.T) {
+		var c Config
+		if err := yaml.Unmarshal([]byte("retention: 0s"), &c); err != nil {
+			t.Fatal(err)
+		}
+		c.SetDefaults()
+		if err := c.Validate(); err != nil || c.Retention == nil || *c.Retention != 0 {
+			t.Fatalf("retention %v: %v", c.Retention, err)
+		}
+	})
 	t.Run("defaults", func(t *testing.T) {
 		var c Config
 		c.SetDefaults()
@@ -252,7 +266,7 @@ func TestConfigValidate(t *testing.T) {
 			t.Fatal(err)
 		}
 		if c.Timeout != 10*time.Second || c.MaxAttempts != 12 || c.Backoff != time.Second || c.MaxBackoff != 10*time.Minute ||
-			c.Concurrency != 8 || c.PollInterval != 500*time.Millisecond {
+			c.Concurrency != 8 || c.PollInterval != 500*time.Millisecond || c.Retention == nil || *c.Retention != 168*time.Hour {
 			t.Errorf("defaults %+v", c)
 		}
 	})

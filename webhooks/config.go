@@ -36,6 +36,10 @@ type Config struct {
 	Concurrency int `yaml:"concurrency"`
 	// PollInterval is how often the outbox is read when nothing else woke the deliverer.
 	PollInterval time.Duration `yaml:"pollInterval"`
+	// Retention is how long delivered and dead deliveries, and the events no delivery refers
+	// to any more, are kept before the deliverer deletes them; 0 keeps them forever. Unset:
+	// DefaultRetention.
+	Retention *time.Duration `yaml:"retention"`
 	// AllowNetworks are CIDR prefixes (or addresses) exempt from the address policy that
 	// refuses loopback, private and link-local destinations (the metadata fetcher's).
 	AllowNetworks []string `yaml:"allowNetworks"`
@@ -69,6 +73,9 @@ const (
 	DefaultMaxBackoff   = 10 * time.Minute
 	DefaultConcurrency  = 8
 	DefaultPollInterval = 500 * time.Millisecond
+	DefaultRetention    = 7 * 24 * time.Hour
+
+	maxRetention = 10 * 365 * 24 * time.Hour
 
 	minSecretLen = 16
 	maxURLLen    = 2048
@@ -83,6 +90,10 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.MaxBackoff, DefaultMaxBackoff)
 	defaults.Set(&c.Concurrency, DefaultConcurrency)
 	defaults.Set(&c.PollInterval, DefaultPollInterval)
+	if c.Retention == nil {
+		r := DefaultRetention
+		c.Retention = &r
+	}
 	for i := range c.Admin.Tokens {
 		defaults.Set(&c.Admin.Tokens[i].Name, fmt.Sprintf("tokens[%d]", i))
 	}
@@ -112,6 +123,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PollInterval < 10*time.Millisecond || c.PollInterval > time.Minute {
 		add("pollInterval: must be between 10ms and 1m")
+	}
+	if r := c.retention(); r != 0 && (r < time.Minute || r > maxRetention) {
+		add("retention: must be 0s (keep forever) or between 1m and 87600h")
 	}
 	policy, err := netpolicy.New(c.AllowNetworks)
 	if err != nil {
@@ -211,4 +225,12 @@ func clip(s string) string {
 		return s[:64] + "…"
 	}
 	return s
+}
+
+// retention is Retention, DefaultRetention when unset.
+func (c *Config) retention() time.Duration {
+	if c.Retention == nil {
+		return DefaultRetention
+	}
+	return *c.Retention
 }

@@ -128,7 +128,7 @@ func (s *Service) backoffAfter(failures int) time.Duration {
 
 // deliver is the deliverer's job: read the due deliveries, attempt each (at most concurrency
 // at once, one per request and endpoint), until ctx ends or no enabled endpoint is left (then
-// it calls done); it returns once the attempts in flight have.
+// it calls done); it returns once the attempts in flight have. Retention runs beside it.
 func (s *Service) deliver(ctx context.Context, done func()) {
 	var (
 		mu       sync.Mutex
@@ -144,6 +144,11 @@ func (s *Service) deliver(ctx context.Context, done func()) {
 	)
 	defer wg.Wait()
 	defer s.m.pending.Set(0)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.pruneLoop(ctx)
+	}()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {

@@ -59,12 +59,19 @@ type testService struct {
 // startService runs a service on db until stopped (or the test ends).
 func startService(t *testing.T, db *store.DB, cfg Config, deps Deps) *testService {
 	t.Helper()
+	return startTuned(t, db, cfg, deps, func(*Service) {})
+}
+
+// startTuned is startService with tune applied to the service before it runs.
+func startTuned(t *testing.T, db *store.DB, cfg Config, deps Deps, tune func(*Service)) *testService {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	deps.DB, deps.Registry, deps.Logger = db, reg, zaptest.NewLogger(t)
 	s, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
+	tune(s)
 	if err := s.Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}

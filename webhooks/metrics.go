@@ -16,6 +16,7 @@ type metrics struct {
 	deliveries *prometheus.CounterVec
 	lag        prometheus.Histogram
 	pending    prometheus.Gauge
+	pruned     *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -29,6 +30,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600}}),
 		pending: f.NewGauge(prometheus.GaugeOpts{Name: "web3gate_webhook_pending",
 			Help: "Webhook deliveries waiting (pending, to enabled endpoints), as the replica delivering them last read; 0 on the others."}),
+		pruned: f.NewCounterVec(prometheus.CounterOpts{Name: "web3gate_webhook_pruned_total",
+			Help: "Rows deleted by webhooks.retention: finished deliveries (table deliveries) and the events no delivery refers to any more (table events)."},
+			[]string{"table"}),
+	}
+	for _, tb := range []string{"deliveries", "events"} {
+		m.pruned.WithLabelValues(tb)
 	}
 	for _, o := range []string{outcomeDelivered, outcomeFailed, outcomeDead} {
 		m.deliveries.WithLabelValues(o)

@@ -61,6 +61,8 @@ type Service struct {
 	policy netpolicy.Policy
 	client *client
 	tokens proxy.AdminTokens
+	// pruneEvery is how often retention runs (pruneEvery; tests shorten it).
+	pruneEvery time.Duration
 }
 
 // New builds the service of a defaulted config; it validates it again.
@@ -68,7 +70,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if deps.DB == nil {
 		return nil, errors.New("webhooks: a store is required")
 	}
-	s := &Service{cfg: cfg, db: deps.DB, log: deps.Logger, hold: deps.Hold, getenv: deps.Getenv, now: deps.Now}
+	s := &Service{cfg: cfg, db: deps.DB, log: deps.Logger, hold: deps.Hold, getenv: deps.Getenv, now: deps.Now, pruneEvery: pruneEvery}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}

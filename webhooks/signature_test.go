@@ -167,3 +167,38 @@ console.log(String(verify(secret, sig, Buffer.from(body, "base64"))));
 		})
 	}
 }
+
+// FuzzVerify: whatever a receiver is sent as the signature header and body, Verify does not
+// panic, answers nil or one of its three errors, and accepts only a header that carries the
+// HMAC of its own timestamp and the body; what Sign makes it always accepts.
+func FuzzVerify(f *testing.F) {
+	now := time.Unix(1_800_000_000, 0)
+	body := []byte(`{"id":"evt_1"}`)
+	f.Add(Sign(testSecret, now, body), body)
+	f.Add("t=1800000000,v1=00,v1=zz", []byte(""))
+	f.Add(" t = 1 , v1= ", []byte("x"))
+	f.Add("t=-9223372036854775808,v1="+strings.Repeat("ab", 32), []byte("{}"))
+	f.Add("t=1,t=2,v1=", []byte(nil))
+	f.Add(",,,", []byte("\x00"))
+	f.Fuzz(func(t *testing.T, header string, body []byte) {
+		if err := Verify(testSecret, Sign(testSecret, now, body), body, 5*time.Minute, now); err != nil {
+			t.Fatalf("Verify refused Sign's header: %v", err)
+		}
+		err := Verify(testSecret, header, body, 0, now)
+		if err != nil {
+			if !errors.Is(err, ErrBadSignatureHeader) && !errors.Is(err, ErrSignatureMismatch) && !errors.Is(err, ErrSignatureExpired) {
+				t.Fatalf("Verify(%q) = %v: not one of its errors", header, err)
+			}
+			return
+		}
+		var ts string
+		for _, part := range strings.Split(header, ",") {
+			if k, v, _ := strings.Cut(strings.TrimSpace(part), "="); k == "t" {
+				ts = v
+			}
+		}
+		if !strings.Contains(strings.ToLower(header), hex.EncodeToString(mac(testSecret, ts, body))) {
+			t.Fatalf("Verify accepted %q without the HMAC of its timestamp %q and the body", header, ts)
+		}
+	})
+}

@@ -44,6 +44,8 @@ CREATE UNIQUE INDEX webhook_deliveries_webhook_event ON webhook_deliveries (webh
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE state = 'pending';
 CREATE INDEX webhook_deliveries_order ON webhook_deliveries (webhook_id, tx_id, event_seq) WHERE state = 'pending';
 CREATE INDEX webhook_deliveries_event ON webhook_deliveries (event_seq);
+CREATE INDEX webhook_deliveries_finished ON webhook_deliveries (next_attempt_at) WHERE state <> 'pending';
+CREATE INDEX webhook_events_created ON webhook_events (created_at);
 
 CREATE FUNCTION txs_webhook_event() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE

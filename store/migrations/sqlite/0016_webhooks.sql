@@ -61,6 +61,10 @@ CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHER
 -- Order per transaction: an earlier pending event of the same transaction and endpoint.
 CREATE INDEX webhook_deliveries_order ON webhook_deliveries (webhook_id, tx_id, event_seq) WHERE state = 'pending';
 CREATE INDEX webhook_deliveries_event ON webhook_deliveries (event_seq);
+-- Retention (webhooks.retention): the finished deliveries by when they finished (a delivered
+-- or dead delivery's next_attempt_at is the time of its last attempt), and the events by age.
+CREATE INDEX webhook_deliveries_finished ON webhook_deliveries (next_attempt_at) WHERE state <> 'pending';
+CREATE INDEX webhook_events_created ON webhook_events (created_at);
 
 -- Only the request states a caller acts on; a change to any other (reserved, signed,
 -- handed_out) writes nothing. For a principal without an enabled endpoint the cost is the
