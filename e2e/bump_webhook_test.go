@@ -135,7 +135,7 @@ webhooks:
 		t.Fatalf("events before the cancel %q, want %q", got, want)
 	}
 	stuck := evs[1].Transaction
-	if stuck.State != "stuck" || stuck.MinedHash != nil || stuck.Error != nil || stuck.From != accts[0].Hex() || stuck.Nonce != 0 || stuck.ChainID != 31337 || stuck.Kind != "send" {
+	if stuck.State != "stuck" || stuck.MinedHash != nil || stuck.Error == nil || !strings.Contains(*stuck.Error, "maxFeeCap") || stuck.From != accts[0].Hex() || stuck.Nonce != 0 || stuck.ChainID != 31337 || stuck.Kind != "send" {
 		t.Errorf("stuck event %+v", stuck)
 	}
 	setBaseFee(t, node, 4*gwei)

@@ -601,7 +601,8 @@ var (
 	// the (chain_id, state) index and scan every open row of the chain for each hash.
 	// A request with versions is found by its original hash here, by a later version's in
 	// SetMinedVersion (store/versions.go).
-	qSetMined = prepared(`UPDATE txs SET state = 'mined', block_number = ?, block_hash = ?, updated_at = ?, mined_hash = hash
+	qSetMined = prepared(`UPDATE txs SET state = 'mined', block_number = ?, block_hash = ?, updated_at = ?, mined_hash = hash,
+		    error = CASE WHEN state = 'stuck' THEN NULL ELSE error END
 		WHERE hash = ? AND +chain_id = ?
 		  AND (state IN ('signed', 'broadcast', 'stuck', 'handed_out', 'released')
 		       OR (state IN ('mined', 'cancelled') AND block_hash <> ?))`)

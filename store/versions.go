@@ -296,7 +296,7 @@ var (
 	qAddVersion = prepared(`UPDATE txs SET versions = versions + 1, max_cost = ?,
 		cost0 = ?, cost1 = ?, cost2 = ?, cost3 = ?, cost4 = ?, cost5 = ?, cost6 = ?, cost7 = ?, updated_at = ?
 		WHERE id = ? AND versions = ? AND state IN ('signed', 'broadcast', 'stuck')`)
-	qUnstick             = prepared(`UPDATE txs SET state = 'broadcast', updated_at = ? WHERE id = ? AND state = 'stuck'`)
+	qUnstick             = prepared(`UPDATE txs SET state = 'broadcast', error = NULL, updated_at = ? WHERE id = ? AND state = 'stuck'`)
 	qInsertVersion       = prepared(`INSERT INTO tx_versions (` + versionColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qSetVersionBroadcast = prepared(`UPDATE tx_versions SET state = 'broadcast', updated_at = ?
 		WHERE tx_id = ? AND seq = ? AND state = 'signed'`)
@@ -305,7 +305,8 @@ var (
 	// The conditions of txs_versioned, so that the partial index serves it.
 	qOpenVersionHashes = prepared(`SELECT v.hash, v.tx_id FROM txs t JOIN tx_versions v ON v.tx_id = t.id
 		WHERE t.chain_id = ? AND t.versions > 0 AND t.state IN ('signed', 'broadcast', 'stuck')`)
-	qSetMinedVersion = prepared(`UPDATE txs SET state = ?, block_number = ?, block_hash = ?, mined_hash = ?, updated_at = ?
+	qSetMinedVersion = prepared(`UPDATE txs SET state = ?, block_number = ?, block_hash = ?, mined_hash = ?, updated_at = ?,
+		    error = CASE WHEN state = 'stuck' THEN NULL ELSE error END
 		WHERE id = ? AND (state IN ('signed', 'broadcast', 'stuck') OR (state IN ('mined', 'cancelled') AND block_hash <> ?))
 		RETURNING id, created_at, versions, state`)
 	qMinedIn = prepared(`SELECT id, created_at, versions, state FROM txs

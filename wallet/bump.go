@@ -461,7 +461,7 @@ func (t *Transactions) markStuck(ctx context.Context, rec *store.TxRecord, why e
 		return
 	}
 	err := t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
-		return tx.SetState(ctx, rec.ID, []string{store.StateBroadcast}, store.StateStuck, "")
+		return tx.SetState(ctx, rec.ID, []string{store.StateBroadcast}, store.StateStuck, why.Error())
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return // settled meanwhile

@@ -41,8 +41,8 @@ type EventTransaction struct {
 	// BlockNumber and BlockHash: the block that holds it (mined, confirmed), else null.
 	BlockNumber *uint64 `json:"blockNumber"`
 	BlockHash   *string `json:"blockHash"`
-	// Error says why it failed (the revert reason) or was abandoned; else null (also when
-	// stuck: the cap that stopped the bumps is logged, not stored).
+	// Error says why it failed (the revert reason), was abandoned or is stuck (the cap that
+	// stopped the bumps); else null.
 	Error *string `json:"error"`
 }
 
