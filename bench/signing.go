@@ -214,9 +214,13 @@ func measureSigning(ctx context.Context, cs *children, cfg runConfig, env signEn
 }
 
 func signProgress(r int, cfg runConfig, sp *signSpec, s signSample) {
-	line := fmt.Sprintf("round %d/%d  (%s) %-22s %7.0f calls/s over %v (1-s rates %s)   web3gate %.2f CPU, %6.1f µs CPU/call, CPUs %3.0f%% idle; wrk %.2f CPU; other processes %.2f CPU\n    %s",
+	pg := ""
+	if sp.postgres {
+		pg = fmt.Sprintf("; PostgreSQL backends %.2f CPU, %6.1f µs CPU/call", s.cores(s.pgCPU), us(s.pgPerRequest()))
+	}
+	line := fmt.Sprintf("round %d/%d  (%s) %-22s %7.0f calls/s over %v (1-s rates %s)   web3gate %.2f CPU, %6.1f µs CPU/call, CPUs %3.0f%% idle%s; wrk %.2f CPU; other processes %.2f CPU\n    %s",
 		r+1, cfg.rounds, sp.t.key, sp.t.name, s.wrk.Rate(), sp.duration, secsText(s.secs), s.cores(s.serverCPU), us(s.cpuPerRequest()),
-		100*s.idleShare(), s.cores(s.wrk.CPU), s.cores(s.otherCPU()), s.nonces)
+		100*s.idleShare(), pg, s.cores(s.wrk.CPU), s.cores(s.otherCPU()), s.nonces)
 	if p := s.problems(); p != "" {
 		line += "\n    !!! ERRORS: " + p
 	}
@@ -297,6 +301,12 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 			return ss, err
 		}
 	}
+	var pg0 map[int]time.Duration
+	if t.pgDSN != "" {
+		if pg0, err = pgBackendsCPU(ctx, t.pgDSN); err != nil {
+			return ss, fmt.Errorf("PostgreSQL backends' CPU: %w", err)
+		}
+	}
 	cpu0, ct0, err := snapshot(&t)
 	if err != nil {
 		return ss, err
@@ -316,6 +326,13 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 		return ss, err
 	}
 	ss.addCPU(cfg, cpu0, ct0, cpu1, ct1)
+	if t.pgDSN != "" {
+		pg1, err := pgBackendsCPU(ctx, t.pgDSN)
+		if err != nil {
+			return ss, fmt.Errorf("PostgreSQL backends' CPU: %w", err)
+		}
+		ss.pgCPU = pgCPUBetween(pg0, pg1)
+	}
 
 	var after nonceState
 	if sp.sends() {
