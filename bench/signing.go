@@ -167,6 +167,9 @@ type signSample struct {
 	// after it, once settled, settle after the end of the load.
 	startCount, endCount, endPending uint64
 	settled                          time.Duration
+	// (g): the chain's height before and after the load (once settled): the blocks that
+	// mined the sends.
+	startBlock, endBlock uint64
 	// nonces says what the nonce check found; issues what went wrong besides the sample's
 	// problems.
 	nonces string
@@ -283,7 +286,7 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 		if err != nil {
 			return ss, fmt.Errorf("before the load: %w", err)
 		}
-		ss.startCount = n.latest
+		ss.startCount, ss.startBlock = n.latest, n.block
 	}
 
 	before, err := scrapeAll(&t)
@@ -343,7 +346,7 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 			}
 			ss.issues = append(ss.issues, "after the load: "+err.Error())
 		}
-		ss.endCount, ss.endPending = after.latest, after.pending
+		ss.endCount, ss.endPending, ss.endBlock = after.latest, after.pending, after.block
 	} else {
 		// The calls wrk left in flight finish within their latency; wait for them.
 		if err := quiet(ctx, &t, okKey); err != nil {
@@ -379,6 +382,9 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 	case sp.sends():
 		ss.nonces, err = checkMined(ss.startCount, after, ss.okCalls)
 		ss.nonces += fmt.Sprintf("; the chain caught up %v after the load", ss.settled.Round(time.Millisecond))
+		if blocks := ss.endBlock - ss.startBlock; blocks > 0 && ss.endBlock > ss.startBlock {
+			ss.nonces += fmt.Sprintf("; %d blocks, %.1f transactions a block", blocks, float64(ss.endCount-ss.startCount)/float64(blocks))
+		}
 	}
 	if err != nil {
 		ss.issues = append(ss.issues, err.Error())
@@ -456,6 +462,7 @@ func checkSigned(res json.RawMessage, from string) (uint64, error) {
 type nonceState struct {
 	latest, pending uint64
 	ok              float64
+	block           uint64 // the chain's eth_blockNumber
 }
 
 // readNonces reads the account's eth_getTransactionCount at "latest" and "pending" through
@@ -479,6 +486,19 @@ func readNonces(t *target, account, okKey string) (nonceState, error) {
 		if *q.dst, err = hexutil.DecodeUint64(s); err != nil {
 			return n, fmt.Errorf("eth_getTransactionCount %s: %s: %w", q.tag, res, err)
 		}
+	}
+	probe := *t
+	probe.body = `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}`
+	res, err := rpcResult(&probe)
+	if err != nil {
+		return n, fmt.Errorf("eth_blockNumber: %w", err)
+	}
+	var s string
+	if err := json.Unmarshal(res, &s); err != nil {
+		return n, fmt.Errorf("eth_blockNumber: %s: %w", res, err)
+	}
+	if n.block, err = hexutil.DecodeUint64(s); err != nil {
+		return n, fmt.Errorf("eth_blockNumber: %s: %w", res, err)
 	}
 	c, err := scrapeAll(t)
 	if err != nil {

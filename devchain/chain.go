@@ -104,7 +104,7 @@ func Start(cfg Config, deps Deps) (*Chain, error) {
 	}
 	stack.RegisterLifecycle(beacon)
 	// Registered last, so it starts after the eth service and stops before it.
-	stack.RegisterLifecycle(newAutomine(beacon, backend.TxPool(), logger))
+	stack.RegisterLifecycle(newAutomine(beacon, backend.TxPool(), backend.BlockChain(), cfg.BurstBlockInterval, logger))
 
 	if err := stack.Start(); err != nil {
 		// A failed Start stops what it started and closes the node.
