@@ -189,6 +189,8 @@ type signRound map[string]signSample
 
 // signEnv is what every signing measurement starts web3gate with.
 type signEnv struct {
+	// root is the measured module (-src, or this one): web3gate starts with its shipped
+	// config.yaml, which must be the binary's own.
 	root, tmp, bin string
 	postgres       string // the admin connection string of (f2) and (g2)'s server
 }
