@@ -309,10 +309,8 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 	}
 	err = c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
 		for _, b := range read {
-			for _, th := range b.Transactions {
-				if _, err := tx.SetMined(ctx, c.chainID, th, uint64(b.Number), b.Hash); err != nil {
-					return err
-				}
+			if _, err := tx.SetMinedMany(ctx, c.chainID, b.Transactions, uint64(b.Number), b.Hash); err != nil {
+				return err
 			}
 		}
 		return nil
