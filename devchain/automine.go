@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core"
 	"github.com/ethereum/go-ethereum/core/txpool"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -13,8 +14,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// maxIdleCommits bounds the empty blocks mined in a row while the pool reports executable
-// transactions. The pool counts a transaction whose fee cap is below the base fee as
+// maxIdleCommits bounds the seals in a row that made no block holding transactions (empty
+// blocks, or failed seals) while the pool reports executable transactions. The pool counts a transaction whose fee cap is below the base fee as
 // executable while the miner skips it; each empty block lowers the base fee by 1/8, and 64
 // blocks take it from 1 gwei to about 0.0002 gwei. A fee cap below that (the base fee stops
 // falling at 7 wei) would otherwise make the loop mine empty blocks forever.
@@ -118,7 +119,7 @@ func (m *automine) mine() {
 }
 
 // mineAll seals blocks until the pool has no executable transactions, quit is closed, or
-// maxIdleCommits empty blocks in a row were mined. The first block is sealed at once, each
+// maxIdleCommits seals in a row made no block with transactions. The first block is sealed at once, each
 // next one interval after the start of the one before.
 func (m *automine) mineAll() {
 	sealed := time.Now()
@@ -127,6 +128,10 @@ func (m *automine) mineAll() {
 		return // the pool is terminating
 	}
 	executable, _ := m.pool.Stats()
+	var last common.Hash
+	if head := m.chain.CurrentBlock(); head != nil {
+		last = head.Hash()
+	}
 	for idle := 0; executable > 0; {
 		if idle == maxIdleCommits {
 			m.logger.Warn("stopped mining: the pool holds executable transactions the miner does not include",
@@ -138,8 +143,9 @@ func (m *automine) mineAll() {
 		}
 		sealed = time.Now()
 		m.beacon.Commit()
-		if head := m.chain.CurrentBlock(); head != nil && head.TxHash != types.EmptyTxsHash {
-			idle = 0
+		// Progress is a new head holding transactions (a seal that failed leaves the head).
+		if head := m.chain.CurrentBlock(); head != nil && head.Hash() != last && head.TxHash != types.EmptyTxsHash {
+			idle, last = 0, head.Hash()
 		} else {
 			idle++
 		}
