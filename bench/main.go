@@ -143,7 +143,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.conns, "connections", 32, "wrk connections")
 	fs.BoolVar(&o.pin, "pin", runtime.NumCPU() >= 2, "pin wrk to CPU 0 and the servers to the other CPUs (taskset); (f) and (g) leave web3gate every CPU: their targets are rates of the machine")
 	fs.BoolVar(&o.forwarder, "forwarder", false, "also measure (e), a plain fasthttp forwarder (bench/bare -upstream) in front of the same anvil, one upstream request per call")
-	fs.StringVar(&o.src, "src", "", "web3gate module to build and measure (default: this module); e.g. a patched copy")
+	fs.StringVar(&o.src, "src", "", "web3gate module to build and measure, with its own config.yaml (default: this module); e.g. a patched copy")
 	fs.DurationVar(&o.sendDuration, "send-duration", 10*time.Second, "measured load of (g) and (g'), the sustained eth_sendTransaction rate (whole seconds); (f) runs for -duration")
 	fs.StringVar(&o.postgres, "postgres", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
 		"PostgreSQL of (f2) and (g2): a connection string of an existing database, from which each of their rounds creates a database of its own (CREATE DATABASE) and drops it after")
@@ -283,7 +283,7 @@ func run(args []string) (err error) {
 	var rounds []round
 	if o.only == "" || o.only == "proxy" {
 		fmt.Println("starting servers...")
-		if targets, err = startTargets(ctx, cs, serverCPUs, root, tmp, web3gateBin, bareBin, anvilBin, o.forwarder); err != nil {
+		if targets, err = startTargets(ctx, cs, serverCPUs, src, tmp, web3gateBin, bareBin, anvilBin, o.forwarder); err != nil {
 			return err
 		}
 		if err := check(targets); err != nil {
@@ -312,25 +312,25 @@ func run(args []string) (err error) {
 				return err
 			}
 		}
-		if signRounds, err = measureSigning(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin, postgres: o.postgres}, specs); err != nil {
+		if signRounds, err = measureSigning(ctx, cs, cfg, signEnv{root: src, tmp: tmp, bin: web3gateBin, postgres: o.postgres}, specs); err != nil {
 			return err
 		}
 	}
 	var prods *productsRun
 	if o.only == "" || o.only == "products" {
-		if prods, err = measureProducts(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin}); err != nil {
+		if prods, err = measureProducts(ctx, cs, cfg, signEnv{root: src, tmp: tmp, bin: web3gateBin}); err != nil {
 			return err
 		}
 	}
 	var owns *ownersRun
 	if o.only == "" || o.only == "owners" {
-		if owns, err = measureOwners(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin}, anvilBin); err != nil {
+		if owns, err = measureOwners(ctx, cs, cfg, signEnv{root: src, tmp: tmp, bin: web3gateBin}, anvilBin); err != nil {
 			return err
 		}
 	}
 	var shared *redisRun
 	if o.only == "" || o.only == "redis" {
-		shared, err = measureRedis(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin}, anvilBin)
+		shared, err = measureRedis(ctx, cs, cfg, signEnv{root: src, tmp: tmp, bin: web3gateBin}, anvilBin)
 		if err != nil {
 			return err
 		}
@@ -340,7 +340,7 @@ func run(args []string) (err error) {
 	}
 	var cached *cacheRun
 	if o.only == "" || o.only == "cache" {
-		cached, err = measureCache(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin}, anvilBin)
+		cached, err = measureCache(ctx, cs, cfg, signEnv{root: src, tmp: tmp, bin: web3gateBin}, anvilBin)
 		if err != nil {
 			return err
 		}
@@ -350,13 +350,13 @@ func run(args []string) (err error) {
 	}
 	var rt *wsRun
 	if o.only == "" || o.only == "ws" {
-		if rt, err = measureWS(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin}, anvilBin, o.ws); err != nil {
+		if rt, err = measureWS(ctx, cs, cfg, signEnv{root: src, tmp: tmp, bin: web3gateBin}, anvilBin, o.ws); err != nil {
 			return err
 		}
 	}
 	var limits *rateLimitRun
 	if o.only == "" || o.only == "ratelimit" {
-		limits, err = measureRateLimit(ctx, cs, cfg, signEnv{root: root, tmp: tmp, bin: web3gateBin})
+		limits, err = measureRateLimit(ctx, cs, cfg, signEnv{root: src, tmp: tmp, bin: web3gateBin})
 		if err != nil {
 			return err
 		}

@@ -39,11 +39,22 @@ type sample struct {
 	serverCPUs int
 	// calls are web3gate's counters over the warm-up and the run (web3gate targets only).
 	calls *counters
+	// pgCPU is the CPU time of the PostgreSQL backends serving the target's database during
+	// the run ((f2), (g2)); 0 on SQLite.
+	pgCPU time.Duration
 }
 
-// otherCPU is the CPU time of everything but the target's servers and wrk during the run:
-// other processes of the machine, which make the run noisy.
-func (s sample) otherCPU() time.Duration { return max(s.busy-s.serverCPU-s.wrk.CPU, 0) }
+// otherCPU is the CPU time of everything but the target's servers, their PostgreSQL
+// backends and wrk during the run: other processes of the machine, which make the run noisy.
+func (s sample) otherCPU() time.Duration { return max(s.busy-s.serverCPU-s.pgCPU-s.wrk.CPU, 0) }
+
+// pgPerRequest is the PostgreSQL backends' CPU time per completed request.
+func (s sample) pgPerRequest() time.Duration {
+	if s.wrk.Requests == 0 {
+		return 0
+	}
+	return s.pgCPU / time.Duration(s.wrk.Requests)
+}
 
 // cores turns a CPU time during the run into CPUs used on average.
 func (s sample) cores(d time.Duration) float64 { return d.Seconds() / s.wrk.Duration.Seconds() }

@@ -309,6 +309,7 @@ func startSigners(ctx context.Context, cs *children, cfg runConfig, env signEnv,
 	}
 	servers = []*child{c}
 	t.url, t.admin, t.servers = api+"/v1/web3/mainnet", admin, []*child{c}
+	t.pgDSN = dsn
 	addrs := []string{strings.TrimPrefix(api, "http://")}
 	for i := 1; i < sp.replicas; i++ {
 		rep := pgReplica{index: i, dsn: dsn, cred: first.cred, chainURL: fmt.Sprintf("%s/v1/web3/chains/%d/%s", api, devChainID, first.cred.clientID)}
@@ -347,4 +348,43 @@ func scrapeAll(t *target) (counters, error) {
 		}
 	}
 	return c, nil
+}
+
+// pgBackendsCPU reads the CPU time of each PostgreSQL backend connected to the database of
+// dsn (by pid; the query's own connection left out). The server must run on this machine:
+// the times come from /proc. A backend that ended since pg_stat_activity listed it is left
+// out.
+func pgBackendsCPU(ctx context.Context, dsn string) (map[int]time.Duration, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(cctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(cctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+	if err != nil {
+		return nil, err
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]time.Duration, len(pids))
+	for _, pid := range pids {
+		if d, err := cpuTime(int(pid)); err == nil {
+			out[int(pid)] = d
+		}
+	}
+	return out, nil
+}
+
+// pgCPUBetween is the CPU the backends of after used since before: all of it for a backend
+// that started in between.
+func pgCPUBetween(before, after map[int]time.Duration) time.Duration {
+	var sum time.Duration
+	for pid, d := range after {
+		sum += d - before[pid]
+	}
+	return sum
 }

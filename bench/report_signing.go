@@ -91,6 +91,7 @@ func reportSigning(w io.Writer, cfg runConfig, specs []*signSpec, rounds []signR
 				add("min1s "+k, slices.Min(s.secs))
 			}
 			add("cpu/req "+k, us(s.cpuPerRequest()))
+			add("pg/req "+k, us(s.pgPerRequest()))
 			add("p50 "+k, us(s.wrk.P50))
 			add("p99 "+k, us(s.wrk.P99))
 			add("cores "+k, s.cores(s.serverCPU))
@@ -113,11 +114,15 @@ func reportSigning(w io.Writer, cfg runConfig, specs []*signSpec, rounds []signR
 
 	fmt.Fprintf(w, "\nsigning summary (median of %d rounds):\n", len(rounds))
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "target\tcalls/s\tlatency p50 / p99\tweb3gate's CPU\tidle\tweb3gate's CPU µs/call (the in-process dev chain's included)\t")
+	fmt.Fprintln(tw, "target\tcalls/s\tlatency p50 / p99\tweb3gate's CPU\tidle\tweb3gate's CPU µs/call (the in-process dev chain's included)\tPostgreSQL backends' CPU µs/call\t")
 	for _, sp := range specs {
 		k := sp.t.key
-		fmt.Fprintf(tw, "(%s) web3gate %s\t%.0f\t%.1f / %.1f ms\t%.2f\t%.0f%%\t%.1f\t\n", k, sp.method, med("rate "+k), med("p50 "+k)/1000, med("p99 "+k)/1000,
-			med("cores "+k), 100*med("idle "+k), med("cpu/req "+k))
+		pg := "-"
+		if sp.postgres {
+			pg = fmt.Sprintf("%.1f", med("pg/req "+k))
+		}
+		fmt.Fprintf(tw, "(%s) web3gate %s\t%.0f\t%.1f / %.1f ms\t%.2f\t%.0f%%\t%.1f\t%s\t\n", k, sp.method, med("rate "+k), med("p50 "+k)/1000, med("p99 "+k)/1000,
+			med("cores "+k), 100*med("idle "+k), med("cpu/req "+k), pg)
 	}
 	tw.Flush()
 
@@ -184,7 +189,7 @@ func reportSigning(w io.Writer, cfg runConfig, specs []*signSpec, rounds []signR
 	}
 	for _, sp := range specs {
 		if sp.postgres {
-			notes = append(notes, "(f2), (g2): PostgreSQL's own CPU is not web3gate's: it counts under other processes")
+			notes = append(notes, "(f2), (g2): PostgreSQL's own CPU is not web3gate's: the backends of the round's database are measured apart; the server's shared processes (WAL writer, checkpointer) count under other processes")
 			break
 		}
 	}

@@ -167,6 +167,9 @@ type signSample struct {
 	// after it, once settled, settle after the end of the load.
 	startCount, endCount, endPending uint64
 	settled                          time.Duration
+	// (g): the chain's height before and after the load (once settled): the blocks that
+	// mined the sends.
+	startBlock, endBlock uint64
 	// nonces says what the nonce check found; issues what went wrong besides the sample's
 	// problems.
 	nonces string
@@ -186,6 +189,8 @@ type signRound map[string]signSample
 
 // signEnv is what every signing measurement starts web3gate with.
 type signEnv struct {
+	// root is the measured module (-src, or this one): web3gate starts with its shipped
+	// config.yaml, which must be the binary's own.
 	root, tmp, bin string
 	postgres       string // the admin connection string of (f2) and (g2)'s server
 }
@@ -214,9 +219,13 @@ func measureSigning(ctx context.Context, cs *children, cfg runConfig, env signEn
 }
 
 func signProgress(r int, cfg runConfig, sp *signSpec, s signSample) {
-	line := fmt.Sprintf("round %d/%d  (%s) %-22s %7.0f calls/s over %v (1-s rates %s)   web3gate %.2f CPU, %6.1f µs CPU/call, CPUs %3.0f%% idle; wrk %.2f CPU; other processes %.2f CPU\n    %s",
+	pg := ""
+	if sp.postgres {
+		pg = fmt.Sprintf("; PostgreSQL backends %.2f CPU, %6.1f µs CPU/call", s.cores(s.pgCPU), us(s.pgPerRequest()))
+	}
+	line := fmt.Sprintf("round %d/%d  (%s) %-22s %7.0f calls/s over %v (1-s rates %s)   web3gate %.2f CPU, %6.1f µs CPU/call, CPUs %3.0f%% idle%s; wrk %.2f CPU; other processes %.2f CPU\n    %s",
 		r+1, cfg.rounds, sp.t.key, sp.t.name, s.wrk.Rate(), sp.duration, secsText(s.secs), s.cores(s.serverCPU), us(s.cpuPerRequest()),
-		100*s.idleShare(), s.cores(s.wrk.CPU), s.cores(s.otherCPU()), s.nonces)
+		100*s.idleShare(), pg, s.cores(s.wrk.CPU), s.cores(s.otherCPU()), s.nonces)
 	if p := s.problems(); p != "" {
 		line += "\n    !!! ERRORS: " + p
 	}
@@ -279,7 +288,7 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 		if err != nil {
 			return ss, fmt.Errorf("before the load: %w", err)
 		}
-		ss.startCount = n.latest
+		ss.startCount, ss.startBlock = n.latest, n.block
 	}
 
 	before, err := scrapeAll(&t)
@@ -295,6 +304,12 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 		w.duration = cfg.warmup
 		if ss.warm, err = runWrk(ctx, cs, cfg.wrk, cfg.loadCPUs, &t, w); err != nil {
 			return ss, err
+		}
+	}
+	var pg0 map[int]time.Duration
+	if t.pgDSN != "" {
+		if pg0, err = pgBackendsCPU(ctx, t.pgDSN); err != nil {
+			return ss, fmt.Errorf("PostgreSQL backends' CPU: %w", err)
 		}
 	}
 	cpu0, ct0, err := snapshot(&t)
@@ -316,6 +331,13 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 		return ss, err
 	}
 	ss.addCPU(cfg, cpu0, ct0, cpu1, ct1)
+	if t.pgDSN != "" {
+		pg1, err := pgBackendsCPU(ctx, t.pgDSN)
+		if err != nil {
+			return ss, fmt.Errorf("PostgreSQL backends' CPU: %w", err)
+		}
+		ss.pgCPU = pgCPUBetween(pg0, pg1)
+	}
 
 	var after nonceState
 	if sp.sends() {
@@ -326,7 +348,7 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 			}
 			ss.issues = append(ss.issues, "after the load: "+err.Error())
 		}
-		ss.endCount, ss.endPending = after.latest, after.pending
+		ss.endCount, ss.endPending, ss.endBlock = after.latest, after.pending, after.block
 	} else {
 		// The calls wrk left in flight finish within their latency; wait for them.
 		if err := quiet(ctx, &t, okKey); err != nil {
@@ -362,6 +384,9 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 	case sp.sends():
 		ss.nonces, err = checkMined(ss.startCount, after, ss.okCalls)
 		ss.nonces += fmt.Sprintf("; the chain caught up %v after the load", ss.settled.Round(time.Millisecond))
+		if blocks := ss.endBlock - ss.startBlock; blocks > 0 && ss.endBlock > ss.startBlock {
+			ss.nonces += fmt.Sprintf("; %d blocks, %.1f transactions a block", blocks, float64(ss.endCount-ss.startCount)/float64(blocks))
+		}
 	}
 	if err != nil {
 		ss.issues = append(ss.issues, err.Error())
@@ -439,6 +464,7 @@ func checkSigned(res json.RawMessage, from string) (uint64, error) {
 type nonceState struct {
 	latest, pending uint64
 	ok              float64
+	block           uint64 // the chain's eth_blockNumber
 }
 
 // readNonces reads the account's eth_getTransactionCount at "latest" and "pending" through
@@ -462,6 +488,19 @@ func readNonces(t *target, account, okKey string) (nonceState, error) {
 		if *q.dst, err = hexutil.DecodeUint64(s); err != nil {
 			return n, fmt.Errorf("eth_getTransactionCount %s: %s: %w", q.tag, res, err)
 		}
+	}
+	probe := *t
+	probe.body = `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}`
+	res, err := rpcResult(&probe)
+	if err != nil {
+		return n, fmt.Errorf("eth_blockNumber: %w", err)
+	}
+	var s string
+	if err := json.Unmarshal(res, &s); err != nil {
+		return n, fmt.Errorf("eth_blockNumber: %s: %w", res, err)
+	}
+	if n.block, err = hexutil.DecodeUint64(s); err != nil {
+		return n, fmt.Errorf("eth_blockNumber: %s: %w", res, err)
 	}
 	c, err := scrapeAll(t)
 	if err != nil {

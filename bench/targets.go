@@ -35,6 +35,9 @@ type target struct {
 	// moreAdmins are the admin base URLs of the other web3gate replicas of the target
 	// ((g2)): their counters add up with admin's (scrapeAll).
 	moreAdmins []string
+	// pgDSN is the round's PostgreSQL database ((f2), (g2)), whose backends' CPU the run
+	// measures; "" for a target on SQLite.
+	pgDSN string
 }
 
 // The requests of the load.

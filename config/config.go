@@ -81,6 +81,7 @@ func Default() Config {
 	c.Cache.Coalesce = true
 	c.Cache.Local = true
 	c.Redis.MaxFlushDelay = redisx.DefaultMaxFlushDelay
+	c.Devchain.BurstBlockInterval = devchain.DefaultBurstBlockInterval
 	c.RateLimit.Enabled = true
 	c.RateLimit.REST.Enabled = true
 	c.Webhooks.Enabled = true

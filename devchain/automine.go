@@ -2,20 +2,23 @@ package devchain
 
 import (
 	"sync"
+	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core"
 	"github.com/ethereum/go-ethereum/core/txpool"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/eth/catalyst"
 	"github.com/ethereum/go-ethereum/event"
 	"github.com/ethereum/go-ethereum/node"
 	"go.uber.org/zap"
 )
 
-// maxIdleCommits bounds the blocks mined in a row that leave the number of executable
-// transactions unchanged. The pool counts a transaction whose fee cap is below the base fee
-// as executable while the miner skips it; each empty block lowers the base fee by 1/8, and
-// 64 blocks take it from 1 gwei to about 0.0002 gwei. A fee cap below that (the base fee
-// stops falling at 7 wei) would otherwise make the loop mine empty blocks forever.
+// maxIdleCommits bounds the seals in a row that made no block holding transactions (empty
+// blocks, or failed seals) while the pool reports executable transactions. The pool counts a transaction whose fee cap is below the base fee as
+// executable while the miner skips it; each empty block lowers the base fee by 1/8, and 64
+// blocks take it from 1 gwei to about 0.0002 gwei. A fee cap below that (the base fee stops
+// falling at 7 wei) would otherwise make the loop mine empty blocks forever.
 const maxIdleCommits = 64
 
 // automine mines a block whenever transactions reach the pool, and again until the pool
@@ -30,10 +33,18 @@ const maxIdleCommits = 64
 //   - Stop waits for an in-flight block to be sealed, so blocks are never built on a
 //     stopping chain and no goroutine outlives Close. go-ethereum's loop does not wait
 //     (ethereum/go-ethereum#31327).
+//   - When transactions arrived while a block was being sealed, the next block is sealed
+//     interval (Config.BurstBlockInterval) after the start of that one, not at once: each
+//     block costs the node about the same whatever it holds (building it, executing it
+//     again as the beacon's payload, the pools' reset, every client reading the new head),
+//     and under a stream of sends the blocks sealed back to back held about 5 transactions
+//     each. A transaction reaching an idle chain is still mined at once.
 type automine struct {
-	beacon *catalyst.SimulatedBeacon
-	pool   *txpool.TxPool
-	logger *zap.Logger
+	beacon   *catalyst.SimulatedBeacon
+	pool     *txpool.TxPool
+	chain    *core.BlockChain
+	interval time.Duration
+	logger   *zap.Logger
 
 	txs  chan core.NewTxsEvent
 	sub  event.Subscription
@@ -44,14 +55,16 @@ type automine struct {
 
 var _ node.Lifecycle = (*automine)(nil)
 
-func newAutomine(beacon *catalyst.SimulatedBeacon, pool *txpool.TxPool, logger *zap.Logger) *automine {
+func newAutomine(beacon *catalyst.SimulatedBeacon, pool *txpool.TxPool, chain *core.BlockChain, interval time.Duration, logger *zap.Logger) *automine {
 	m := &automine{
-		beacon: beacon,
-		pool:   pool,
-		logger: logger,
-		txs:    make(chan core.NewTxsEvent),
-		wake:   make(chan struct{}, 1),
-		quit:   make(chan struct{}),
+		beacon:   beacon,
+		pool:     pool,
+		chain:    chain,
+		interval: interval,
+		logger:   logger,
+		txs:      make(chan core.NewTxsEvent),
+		wake:     make(chan struct{}, 1),
+		quit:     make(chan struct{}),
 	}
 	m.sub = pool.SubscribeTransactions(m.txs, true)
 	return m
@@ -106,31 +119,57 @@ func (m *automine) mine() {
 }
 
 // mineAll seals blocks until the pool has no executable transactions, quit is closed, or
-// maxIdleCommits blocks in a row made no progress.
+// maxIdleCommits seals in a row made no block with transactions. The first block is sealed at once, each
+// next one interval after the start of the one before.
 func (m *automine) mineAll() {
+	sealed := time.Now()
 	m.beacon.Commit()
 	if err := m.pool.Sync(); err != nil {
 		return // the pool is terminating
 	}
-	last, _ := m.pool.Stats()
-	for idle := 0; last > 0; {
+	executable, _ := m.pool.Stats()
+	var last common.Hash
+	if head := m.chain.CurrentBlock(); head != nil {
+		last = head.Hash()
+	}
+	for idle := 0; executable > 0; {
 		if idle == maxIdleCommits {
 			m.logger.Warn("stopped mining: the pool holds executable transactions the miner does not include",
-				zap.Int("executable", last), zap.Int("empty_blocks", idle))
+				zap.Int("executable", executable), zap.Int("empty_blocks", idle))
 			return
 		}
-		select {
-		case <-m.quit:
+		if !m.waitUntil(sealed.Add(m.interval)) {
 			return
-		default:
 		}
+		sealed = time.Now()
 		m.beacon.Commit()
-		executable, _ := m.pool.Stats()
-		if executable < last {
-			idle = 0
+		// Progress is a new head holding transactions (a seal that failed leaves the head).
+		if head := m.chain.CurrentBlock(); head != nil && head.Hash() != last && head.TxHash != types.EmptyTxsHash {
+			idle, last = 0, head.Hash()
 		} else {
 			idle++
 		}
-		last = executable
+		executable, _ = m.pool.Stats()
+	}
+}
+
+// waitUntil waits until t, or until quit is closed: then it returns false.
+func (m *automine) waitUntil(t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		select {
+		case <-m.quit:
+			return false
+		default:
+			return true
+		}
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-m.quit:
+		return false
+	case <-timer.C:
+		return true
 	}
 }

@@ -77,3 +77,41 @@ func TestUnminableTransactionStopsMining(t *testing.T) {
 		t.Fatalf("status %d, want 1", r.Status)
 	}
 }
+
+// TestBurstBlockInterval: a transaction reaching an idle chain is mined at once, well within
+// the interval; transactions streaming in for up to half an interval, many of them while a block
+// is being sealed, go into a few blocks, where blocks sealed back to back take a few each.
+func TestBurstBlockInterval(t *testing.T) {
+	const interval = time.Second
+	c := startChain(t, Config{ChainID: 1337, BurstBlockInterval: interval})
+	h := c.Handler()
+	from, to := c.Accounts()[0], c.Accounts()[1].Address
+
+	begin := time.Now()
+	waitReceipt(t, h, mustSend(t, h, signTransfer(t, c.ChainID(), from, 0, to, big.NewInt(1))))
+	if took := time.Since(begin); took >= interval/2 {
+		t.Fatalf("a transaction on an idle chain took %v to be mined, want it at once", took)
+	}
+
+	var first hexutil.Uint64
+	mustCall(t, h, &first, "eth_blockNumber")
+	nonce := uint64(1)
+	var last common.Hash
+	// At most 500: a block holds about 1,400 transfers.
+	for end := time.Now().Add(interval / 2); time.Now().Before(end) && nonce <= 500; nonce++ {
+		last = mustSend(t, h, signTransfer(t, c.ChainID(), from, nonce, to, big.NewInt(1)))
+	}
+	sent := nonce - 1
+	r := waitReceipt(t, h, last)
+	// The first block at once, the rest one interval after its start; one more if the
+	// stream outlasted that.
+	if blocks := uint64(r.BlockNumber) - uint64(first); blocks > 3 {
+		t.Fatalf("%d transactions sent in a stream went into %d blocks, want at most 3", sent, blocks)
+	}
+	var mined hexutil.Uint64
+	mustCall(t, h, &mined, "eth_getTransactionCount", from.Address, "latest")
+	if uint64(mined) != nonce {
+		t.Fatalf("eth_getTransactionCount = %d, want %d", mined, nonce)
+	}
+	t.Logf("%d transactions in %d blocks", sent, uint64(r.BlockNumber)-uint64(first))
+}

@@ -104,7 +104,7 @@ func Start(cfg Config, deps Deps) (*Chain, error) {
 	}
 	stack.RegisterLifecycle(beacon)
 	// Registered last, so it starts after the eth service and stops before it.
-	stack.RegisterLifecycle(newAutomine(beacon, backend.TxPool(), logger))
+	stack.RegisterLifecycle(newAutomine(beacon, backend.TxPool(), backend.BlockChain(), cfg.BurstBlockInterval, logger))
 
 	if err := stack.Start(); err != nil {
 		// A failed Start stops what it started and closes the node.
@@ -176,6 +176,11 @@ func ethConfig(cfg Config, accounts []Account) *ethconfig.Config {
 	ec.NetworkId = cfg.ChainID
 	ec.SyncMode = ethconfig.FullSync
 	ec.EnablePreimageRecording = true
+	// No log search index (go-ethereum's filtermaps): rendering it at every block took about
+	// a third of the process's CPU under a send load, and a dev chain's history is short.
+	// eth_getLogs still answers, from each block's bloom and receipts (go-ethereum's
+	// unindexed search, the one it uses anyway for filters without address or topic).
+	ec.LogNoHistory = true
 	ec.Genesis = &core.Genesis{
 		Config:     &chainConfig,
 		GasLimit:   cfg.GasLimit,

@@ -3,6 +3,7 @@ package devchain
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConfigSetDefaults(t *testing.T) {
@@ -46,6 +47,8 @@ func TestConfigValidateRejects(t *testing.T) {
 		{"zero balance", func(c *Config) { c.BalanceEther = 0 }, []string{"balanceEther: must be > 0"}},
 		{"gas limit below a transfer", func(c *Config) { c.GasLimit = 20999 }, []string{"gasLimit: must be between 21000 and 9223372036854775807"}},
 		{"gas limit above int64", func(c *Config) { c.GasLimit = 1 << 63 }, []string{"gasLimit: must be between 21000 and 9223372036854775807"}},
+		{"negative burst block interval", func(c *Config) { c.BurstBlockInterval = -time.Millisecond }, []string{"burstBlockInterval: must be between 0 and 10s"}},
+		{"burst block interval above 10s", func(c *Config) { c.BurstBlockInterval = 10*time.Second + 1 }, []string{"burstBlockInterval: must be between 0 and 10s"}},
 		{"everything unset", func(c *Config) { *c = Config{} }, []string{
 			"chainId: must be > 0",
 			"accounts: must be between 1 and 1000",

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -169,6 +170,16 @@ func sendRaw(t *testing.T, h http.Handler, tx *types.Transaction) (common.Hash, 
 		t.Fatalf("eth_sendRawTransaction: decode %s: %v", res, err)
 	}
 	return hash, nil
+}
+
+// mustSend is sendRaw, failing the test on an error.
+func mustSend(t *testing.T, h http.Handler, tx *types.Transaction) common.Hash {
+	t.Helper()
+	hash, err := sendRaw(t, h, tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hash
 }
 
 type receipt struct {
@@ -357,22 +368,91 @@ func TestBurstFromOneAccountIsMined(t *testing.T) {
 	}
 }
 
-func TestGetLogsAnswers(t *testing.T) {
+// emitterInit is contract creation code whose constructor emits one log, LOG1 with topic
+// emitterTopic and no data, and leaves no code: PUSH32 topic, PUSH1 0, PUSH1 0, LOG1, STOP.
+func emitterInit(topic common.Hash) []byte {
+	code := append([]byte{0x7f}, topic.Bytes()...)
+	return append(code, 0x60, 0x00, 0x60, 0x00, 0xa1, 0x00)
+}
+
+// TestGetLogsFindsLogs: eth_getLogs over a range finds the logs of the blocks that hold them
+// by address, by topic and by block hash, and nothing for a topic no block has. The dev node
+// keeps no log index (ethconfig LogNoHistory): the answers come from the blocks' blooms and
+// receipts, and the feeds and the owners indexer rely on them.
+func TestGetLogsFindsLogs(t *testing.T) {
 	c := startChain(t, Config{ChainID: 1337})
 	h := c.Handler()
-	hash, err := sendRaw(t, h, signTransfer(t, c.ChainID(), c.Accounts()[0], 0, c.Accounts()[1].Address, big.NewInt(1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitReceipt(t, h, hash)
+	from := c.Accounts()[0]
+	id := new(big.Int).SetUint64(c.ChainID())
+	topic := common.HexToHash("0x5745423347415445")
 
-	res, err := call(t, h, "eth_getLogs", map[string]any{"fromBlock": "0x0", "toBlock": "latest"})
-	if err != nil {
-		t.Fatalf("eth_getLogs: %v", err)
+	// A log in block n, transfers (no logs) in the blocks after it, a second log at the end.
+	type emitted struct {
+		address common.Address
+		block   hexutil.Uint64
+		hash    common.Hash
 	}
-	var logs []json.RawMessage
-	if err := json.Unmarshal(res, &logs); err != nil || logs == nil {
-		t.Fatalf("eth_getLogs = %s, want a JSON array", res)
+	var logs []emitted
+	var nonce uint64
+	create := func() {
+		tx, err := types.SignTx(types.NewTx(&types.DynamicFeeTx{
+			ChainID: id, Nonce: nonce, GasTipCap: big.NewInt(params.GWei), GasFeeCap: big.NewInt(10 * params.GWei),
+			Gas: 100_000, Data: emitterInit(topic),
+		}), types.LatestSignerForChainID(id), from.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hash := mustSend(t, h, tx)
+		r := waitReceipt(t, h, hash)
+		if r.Status != 1 {
+			t.Fatalf("creation %s failed", hash)
+		}
+		var block struct {
+			Hash common.Hash `json:"hash"`
+		}
+		mustCall(t, h, &block, "eth_getBlockByNumber", r.BlockNumber, false)
+		logs = append(logs, emitted{crypto.CreateAddress(from.Address, nonce), r.BlockNumber, block.Hash})
+		nonce++
+	}
+	create()
+	for range 3 {
+		waitReceipt(t, h, mustSend(t, h, signTransfer(t, c.ChainID(), from, nonce, c.Accounts()[1].Address, big.NewInt(1))))
+		nonce++
+	}
+	create()
+
+	type found struct {
+		Address     common.Address `json:"address"`
+		Topics      []common.Hash  `json:"topics"`
+		BlockNumber hexutil.Uint64 `json:"blockNumber"`
+		BlockHash   common.Hash    `json:"blockHash"`
+	}
+	for _, tc := range []struct {
+		name   string
+		filter map[string]any
+		want   []int // indexes into logs
+	}{
+		{"all", map[string]any{"fromBlock": "0x0", "toBlock": "latest"}, []int{0, 1}},
+		{"by topic", map[string]any{"fromBlock": "0x0", "toBlock": "latest", "topics": []any{topic}}, []int{0, 1}},
+		{"by address", map[string]any{"fromBlock": "0x0", "toBlock": "latest", "address": logs[1].address}, []int{1}},
+		{"range without the second", map[string]any{"fromBlock": "0x0", "toBlock": logs[1].block - 1, "topics": []any{topic}}, []int{0}},
+		{"by block hash", map[string]any{"blockHash": logs[0].hash}, []int{0}},
+		{"unknown topic", map[string]any{"fromBlock": "0x0", "toBlock": "latest", "topics": []any{common.HexToHash("0x01")}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []found
+			mustCall(t, h, &got, "eth_getLogs", tc.filter)
+			if got == nil {
+				got = []found{}
+			}
+			want := []found{}
+			for _, i := range tc.want {
+				want = append(want, found{logs[i].address, []common.Hash{topic}, logs[i].block, logs[i].hash})
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("eth_getLogs(%v) = %+v, want %+v", tc.filter, got, want)
+			}
+		})
 	}
 }
 

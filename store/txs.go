@@ -569,6 +569,18 @@ func (t *Tx) HasOpenTxs(ctx context.Context, chainID uint64) (bool, error) {
 	return err == nil, err
 }
 
+// setMinedSet and setMinedFrom are the parts of qSetMined (and of qSetMinedMany, its form for
+// a block's hashes at once) around the choice of rows: the states a row is mined from, or
+// mined again in another block (a reorg moved it).
+const (
+	setMinedSet = `UPDATE txs SET state = 'mined', block_number = ?, block_hash = ?, updated_at = ?, mined_hash = hash,
+		    error = CASE WHEN state = 'stuck' THEN NULL ELSE error END
+		`
+	setMinedFrom = `
+		  AND (state IN ('signed', 'broadcast', 'stuck', 'handed_out', 'released')
+		       OR (state IN ('mined', 'cancelled') AND block_hash <> ?))`
+)
+
 // insertTxHead is the INSERT of txs rows up to their VALUES.
 const insertTxHead = `INSERT INTO txs (chain_id, address, nonce, principal, kind, state, fields,
 		max_cost, cost0, cost1, cost2, cost3, cost4, cost5, cost6, cost7,
@@ -601,12 +613,8 @@ var (
 	// the (chain_id, state) index and scan every open row of the chain for each hash.
 	// A request with versions is found by its original hash here, by a later version's in
 	// SetMinedVersion (store/versions.go).
-	qSetMined = prepared(`UPDATE txs SET state = 'mined', block_number = ?, block_hash = ?, updated_at = ?, mined_hash = hash,
-		    error = CASE WHEN state = 'stuck' THEN NULL ELSE error END
-		WHERE hash = ? AND +chain_id = ?
-		  AND (state IN ('signed', 'broadcast', 'stuck', 'handed_out', 'released')
-		       OR (state IN ('mined', 'cancelled') AND block_hash <> ?))`)
-	qUnmine = prepared(`UPDATE txs SET state = 'broadcast', block_number = NULL, block_hash = NULL, mined_hash = NULL, updated_at = ?
+	qSetMined = prepared(setMinedSet + `WHERE hash = ? AND +chain_id = ?` + setMinedFrom)
+	qUnmine   = prepared(`UPDATE txs SET state = 'broadcast', block_number = NULL, block_hash = NULL, mined_hash = NULL, updated_at = ?
 		WHERE chain_id = ? AND state IN ('mined', 'cancelled') AND block_number = ? AND block_hash = ?`)
 	qConfirm = prepared(`UPDATE txs SET state = 'confirmed', updated_at = ?
 		WHERE chain_id = ? AND state = 'mined' AND block_number <= ?`)

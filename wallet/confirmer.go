@@ -349,15 +349,23 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 	err = c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
 		mined = 0
 		for _, b := range read {
+			// The originals' hashes in one statement on PostgreSQL (SetMinedMany); a later
+			// version's hash is never an original's, so it is looked up apart.
+			n, err := tx.SetMinedMany(ctx, c.chainID, b.Transactions, uint64(b.Number), b.Hash)
+			if err != nil {
+				return err
+			}
+			mined += n
+			if len(versions) == 0 {
+				continue
+			}
 			for _, th := range b.Transactions {
-				n, err := tx.SetMined(ctx, c.chainID, th, uint64(b.Number), b.Hash)
+				if _, ok := versions[th]; !ok {
+					continue
+				}
+				n, err := tx.SetMinedVersion(ctx, c.chainID, th, uint64(b.Number), b.Hash)
 				if err != nil {
 					return err
-				}
-				if _, ok := versions[th]; ok && n == 0 {
-					if n, err = tx.SetMinedVersion(ctx, c.chainID, th, uint64(b.Number), b.Hash); err != nil {
-						return err
-					}
 				}
 				mined += n
 			}
