@@ -108,6 +108,25 @@ func testInFlightGroupedWrites(t *testing.T, be backend) {
 	}
 	expect("rolled back", a, 3, 12+13+14)
 	expect("rolled back", b, 0, 0)
+
+	// stuck counts in flight (a request whose fee bumps reached a cap): into it and back to
+	// broadcast change nothing; mined from it, it leaves flight once.
+	write(func(tx *Tx) error { return tx.SetSigned(ctx, more[0].ID, []byte{1}, hash(100), StateSigned) })
+	write(func(tx *Tx) error {
+		return tx.SetState(ctx, more[0].ID, []string{StateSigned}, StateBroadcast, "")
+	})
+	write(func(tx *Tx) error {
+		return tx.SetState(ctx, more[0].ID, []string{StateBroadcast}, StateStuck, "cap")
+	})
+	expect("stuck", a, 3, 12+13+14)
+	write(func(tx *Tx) error { return tx.SetState(ctx, more[0].ID, []string{StateStuck}, StateBroadcast, "") })
+	write(func(tx *Tx) error { return tx.SetState(ctx, more[0].ID, []string{StateBroadcast}, StateStuck, "cap") })
+	expect("stuck again", a, 3, 12+13+14)
+	write(func(tx *Tx) error {
+		_, err := tx.SetMined(ctx, 1, hash(100), 8, common.HexToHash("0x8"))
+		return err
+	})
+	expect("mined from stuck", a, 2, 13+14)
 }
 
 type rollbackError struct{}

@@ -1,6 +1,6 @@
 -- The in-flight sums of 0001, kept with fewer writes of an account's one inflight row and
--- shorter locks on it. The sums and when a row counts (state reserved, signed, broadcast or
--- handed_out) do not change; SQLite keeps its per-row triggers.
+-- shorter locks on it. The sums and when a row counts (state reserved, signed, broadcast,
+-- handed_out or, since 0005, stuck) do not change; SQLite keeps its per-row triggers.
 --
 -- Under a stream of sends from one account that row is the hottest of the database: every
 -- reservation adds to it, every transaction the confirmer marks mined subtracts from it, and
@@ -30,7 +30,7 @@ BEGIN
     SELECT chain_id, address, count(*), sum(cost0)::bigint, sum(cost1)::bigint, sum(cost2)::bigint,
            sum(cost3)::bigint, sum(cost4)::bigint, sum(cost5)::bigint, sum(cost6)::bigint, sum(cost7)::bigint
     FROM added
-    WHERE state IN ('reserved', 'signed', 'broadcast', 'handed_out')
+    WHERE state IN ('reserved', 'signed', 'broadcast', 'handed_out', 'stuck')
     GROUP BY chain_id, address
     ORDER BY chain_id, address
     ON CONFLICT (chain_id, address) DO UPDATE SET n = i.n + excluded.n,
@@ -46,11 +46,11 @@ EXECUTE FUNCTION txs_inflight_add_rows();
 
 CREATE CONSTRAINT TRIGGER txs_inflight_leave AFTER UPDATE OF state ON txs
 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-WHEN (OLD.state IN ('reserved', 'signed', 'broadcast', 'handed_out')
-  AND NEW.state NOT IN ('reserved', 'signed', 'broadcast', 'handed_out'))
+WHEN (OLD.state IN ('reserved', 'signed', 'broadcast', 'handed_out', 'stuck')
+  AND NEW.state NOT IN ('reserved', 'signed', 'broadcast', 'handed_out', 'stuck'))
 EXECUTE FUNCTION txs_inflight_sub();
 
 CREATE CONSTRAINT TRIGGER txs_inflight_delete AFTER DELETE ON txs
 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-WHEN (OLD.state IN ('reserved', 'signed', 'broadcast', 'handed_out'))
+WHEN (OLD.state IN ('reserved', 'signed', 'broadcast', 'handed_out', 'stuck'))
 EXECUTE FUNCTION txs_inflight_sub();
