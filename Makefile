@@ -78,6 +78,13 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFixed$$' -fuzztime 20000x ./internal/rpchex
 	$(GO) test -run '^$$' -fuzz '^FuzzCheckURL$$' -fuzztime 20000x ./webhooks
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime 20000x ./webhooks
+	$(GO) test -run '^$$' -fuzz '^FuzzReplaceFees$$' -fuzztime 20000x ./middleware/sign
+	$(GO) test -run '^$$' -fuzz '^FuzzParseBasic$$' -fuzztime 20000x ./middleware/auth
+	$(GO) test -run '^$$' -fuzz '^FuzzParseScope$$' -fuzztime 20000x ./middleware/auth
+	$(GO) test -run '^$$' -fuzz '^FuzzJWTVerifier$$' -fuzztime 20000x ./middleware/auth
+	$(GO) test -run '^$$' -fuzz '^FuzzNormalizeToken$$' -fuzztime 20000x ./metadata
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeDataURI$$' -fuzztime 20000x ./metadata
+	$(GO) test -run '^$$' -fuzz '^FuzzDecryptKey$$' -fuzztime 20000x ./wallet
 
 # Load benchmark: ratios against baselines measured in the same run (needs Debian's wrk, and
 # redis-server for (r)).
