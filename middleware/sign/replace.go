@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 
 	"github.com/web3gate/web3gate/proxy"
-	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/wallet"
 )
@@ -43,31 +41,17 @@ func (s *Stage) CancelHandler(verifier proxy.Verifier) proxy.RESTHandler {
 
 func (s *Stage) replaceHandler(verifier proxy.Verifier, kind string) proxy.RESTHandler {
 	return proxy.RESTHandlerFunc(func(r *proxy.RESTRequest) (*proxy.RESTResponse, error) {
-		p, err := r.Exchange().Authenticate(verifier)
+		principal, hash, err := s.transactionRequest(r, verifier)
 		if err != nil {
 			return nil, err
-		}
-		if !p.Authenticated() {
-			return nil, jsonrpc.ErrUnauthorized.With("Not Authorized: a bearer access token is required")
-		}
-		raw := r.Params.Get("hash")
-		if len(raw) != 66 || !strings.HasPrefix(raw, "0x") {
-			return nil, proxy.Errorf(http.StatusBadRequest, "hash must be a 0x-prefixed 32-byte hex transaction hash")
-		}
-		b, err := hexutil.Decode(raw)
-		if err != nil {
-			return nil, proxy.Errorf(http.StatusBadRequest, "hash must be a 0x-prefixed 32-byte hex transaction hash")
 		}
 		fees, err := replaceFees(r.Body)
 		if err != nil {
 			return nil, err
 		}
-		if s.txs == nil {
-			return nil, proxy.Errorf(http.StatusNotFound, "no transaction %s", raw)
-		}
-		rec, v, err := s.txs.Replace(r.Ctx, p.ID, common.BytesToHash(b), kind, fees)
+		rec, v, err := s.txs.Replace(r.Ctx, principal, hash, kind, fees)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, proxy.Errorf(http.StatusNotFound, "no transaction %s", raw)
+			return nil, noTransaction(r)
 		}
 		if err != nil {
 			return nil, err

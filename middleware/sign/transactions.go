@@ -60,27 +60,13 @@ type Version struct {
 // is required.
 func (s *Stage) TransactionHandler(verifier proxy.Verifier) proxy.RESTHandler {
 	return proxy.RESTHandlerFunc(func(r *proxy.RESTRequest) (*proxy.RESTResponse, error) {
-		p, err := r.Exchange().Authenticate(verifier)
+		principal, hash, err := s.transactionRequest(r, verifier)
 		if err != nil {
 			return nil, err
 		}
-		if !p.Authenticated() {
-			return nil, jsonrpc.ErrUnauthorized.With("Not Authorized: a bearer access token is required")
-		}
-		raw := r.Params.Get("hash")
-		if len(raw) != 66 || !strings.HasPrefix(raw, "0x") {
-			return nil, proxy.Errorf(http.StatusBadRequest, "hash must be a 0x-prefixed 32-byte hex transaction hash")
-		}
-		b, err := hexutil.Decode(raw)
-		if err != nil {
-			return nil, proxy.Errorf(http.StatusBadRequest, "hash must be a 0x-prefixed 32-byte hex transaction hash")
-		}
-		if s.txs == nil {
-			return nil, proxy.Errorf(http.StatusNotFound, "no transaction %s", raw)
-		}
-		rec, err := s.txs.Transaction(r.Ctx, p.ID, common.BytesToHash(b))
+		rec, err := s.txs.Transaction(r.Ctx, principal, hash)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, proxy.Errorf(http.StatusNotFound, "no transaction %s", raw)
+			return nil, noTransaction(r)
 		}
 		if err != nil {
 			return nil, err
@@ -95,6 +81,34 @@ func (s *Stage) TransactionHandler(verifier proxy.Verifier) proxy.RESTHandler {
 		}
 		return &proxy.RESTResponse{Member: "transaction", Body: body}, nil
 	})
+}
+
+// transactionRequest reads what every /v1/transactions/{hash} route needs: the caller's
+// principal (a bearer access token is required; the credentials are checked by verifier) and
+// the hash. With no nonce manager every hash is unknown (404).
+func (s *Stage) transactionRequest(r *proxy.RESTRequest, verifier proxy.Verifier) (string, common.Hash, error) {
+	p, err := r.Exchange().Authenticate(verifier)
+	if err != nil {
+		return "", common.Hash{}, err
+	}
+	if !p.Authenticated() {
+		return "", common.Hash{}, jsonrpc.ErrUnauthorized.With("Not Authorized: a bearer access token is required")
+	}
+	raw := r.Params.Get("hash")
+	b, err := hexutil.Decode(raw)
+	if len(raw) != 66 || !strings.HasPrefix(raw, "0x") || err != nil {
+		return "", common.Hash{}, proxy.Errorf(http.StatusBadRequest, "hash must be a 0x-prefixed 32-byte hex transaction hash")
+	}
+	if s.txs == nil {
+		return "", common.Hash{}, noTransaction(r)
+	}
+	return p.ID, common.BytesToHash(b), nil
+}
+
+// noTransaction is the 404 of a hash the caller has no transaction of (another principal's
+// included).
+func noTransaction(r *proxy.RESTRequest) error {
+	return proxy.Errorf(http.StatusNotFound, "no transaction %s", r.Params.Get("hash"))
 }
 
 // fees are the fee fields of a stored transaction object.
