@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -90,7 +89,13 @@ func TestRevertedSendFails(t *testing.T) {
 		t.Fatal("config.yaml changed: no wallet.transactions.finalityDepth")
 	}
 	dir := t.TempDir()
-	ts := startServerIn(t, cfg, dir, io.Discard)
+	logs := &lockedLog{}
+	ts := startServerIn(t, cfg, dir, logs)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs:\n%s", logs.String())
+		}
+	})
 	url := ts.API + "/v1/web3/mainnet"
 
 	deploy := sendTx(t, url, map[string]string{"from": devAccount3.Hex(), "data": revertContract(), "gas": "0x30000", "gasPrice": "0x3b9aca00"})

@@ -245,12 +245,16 @@ func (c *confirmer) finishOne(ctx context.Context, rec *store.TxRecord) {
 		logger.Warn("confirmer: receipt lookup failed", zap.Error(err))
 		return
 	} else if m != nil {
+		var n int64
 		err := c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
-			_, err := tx.SetMined(ctx, c.chainID, rec.Hash, m.number, m.hash)
+			var err error
+			n, err = tx.SetMined(ctx, c.chainID, rec.Hash, m.number, m.hash)
 			return err
 		})
 		if err != nil {
 			logger.Warn("confirmer: recording a mined transaction failed", zap.Error(err))
+		} else if n > 0 {
+			c.queueCheck(rec, m)
 		}
 		return
 	}
@@ -466,6 +470,9 @@ func (c *confirmer) observeMined(ctx context.Context, from, to uint64, since tim
 		ms, err = tx.MinedIn(ctx, c.chainID, from, to, since)
 		return err
 	}); err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("confirmer: reading the transactions a scan mined failed", zap.Error(err))
+		}
 		return nil
 	}
 	c.t.observeMined(c.chainID, ms)
@@ -550,9 +557,11 @@ func (c *confirmer) expire(ctx context.Context, now time.Time) {
 				state, reason = store.StateFailed, "nonce used by another transaction"
 			}
 		}
+		var mined int64
 		err = c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
 			if m != nil {
-				_, err := tx.SetMined(ctx, c.chainID, rec.Hash, m.number, m.hash)
+				var err error
+				mined, err = tx.SetMined(ctx, c.chainID, rec.Hash, m.number, m.hash)
 				return err
 			}
 			err := tx.SetState(ctx, rec.ID, []string{store.StateHandedOut}, state, reason)
@@ -563,6 +572,8 @@ func (c *confirmer) expire(ctx context.Context, now time.Time) {
 		})
 		if err != nil {
 			c.log.Warn("confirmer: ending a hand-out failed", zap.Int64("tx", rec.ID), zap.Error(err))
+		} else if mined > 0 {
+			c.queueCheck(rec, m)
 		}
 	}
 }

@@ -60,6 +60,9 @@ var errReceiptMissing = errors.New("no receipt of the mined transaction in its b
 // has not checked in their block yet, and fails those that reverted. It returns the rows it
 // could not check (to try again) and the first error.
 func (c *confirmer) checkReceipts(ctx context.Context, ms []store.Mined) (left []store.Mined, err error) {
+	if c.checked == nil {
+		c.checked = map[int64]checkedAt{}
+	}
 	byBlock := map[common.Hash][]store.Mined{}
 	var order []common.Hash
 	for _, m := range ms {
@@ -100,6 +103,13 @@ func (c *confirmer) checkReceipts(ctx context.Context, ms []store.Mined) (left [
 		}
 	}
 	return left, err
+}
+
+// queueCheck has the receipt of rec, which a receipt lookup (not the block scan) found mined
+// at m, checked at the next block scan.
+func (c *confirmer) queueCheck(rec *store.TxRecord, m *minedAt) {
+	c.unchecked = append(c.unchecked, store.Mined{ID: rec.ID, CreatedAt: rec.CreatedAt, Versions: rec.Versions,
+		State: store.StateMined, BlockNumber: m.number, BlockHash: m.hash, MinedHash: rec.Hash})
 }
 
 func cmpErr(first, err error) error {
