@@ -1,8 +1,11 @@
 package wallet
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"math/big"
 	"strings"
 	"testing"
@@ -10,8 +13,11 @@ import (
 
 	"github.com/ethereum/go-ethereum/accounts/abi"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
+	"github.com/web3gate/web3gate/store"
 )
 
 // abiRevert is revert data of selector with args ABI-encoded as types.
@@ -99,4 +105,181 @@ func TestMethodUnsupported(t *testing.T) {
 			t.Errorf("methodUnsupported(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
+}
+
+// receiptChain is fakeChain with receipt statuses: the receipts of reverts have status 0,
+// eth_getBlockReceipts answers only when blockReceipts is set (else "method not found", as
+// from a node without it), and eth_call reverts with Error("boom"). It counts the calls.
+type receiptChain struct {
+	*fakeChain
+	reverts       map[common.Hash]bool
+	blockReceipts bool
+	calls         map[string]int
+}
+
+func (r *receiptChain) receipt(h common.Hash) map[string]any {
+	n := r.mined[h]
+	status := "0x1"
+	if r.reverts[h] {
+		status = "0x0"
+	}
+	return map[string]any{"transactionHash": h, "blockNumber": hexutil.Uint64(n), "blockHash": r.blocks[n].hash, "status": status}
+}
+
+func (r *receiptChain) Forward(ctx context.Context, method string, params []byte) ([]byte, error) {
+	r.fakeChain.mu.Lock()
+	r.calls[method]++
+	r.fakeChain.mu.Unlock()
+	var ps []string
+	switch method {
+	case "eth_getBlockReceipts":
+		if !r.blockReceipts {
+			return nil, &jsonrpc.Error{Code: -32601, Message: "the method eth_getBlockReceipts does not exist/is not available"}
+		}
+		_ = json.Unmarshal(params, &ps)
+		r.fakeChain.mu.Lock()
+		defer r.fakeChain.mu.Unlock()
+		for _, b := range r.blocks {
+			if b.hash == common.HexToHash(ps[0]) {
+				out := []map[string]any{}
+				for _, h := range b.txs {
+					out = append(out, r.receipt(h))
+				}
+				return json.Marshal(out)
+			}
+		}
+		return []byte("null"), nil
+	case "eth_getTransactionReceipt":
+		_ = json.Unmarshal(params, &ps)
+		r.fakeChain.mu.Lock()
+		defer r.fakeChain.mu.Unlock()
+		if _, ok := r.mined[common.HexToHash(ps[0])]; !ok {
+			return []byte("null"), nil
+		}
+		return json.Marshal(r.receipt(common.HexToHash(ps[0])))
+	case "eth_call":
+		data := "0x08c379a0" + hex.EncodeToString(common.LeftPadBytes([]byte{0x20}, 32)) +
+			hex.EncodeToString(common.LeftPadBytes([]byte{4}, 32)) + hex.EncodeToString(common.RightPadBytes([]byte("boom"), 32))
+		return nil, &jsonrpc.Error{Code: 3, Message: "execution reverted: boom", Data: json.RawMessage(`"` + data + `"`)}
+	}
+	return r.fakeChain.Forward(ctx, method, params)
+}
+
+// TestRevertedOnChain: of two sends mined in one block, the one whose receipt has status 0
+// becomes failed with the replay's reason and keeps its block, the other mined; one
+// eth_getBlockReceipts for the block (or, from a node without it, a receipt per row) and no
+// receipt call for a block without our rows. A reorg dropping the block takes the reverted row
+// back to broadcast, in flight, its reason cleared; mined again it fails again. On both stores.
+func TestRevertedOnChain(t *testing.T) {
+	for _, blockReceipts := range []bool{true, false} {
+		t.Run(map[bool]string{true: "eth_getBlockReceipts", false: "per receipt"}[blockReceipts], func(t *testing.T) {
+			forEachStore(t, func(t *testing.T, driver string) { testRevertedOnChain(t, driver, blockReceipts) })
+		})
+	}
+}
+
+func testRevertedOnChain(t *testing.T, driver string, blockReceipts bool) {
+	f := newFixtureOn(t, TxConfig{FinalityDepth: 3}, driver)
+	ctx := context.Background()
+	rc := &receiptChain{fakeChain: f.chain, reverts: map[common.Hash]bool{}, blockReceipts: blockReceipts, calls: map[string]int{}}
+	c := f.confirmer()
+	c.ch = rc
+	bad, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := f.txs.Send(ctx, "p", 7, f.request(2), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.reverts[bad] = true
+	follow := func() {
+		t.Helper()
+		if _, err := c.follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := func(h common.Hash) *store.TxRecord {
+		t.Helper()
+		rec, err := f.txs.Transaction(ctx, "p", h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	follow() // first sight
+	f.chain.mu.Lock()
+	sent := maps.Clone(f.chain.pool)
+	f.chain.mu.Unlock()
+	f.chain.seal("a")
+	follow()
+	const reason = "execution reverted: boom"
+	if r := state(bad); r.State != store.StateFailed || r.Error != reason || r.BlockNumber != 1 || r.MinedHash != bad {
+		t.Fatalf("reverted send: state %s, error %q, block %d", r.State, r.Error, r.BlockNumber)
+	}
+	if r := state(good); r.State != store.StateMined || r.Error != "" {
+		t.Fatalf("successful send: state %s, error %q", r.State, r.Error)
+	}
+	wantBlock, wantOne := 1, 0
+	if !blockReceipts {
+		wantBlock, wantOne = 1, 2 // refused once, then per receipt
+	}
+	if rc.calls["eth_getBlockReceipts"] != wantBlock || rc.calls["eth_getTransactionReceipt"] != wantOne || rc.calls["eth_call"] != 1 {
+		t.Fatalf("calls %v, want %d eth_getBlockReceipts, %d eth_getTransactionReceipt, 1 eth_call", rc.calls, wantBlock, wantOne)
+	}
+	// The reorg: block 1 replaced by an empty one.
+	f.chain.reorgLast(sent)
+	follow()
+	if r := state(bad); r.State != store.StateBroadcast || r.Error != "" || r.BlockNumber != 0 {
+		t.Fatalf("reverted send after the reorg: state %s, error %q, block %d", r.State, r.Error, r.BlockNumber)
+	}
+	if n := f.inFlight(t); n != 2 {
+		t.Fatalf("in flight after the reorg: %d, want 2", n)
+	}
+	// A block without our rows costs no receipt call.
+	before := rc.calls["eth_getBlockReceipts"] + rc.calls["eth_getTransactionReceipt"]
+	f.chain.mu.Lock()
+	pool := f.chain.pool
+	f.chain.pool = map[common.Hash]*types.Transaction{}
+	f.chain.mu.Unlock()
+	f.chain.seal("empty")
+	follow()
+	if after := rc.calls["eth_getBlockReceipts"] + rc.calls["eth_getTransactionReceipt"]; after != before {
+		t.Fatalf("%d receipt calls for a block without our transactions", after-before)
+	}
+	f.chain.mu.Lock()
+	f.chain.pool = pool
+	f.chain.mu.Unlock()
+	f.chain.seal("b")
+	follow()
+	if r := state(bad); r.State != store.StateFailed || r.Error != reason || r.BlockNumber != 3 {
+		t.Fatalf("reverted send mined again: state %s, error %q, block %d", r.State, r.Error, r.BlockNumber)
+	}
+	if n := f.inFlight(t); n != 0 {
+		t.Fatalf("in flight at the end: %d, want 0", n)
+	}
+	// Deep enough: the good one is confirmed, the reverted one stays failed.
+	for i := range 4 {
+		f.chain.seal(fmt.Sprint("deep", i))
+	}
+	follow()
+	if r := state(good); r.State != store.StateConfirmed {
+		t.Fatalf("successful send after 4 blocks: %s", r.State)
+	}
+	if r := state(bad); r.State != store.StateFailed {
+		t.Fatalf("reverted send after 4 blocks: %s", r.State)
+	}
+}
+
+func (f *fixture) inFlight(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := f.db.Read(context.Background(), func(tx *store.Tx) error {
+		var err error
+		n, _, err = tx.InFlight(context.Background(), 7, f.from)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
