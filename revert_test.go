@@ -68,10 +68,10 @@ func waitState(t *testing.T, ts *testServer, h common.Hash, want string) txStatu
 	}
 }
 
-func sendTx(t *testing.T, url string, tx map[string]string) common.Hash {
+func sendTx(t *testing.T, url string, tx map[string]string, headers ...string) common.Hash {
 	t.Helper()
 	var h common.Hash
-	r := rpcCall(t, http.DefaultClient, url, "eth_sendTransaction", []any{tx})
+	r := rpcCall(t, http.DefaultClient, url, "eth_sendTransaction", []any{tx}, headers...)
 	if r.Error != nil || json.Unmarshal(r.Result, &h) != nil {
 		t.Fatalf("eth_sendTransaction %v: %+v %s", tx, r.Error, r.Result)
 	}
@@ -109,7 +109,7 @@ func TestRevertedSendFails(t *testing.T) {
 	}
 	// The estimate would refuse a call that reverts: the gas is given.
 	call := map[string]string{"from": devAccount3.Hex(), "to": rc.ContractAddress.Hex(), "gas": "0x20000", "gasPrice": "0x3b9aca00", "value": "0x0", "data": "0x12345678"}
-	reverted := sendTx(t, url, call)
+	reverted := sendTx(t, url, call, "Idempotency-Key", "revert-1")
 	waitMined(t, url, []common.Hash{reverted})
 	if r := rpcCall(t, http.DefaultClient, url, "eth_getTransactionReceipt", []any{reverted}); r.Error != nil || json.Unmarshal(r.Result, &rc) != nil || rc.Status != 0 {
 		t.Fatalf("the call did not revert on chain: %+v %s", r.Error, r.Result)
@@ -120,6 +120,11 @@ func TestRevertedSendFails(t *testing.T) {
 	}
 	if got.BlockNumber == nil || got.BlockHash == nil || got.MinedHash == nil || *got.MinedHash != reverted {
 		t.Fatalf("reverted transaction lost its block: %+v", got)
+	}
+	// It was sent: the request repeated with its Idempotency-Key gets its hash, nothing new
+	// is sent (the account's nonce is checked below).
+	if again := sendTx(t, url, call, "Idempotency-Key", "revert-1"); again != reverted {
+		t.Fatalf("repeated request: %s, want %s", again.Hex(), reverted.Hex())
 	}
 
 	// Its nonce is used: the next send takes the next one, and no filler is sent.

@@ -283,3 +283,60 @@ func (f *fixture) inFlight(t *testing.T) int {
 	}
 	return n
 }
+
+// TestRevertCheckedBeforeConfirm: a row mined while no confirmer checked it (another path, or
+// a confirmer that stopped before its check: a new one starts with no memory of checks) is
+// checked before Confirm moves it: reverted, it becomes failed, not confirmed. A receipt that
+// cannot be read holds the confirmation back.
+func TestRevertCheckedBeforeConfirm(t *testing.T) {
+	f := newFixture(t, TxConfig{FinalityDepth: 2})
+	ctx := context.Background()
+	bad, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.chain.seal("a")
+	// Recorded mined by a receipt lookup, unchecked.
+	f.chain.mu.Lock()
+	n := f.chain.mined[bad]
+	bh := f.chain.blocks[n].hash
+	f.chain.mu.Unlock()
+	if err := f.db.Write(ctx, func(tx *store.Tx) error {
+		_, err := tx.SetMined(ctx, 7, bad, n, bh)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		f.chain.seal(fmt.Sprint("deep", i))
+	}
+	rc := &receiptChain{fakeChain: f.chain, reverts: map[common.Hash]bool{bad: true}, blockReceipts: true, calls: map[string]int{}}
+	broken := &receiptChain{fakeChain: f.chain, reverts: rc.reverts, blockReceipts: true, calls: map[string]int{}}
+	c := f.confirmer()
+	c.ch = brokenReceipts{broken}
+	if _, err := c.follow(ctx); err == nil {
+		t.Fatal("a pass whose receipt check failed reported no error")
+	}
+	rec, err := f.txs.Transaction(ctx, "p", bad)
+	if err != nil || rec.State != store.StateMined {
+		t.Fatalf("after a failed check: %v %v, want still mined", rec.State, err)
+	}
+	c.ch = rc
+	if _, err := c.follow(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec, err = f.txs.Transaction(ctx, "p", bad)
+	if err != nil || rec.State != store.StateFailed || rec.Error != "execution reverted: boom" {
+		t.Fatalf("checked before Confirm: %v %q %v, want failed", rec.State, rec.Error, err)
+	}
+}
+
+// brokenReceipts is a node whose receipt reads fail.
+type brokenReceipts struct{ *receiptChain }
+
+func (b brokenReceipts) Forward(ctx context.Context, method string, params []byte) ([]byte, error) {
+	if method == "eth_getBlockReceipts" || method == "eth_getTransactionReceipt" {
+		return nil, jsonrpc.ErrUpstreamUnavailable
+	}
+	return b.receiptChain.Forward(ctx, method, params)
+}
