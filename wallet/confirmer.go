@@ -479,8 +479,8 @@ func (c *confirmer) observeMined(ctx context.Context, from, to uint64, since tim
 	return ms
 }
 
-// reorgs moves mined (and reverted) rows of blocks no longer canonical back to broadcast, and rewinds the
-// scan so that the blocks now at their height are read again.
+// reorgs moves mined (and reverted) rows of blocks no longer canonical back to broadcast, and
+// rewinds the scan so that the blocks now at their height are read again.
 func (c *confirmer) reorgs(ctx context.Context, head uint64) error {
 	from := head - min(head, c.t.cfg.FinalityDepth)
 	var mined []*store.TxRecord

@@ -65,6 +65,7 @@ func (c *confirmer) checkReceipts(ctx context.Context, ms []store.Mined) (left [
 	}
 	byBlock := map[common.Hash][]store.Mined{}
 	var order []common.Hash
+	queued := map[int64]common.Hash{}
 	for _, m := range ms {
 		if m.State != store.StateMined || m.BlockHash == (common.Hash{}) || m.MinedHash == (common.Hash{}) {
 			continue // a cancel (a plain self-transfer) cannot revert
@@ -72,6 +73,10 @@ func (c *confirmer) checkReceipts(ctx context.Context, ms []store.Mined) (left [
 		if at, ok := c.checked[m.ID]; ok && at.block == m.BlockHash {
 			continue
 		}
+		if bh, ok := queued[m.ID]; ok && bh == m.BlockHash {
+			continue // a retry and a new sight of the same row in the same block
+		}
+		queued[m.ID] = m.BlockHash
 		if _, ok := byBlock[m.BlockHash]; !ok {
 			order = append(order, m.BlockHash)
 		}
@@ -303,6 +308,9 @@ func revertReason(data []byte) string {
 	default:
 		reason = "custom error 0x" + hex.EncodeToString(data)
 	}
+	// Contract text is any bytes: made valid UTF-8 without NULs before the cut, so that the
+	// store's own cleaning cannot lengthen it past the bound.
+	reason = strings.ReplaceAll(strings.ToValidUTF8(reason, "\uFFFD"), "\x00", "\uFFFD")
 	return truncateUTF8(revertPrefix+": "+reason, maxRevertReason)
 }
 

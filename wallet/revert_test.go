@@ -47,6 +47,7 @@ func TestRevertReason(t *testing.T) {
 		{"empty Error(string)", abiRevert(t, "08c379a0", "string", ""), "execution reverted: "},
 		{"Panic(0x11)", abiRevert(t, "4e487b71", "uint256", big.NewInt(0x11)), "execution reverted: panic 0x11"},
 		{"custom error", []byte{0xde, 0xad, 0xbe, 0xef, 0x01}, "execution reverted: custom error 0xdeadbeef01"},
+		{"Error(string) not UTF-8, with a NUL", abiRevert(t, "08c379a0", "string", "a\xffb\x00c"), "execution reverted: a\uFFFDb\uFFFDc"},
 		{"Error selector, truncated body", []byte{0x08, 0xc3, 0x79, 0xa0, 0x00}, "execution reverted: custom error 0x08c379a000"},
 		{"Error selector, length past the end", append([]byte{0x08, 0xc3, 0x79, 0xa0}, append(common.LeftPadBytes([]byte{0x20}, 32), common.LeftPadBytes([]byte{0xff}, 32)...)...),
 			"execution reverted: custom error 0x08c379a0" + strings.Repeat("0", 62) + "20" + strings.Repeat("0", 62) + "ff"},
