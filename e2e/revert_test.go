@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,9 +55,11 @@ func sendObject(t *testing.T, g *gateway, obj map[string]any) common.Hash {
 // TestRevertAfterSpeedupOnAnvil: a call that reverts, priced out by a base-fee spike and sped
 // up, is mined as its speed-up on anvil (receipts by eth_getBlockReceipts) and becomes failed
 // with the contract's reason, its minedHash the speed-up's; the account's next send is mined
-// at the next nonce (no filler took it).
-func TestRevertAfterSpeedupOnAnvil(t *testing.T) {
-	node, _, _, acct, g := startBump(t, "", "{pollInterval: 100ms, bump: {enabled: false}}", nil)
+// at the next nonce (no filler took it). On a SQLite store and on a PostgreSQL one.
+func TestRevertAfterSpeedupOnAnvil(t *testing.T) { bumpStores(t, testRevertAfterSpeedupOnAnvil) }
+
+func testRevertAfterSpeedupOnAnvil(t *testing.T, dsn string) {
+	node, _, _, acct, g := startBump(t, dsn, "{pollInterval: 100ms, bump: {enabled: false}}", nil)
 	deploy := sendObject(t, g, txObject(acct, true, map[string]any{"to": nil, "value": "0x0", "gas": "0x30000", "data": revertCreation()}))
 	mine(t, node)
 	raw, err := node.Call("eth_getTransactionReceipt", deploy.Hex())
@@ -81,6 +84,14 @@ func TestRevertAfterSpeedupOnAnvil(t *testing.T) {
 	s := revertStatusOf(t, g, first)
 	if s.Error == nil || *s.Error != "execution reverted: web3gate test revert" || s.BlockNumber == nil || s.MinedHash == nil || *s.MinedHash != ans.Signed.Hash {
 		t.Fatalf("reverted speed-up: %+v (error %v), want minedHash %s", s, s.Error, ans.Signed.Hash.Hex())
+	}
+	// anvil answers eth_getBlockReceipts: the confirmer read the block's receipts at once.
+	var blockReceipts bool
+	for _, l := range metric(t, g, "web3gate_upstream_requests_total") {
+		blockReceipts = blockReceipts || strings.Contains(l, `method="eth_getBlockReceipts"`) && strings.Contains(l, `outcome="ok"`)
+	}
+	if !blockReceipts {
+		t.Fatalf("no eth_getBlockReceipts answered: %v", metric(t, g, "web3gate_upstream_requests_total"))
 	}
 	next := send(t, g, acct)
 	mineUntil(t, node, 10*time.Second, "mined", func() bool { return settled(status(t, g, next)) })
