@@ -401,8 +401,23 @@ func (t *Tx) SetMined(ctx context.Context, chainID uint64, hash common.Hash, num
 	return res.RowsAffected()
 }
 
+// SetReverted moves row id, mined in block blockHash, to failed with reason (the
+// transaction reverted on chain): from mined only, so that the webhook trigger sees mined ->
+// failed. Its block, block hash and mined hash stay set, which tells it apart from a
+// transaction failed before it was mined (Unmine and MinedSince look at it as at a mined
+// one). It reports whether the row changed (not when it left mined or that block meanwhile).
+func (t *Tx) SetReverted(ctx context.Context, id int64, blockHash common.Hash, reason string) (bool, error) {
+	res, err := t.ExecContext(ctx, qSetReverted, nullString(cleanText(reason)), formatTime(time.Now()), id, hashKey(blockHash))
+	if err != nil {
+		return false, fmt.Errorf("set reverted: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
 // Unmine moves the mined rows of chainID in block (number, blockHash) back to broadcast: the
-// block left the canonical chain.
+// block left the canonical chain. Rows that reverted in it (failed, with that block) go back
+// too, their revert reason cleared: in another block they may not revert.
 func (t *Tx) Unmine(ctx context.Context, chainID uint64, number uint64, blockHash common.Hash) (int64, error) {
 	res, err := t.ExecContext(ctx, qUnmine,
 		formatTime(time.Now()), int64(chainID), int64(number), hashKey(blockHash))
@@ -465,9 +480,11 @@ func (t *Tx) TxsAtNonce(ctx context.Context, chainID uint64, addr common.Address
 		int64(chainID), addressKey(addr), int64(nonce))
 }
 
-// MinedSince are the mined (and cancelled) rows of chainID in blocks at or above number.
+// MinedSince are the mined (and cancelled, and reverted: failed in a block) rows of chainID
+// in blocks at or above number.
 func (t *Tx) MinedSince(ctx context.Context, chainID uint64, number uint64) ([]*TxRecord, error) {
-	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ? AND state IN ('mined', 'cancelled') AND block_number >= ?
+	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ?
+		AND (state IN ('mined', 'cancelled') OR (state = 'failed' AND block_hash IS NOT NULL)) AND block_number >= ?
 		ORDER BY block_number`, int64(chainID), int64(number))
 }
 
@@ -597,14 +614,18 @@ var (
 	qReusableSlot   = prepared(`SELECT r.nonce FROM txs r
 		WHERE r.chain_id = ? AND r.address = ? AND r.state = 'released' AND r.nonce >= ?
 		  AND NOT EXISTS (SELECT 1 FROM txs l WHERE l.chain_id = r.chain_id AND l.address = r.address
-		                  AND l.nonce = r.nonce AND l.state NOT IN ('released', 'failed', 'abandoned'))
+		                  AND l.nonce = r.nonce AND l.state NOT IN ('released', 'failed', 'abandoned')
+		                  UNION ALL SELECT 1 FROM txs f WHERE f.chain_id = r.chain_id AND f.address = r.address
+		                  AND f.nonce = r.nonce AND f.state = 'failed' AND f.block_hash IS NOT NULL)
 		ORDER BY r.nonce LIMIT 1`)
 	qInFlight         = prepared(`SELECT n, c0, c1, c2, c3, c4, c5, c6, c7 FROM inflight WHERE chain_id = ? AND address = ?`)
 	qInsertTx         = prepared(insertTxHead + `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
 	qReservationState = prepared(`SELECT (SELECT next_nonce FROM nonce_heads WHERE chain_id = ? AND address = ?),
 		EXISTS (SELECT 1 FROM txs r WHERE r.chain_id = ? AND r.address = ? AND r.state = 'released'
 		          AND NOT EXISTS (SELECT 1 FROM txs l WHERE l.chain_id = r.chain_id AND l.address = r.address
-		                          AND l.nonce = r.nonce AND l.state NOT IN ('released', 'failed', 'abandoned'))),
+		                          AND l.nonce = r.nonce AND l.state NOT IN ('released', 'failed', 'abandoned')
+		                  UNION ALL SELECT 1 FROM txs f WHERE f.chain_id = r.chain_id AND f.address = r.address
+		                  AND f.nonce = r.nonce AND f.state = 'failed' AND f.block_hash IS NOT NULL)),
 		i.n, i.c0, i.c1, i.c2, i.c3, i.c4, i.c5, i.c6, i.c7
 		FROM (SELECT 1 AS one) d LEFT JOIN inflight i ON i.chain_id = ? AND i.address = ?`)
 	qSetSigned = prepared(`UPDATE txs SET raw = ?, hash = ?, state = ?, updated_at = ?
@@ -614,8 +635,13 @@ var (
 	// A request with versions is found by its original hash here, by a later version's in
 	// SetMinedVersion (store/versions.go).
 	qSetMined = prepared(setMinedSet + `WHERE hash = ? AND +chain_id = ?` + setMinedFrom)
-	qUnmine   = prepared(`UPDATE txs SET state = 'broadcast', block_number = NULL, block_hash = NULL, mined_hash = NULL, updated_at = ?
-		WHERE chain_id = ? AND state IN ('mined', 'cancelled') AND block_number = ? AND block_hash = ?`)
+	// A failed row with a block hash reverted in that block (SetReverted); one failed before
+	// it was mined has none, and block_hash = ? leaves it alone.
+	qUnmine = prepared(`UPDATE txs SET state = 'broadcast', block_number = NULL, block_hash = NULL, mined_hash = NULL, updated_at = ?,
+		    error = CASE WHEN state = 'failed' THEN NULL ELSE error END
+		WHERE chain_id = ? AND state IN ('mined', 'cancelled', 'failed') AND block_number = ? AND block_hash = ?`)
+	qSetReverted = prepared(`UPDATE txs SET state = 'failed', error = ?, updated_at = ?
+		WHERE id = ? AND state = 'mined' AND block_hash = ?`)
 	qConfirm = prepared(`UPDATE txs SET state = 'confirmed', updated_at = ?
 		WHERE chain_id = ? AND state = 'mined' AND block_number <= ?`)
 	qSetHandedOut = prepared(`UPDATE txs SET raw = ?, hash = ?, state = 'handed_out', expires_at = ?, updated_at = ?

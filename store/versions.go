@@ -225,9 +225,20 @@ type Mined struct {
 	CreatedAt time.Time
 	Versions  int    // its versions besides the original: as many were replaced
 	State     string // mined, or cancelled
+	// Where it was mined, and the hash of the version in the block: read by MinedIn and
+	// MinedUpTo (for the receipt checks), zero from SetMinedVersionAt.
+	BlockNumber uint64
+	BlockHash   common.Hash
+	MinedHash   common.Hash
 }
 
 func (t *Tx) queryMined(ctx context.Context, query string, args ...any) ([]Mined, error) {
+	return t.queryMinedAt(ctx, false, query, args...)
+}
+
+// queryMinedAt reads Mined rows; withBlock: the query selects block_number, block_hash and
+// mined_hash after the columns of queryMined.
+func (t *Tx) queryMinedAt(ctx context.Context, withBlock bool, query string, args ...any) ([]Mined, error) {
 	rows, err := t.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -238,8 +249,21 @@ func (t *Tx) queryMined(ctx context.Context, query string, args ...any) ([]Mined
 		var m Mined
 		var created string
 		var versions int64
-		if err := rows.Scan(&m.ID, &created, &versions, &m.State); err != nil {
+		dest := []any{&m.ID, &created, &versions, &m.State}
+		var block sql.NullInt64
+		var blockHash, minedHash sql.NullString
+		if withBlock {
+			dest = append(dest, &block, &blockHash, &minedHash)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
+		}
+		m.BlockNumber = uint64(block.Int64)
+		if blockHash.Valid {
+			m.BlockHash = common.HexToHash(blockHash.String)
+		}
+		if minedHash.Valid {
+			m.MinedHash = common.HexToHash(minedHash.String)
 		}
 		if m.CreatedAt, err = parseTime(created); err != nil {
 			return nil, err
@@ -278,9 +302,19 @@ func (t *Tx) SetMinedVersionAt(ctx context.Context, chainID uint64, hash common.
 // MinedIn are the requests of chainID mined (or cancelled) in blocks from..to and updated
 // since: what a block scan recorded, read once after it for the metrics.
 func (t *Tx) MinedIn(ctx context.Context, chainID uint64, from, to uint64, since time.Time) ([]Mined, error) {
-	ms, err := t.queryMined(ctx, qMinedIn, int64(chainID), int64(from), int64(to), formatTime(since))
+	ms, err := t.queryMinedAt(ctx, true, qMinedIn, int64(chainID), int64(from), int64(to), formatTime(since))
 	if err != nil {
 		return nil, fmt.Errorf("mined in: %w", err)
+	}
+	return ms, nil
+}
+
+// MinedUpTo are the mined rows of chainID in blocks at or below number: what Confirm would
+// move to confirmed, read before it so that the confirmer checks their receipts first.
+func (t *Tx) MinedUpTo(ctx context.Context, chainID uint64, number uint64) ([]Mined, error) {
+	ms, err := t.queryMinedAt(ctx, true, qMinedUpTo, int64(chainID), int64(number))
+	if err != nil {
+		return nil, fmt.Errorf("mined up to: %w", err)
 	}
 	return ms, nil
 }
@@ -309,8 +343,10 @@ var (
 		    error = CASE WHEN state = 'stuck' THEN NULL ELSE error END
 		WHERE id = ? AND (state IN ('signed', 'broadcast', 'stuck') OR (state IN ('mined', 'cancelled') AND block_hash <> ?))
 		RETURNING id, created_at, versions, state`)
-	qMinedIn = prepared(`SELECT id, created_at, versions, state FROM txs
+	qMinedIn = prepared(`SELECT id, created_at, versions, state, block_number, block_hash, mined_hash FROM txs
 		WHERE chain_id = ? AND state IN ('mined', 'cancelled') AND block_number >= ? AND block_number <= ? AND updated_at >= ?`)
+	qMinedUpTo = prepared(`SELECT id, created_at, versions, state, block_number, block_hash, mined_hash FROM txs
+		WHERE chain_id = ? AND state = 'mined' AND block_number <= ?`)
 	qBumpCandidates = prepared(`SELECT ` + txColumns + ` FROM txs WHERE chain_id = ? AND state IN ('broadcast', 'stuck')
 		AND kind IN ('send', 'filler') ORDER BY address, nonce LIMIT ?`)
 )

@@ -22,7 +22,8 @@ import (
 //   - finishes transactions stuck after their request ended (reserved: sign and send;
 //     signed: send), and rebroadcasts broadcast ones no block has taken for RebroadcastAfter,
 //     after checking for a receipt;
-//   - reads the new blocks and moves our transactions in them to mined;
+//   - reads the new blocks and moves our transactions in them to mined, then reads their
+//     receipts: one that reverted becomes failed, with its revert reason (revert.go);
 //   - moves mined transactions whose block left the canonical chain back to broadcast;
 //   - confirms mined transactions FinalityDepth blocks deep;
 //   - ends the hold of nonces handed out by eth_signTransaction and not used within
@@ -50,7 +51,7 @@ func (t *Transactions) Run(ctx context.Context) {
 			defer wg.Done()
 			t.hold(ctx, fmt.Sprintf("confirmer/%d", id), func(ctx context.Context) {
 				c := &confirmer{t: t, chainID: id, ch: ch, log: t.log.With(zap.Uint64("chain", id)), recent: map[uint64]common.Hash{},
-					seen: map[int64]seenAt{}}
+					seen: map[int64]seenAt{}, checked: map[int64]checkedAt{}}
 				c.run(ctx)
 			})
 		}()
@@ -73,6 +74,12 @@ type confirmer struct {
 	bumpHead  uint64           // the head of the last fee-bumping pass (bump.go)
 	bumpBegun bool             // a fee-bumping pass ran
 	seen      map[int64]seenAt // request id -> when its newest version was first seen pending
+
+	// The receipt checks (revert.go): rows found successful in their block, rows whose check
+	// failed (tried again at the next pass), and whether the node lacks eth_getBlockReceipts.
+	checked         map[int64]checkedAt
+	unchecked       []store.Mined
+	noBlockReceipts bool
 }
 
 // minKickInterval spaces the passes that sends waiting for a slot ask for (each reads the
@@ -238,12 +245,16 @@ func (c *confirmer) finishOne(ctx context.Context, rec *store.TxRecord) {
 		logger.Warn("confirmer: receipt lookup failed", zap.Error(err))
 		return
 	} else if m != nil {
+		var n int64
 		err := c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
-			_, err := tx.SetMined(ctx, c.chainID, rec.Hash, m.number, m.hash)
+			var err error
+			n, err = tx.SetMined(ctx, c.chainID, rec.Hash, m.number, m.hash)
 			return err
 		})
 		if err != nil {
 			logger.Warn("confirmer: recording a mined transaction failed", zap.Error(err))
+		} else if n > 0 {
+			c.queueCheck(rec, m)
 		}
 		return
 	}
@@ -375,8 +386,23 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	var ms []store.Mined
 	if mined > 0 {
-		c.observeMined(ctx, uint64(read[0].Number), uint64(read[len(read)-1].Number), scanned)
+		ms = c.observeMined(ctx, uint64(read[0].Number), uint64(read[len(read)-1].Number), scanned)
+	}
+	if len(ms) > 0 || len(c.unchecked) > 0 {
+		// Rows whose check failed before are kept until the check before Confirm takes them.
+		var retry []store.Mined
+		for _, m := range c.unchecked {
+			if m.BlockNumber+depth >= h {
+				retry = append(retry, m)
+			}
+		}
+		left, err := c.checkReceipts(ctx, append(retry, ms...))
+		c.unchecked = left
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("confirmer: receipt check failed; retrying at the next pass", zap.Error(err))
+		}
 	}
 	for _, b := range read {
 		c.recent[uint64(b.Number)] = b.Hash
@@ -393,31 +419,68 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 			delete(c.recent, n)
 		}
 	}
+	for id, at := range c.checked {
+		if at.number+2*depth < h {
+			delete(c.checked, id) // confirmed, or its block replaced
+		}
+	}
 	if h > depth {
-		return false, c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
-			_, err := tx.Confirm(ctx, c.chainID, h-depth)
-			return err
-		})
+		return false, c.confirm(ctx, h-depth)
 	}
 	return false, nil
 }
 
+// confirm moves the mined rows at or below block number to confirmed, after checking the
+// receipts of those not checked yet: a row whose check fails holds the confirmation back
+// until the next pass, so that no reverted transaction is confirmed.
+func (c *confirmer) confirm(ctx context.Context, number uint64) error {
+	var ms []store.Mined
+	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+		var err error
+		ms, err = tx.MinedUpTo(ctx, c.chainID, number)
+		return err
+	}); err != nil {
+		return err
+	}
+	if len(ms) == 0 {
+		return nil
+	}
+	if _, err := c.checkReceipts(ctx, ms); err != nil {
+		return fmt.Errorf("receipt check before confirming: %w", err)
+	}
+	if err := c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+		_, err := tx.Confirm(ctx, c.chainID, number)
+		return err
+	}); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		delete(c.checked, m.ID)
+	}
+	return nil
+}
+
 // observeMined counts the requests the scan found mined in blocks from..to (those it
-// updated, since), in one read.
-func (c *confirmer) observeMined(ctx context.Context, from, to uint64, since time.Time) {
+// updated, since), in one read, and returns them for the receipt checks (none when the read
+// failed: the check before Confirm takes them).
+func (c *confirmer) observeMined(ctx context.Context, from, to uint64, since time.Time) []store.Mined {
 	var ms []store.Mined
 	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
 		var err error
 		ms, err = tx.MinedIn(ctx, c.chainID, from, to, since)
 		return err
 	}); err != nil {
-		return // metrics only
+		if ctx.Err() == nil {
+			c.log.Warn("confirmer: reading the transactions a scan mined failed", zap.Error(err))
+		}
+		return nil
 	}
 	c.t.observeMined(c.chainID, ms)
+	return ms
 }
 
-// reorgs moves mined rows of blocks no longer canonical back to broadcast, and rewinds the
-// scan so that the blocks now at their height are read again.
+// reorgs moves mined (and reverted) rows of blocks no longer canonical back to broadcast, and
+// rewinds the scan so that the blocks now at their height are read again.
 func (c *confirmer) reorgs(ctx context.Context, head uint64) error {
 	from := head - min(head, c.t.cfg.FinalityDepth)
 	var mined []*store.TxRecord
@@ -494,9 +557,11 @@ func (c *confirmer) expire(ctx context.Context, now time.Time) {
 				state, reason = store.StateFailed, "nonce used by another transaction"
 			}
 		}
+		var mined int64
 		err = c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
 			if m != nil {
-				_, err := tx.SetMined(ctx, c.chainID, rec.Hash, m.number, m.hash)
+				var err error
+				mined, err = tx.SetMined(ctx, c.chainID, rec.Hash, m.number, m.hash)
 				return err
 			}
 			err := tx.SetState(ctx, rec.ID, []string{store.StateHandedOut}, state, reason)
@@ -507,6 +572,8 @@ func (c *confirmer) expire(ctx context.Context, now time.Time) {
 		})
 		if err != nil {
 			c.log.Warn("confirmer: ending a hand-out failed", zap.Int64("tx", rec.ID), zap.Error(err))
+		} else if mined > 0 {
+			c.queueCheck(rec, m)
 		}
 	}
 }

@@ -971,6 +971,9 @@ func (t *Transactions) awaitIdempotent(ctx context.Context, rec *store.TxRecord,
 		case store.StateBroadcast, store.StateStuck, store.StateMined, store.StateConfirmed, store.StateCancelled:
 			return rec.Hash, nil // the original hash, whichever version was mined
 		case store.StateFailed:
+			if rec.BlockHash != (common.Hash{}) {
+				return rec.Hash, nil // sent and mined, then reverted: the send itself succeeded
+			}
 			return common.Hash{}, jsonrpc.ErrInvalidParams.Withf("the transaction of this Idempotency-Key failed: %s", rec.Error)
 		}
 		if time.Now().After(deadline) {
