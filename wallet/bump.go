@@ -65,6 +65,7 @@ type bumpMetrics struct {
 	stuck     *prometheus.CounterVec
 	cancelled *prometheus.CounterVec
 	toMined   *prometheus.HistogramVec
+	reverted  *prometheus.CounterVec
 }
 
 func newBumpMetrics(reg prometheus.Registerer) *bumpMetrics {
@@ -81,6 +82,8 @@ func newBumpMetrics(reg prometheus.Registerer) *bumpMetrics {
 			Help: "Transactions that became stuck: the next bump would pass maxFeeCap, a signing rule or the funds."}, []string{"chain"}),
 		cancelled: f.NewCounterVec(prometheus.CounterOpts{Name: "web3gate_tx_cancelled_total",
 			Help: "Transactions whose cancel version was mined."}, []string{"chain"}),
+		reverted: f.NewCounterVec(prometheus.CounterOpts{Name: "web3gate_tx_reverted_total",
+			Help: "Transactions mined with receipt status 0 (reverted), recorded failed with their revert reason."}, []string{"chain"}),
 		toMined: f.NewHistogramVec(prometheus.HistogramOpts{Name: "web3gate_tx_time_to_mined_seconds",
 			Help:    "From a transaction's recording (just before its first broadcast) to the block scan that found it mined.",
 			Buckets: []float64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600}}, []string{"chain"}),

@@ -227,7 +227,10 @@ func (c *confirmer) failReverted(ctx context.Context, m store.Mined) error {
 		return err
 	}
 	if changed {
-		c.log.Warn("confirmer: transaction reverted", zap.Int64("tx", m.ID), zap.String("hash", m.MinedHash.Hex()),
+		// The caller's transaction did what the chain let it: news for the caller (status,
+		// webhook), not a fault of the service.
+		c.t.metrics.reverted.WithLabelValues(chainLabel(c.chainID)).Inc()
+		c.log.Info("confirmer: transaction reverted", zap.Int64("tx", m.ID), zap.String("hash", m.MinedHash.Hex()),
 			zap.Uint64("block", m.BlockNumber), zap.String("reason", reason))
 	}
 	return nil

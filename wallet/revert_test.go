@@ -15,6 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
@@ -217,6 +218,9 @@ func testRevertedOnChain(t *testing.T, driver string, blockReceipts bool) {
 	const reason = "execution reverted: boom"
 	if r := state(bad); r.State != store.StateFailed || r.Error != reason || r.BlockNumber != 1 || r.MinedHash != bad {
 		t.Fatalf("reverted send: state %s, error %q, block %d", r.State, r.Error, r.BlockNumber)
+	}
+	if n := testutil.ToFloat64(f.txs.metrics.reverted.WithLabelValues("7")); n != 1 {
+		t.Errorf("web3gate_tx_reverted_total{chain=7} = %v, want 1", n)
 	}
 	if r := state(good); r.State != store.StateMined || r.Error != "" {
 		t.Fatalf("successful send: state %s, error %q", r.State, r.Error)
