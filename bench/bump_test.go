@@ -16,7 +16,7 @@ import (
 func TestBumpConfig(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		dir := t.TempDir()
-		path, err := bumpConfig(filepath.Join(dir, "k.yaml"), dir, "http://127.0.0.1:1", credentials{"c", "t"}, on)(1, 2)
+		path, err := bumpConfig(dir, "http://127.0.0.1:1", credentials{"c", "t"}, on)(1, 2)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -392,7 +392,8 @@ func forwardConfig(dir, anvilURL string, cred credentials) func(api, admin int) 
 }
 
 // anvilGatewayConfig writes dir/file: a web3gate whose mainnet is the anvil node at anvilURL,
-// with the run's credentials, the given cache section body and any further sections (extra).
+// with the run's credentials (its JWT signing key in dir), the given cache section body and
+// any further sections (extra).
 func anvilGatewayConfig(dir, file, what, anvilURL string, cred credentials, cache, extra string) func(api, admin int) (string, error) {
 	return func(api, admin int) (string, error) {
 		sum := sha256.Sum256([]byte(cred.token))
@@ -409,6 +410,8 @@ auth:
   tokens:
     - sha256: %s
       principal: bench
+  oauth:
+    signingKeyFile: %s
 cache:
 %supstreams:
   mainnet: %d
@@ -419,7 +422,8 @@ cache:
 devchain:
   enabled: false
 rateLimit: {enabled: false, rest: {enabled: false}}
-%s`, what, api, admin, cred.clientID, hex.EncodeToString(sum[:]), cache, anvilChainID, anvilChainID, anvilURL, extra)
+%s`, what, api, admin, cred.clientID, hex.EncodeToString(sum[:]), filepath.Join(dir, "jwt-signing-key.pem"), cache,
+			anvilChainID, anvilChainID, anvilURL, extra)
 		path := filepath.Join(dir, file)
 		return path, os.WriteFile(path, []byte(cfg), 0o600)
 	}
