@@ -72,12 +72,12 @@ func bumpStores(t *testing.T, test func(t *testing.T, dsn string)) {
 // and a funded account.
 func startBump(t *testing.T, dsn, transactions string, front func(anvilURL string) string) (node *anvil.Node, dir, cfg string, acct common.Address, g *gateway) {
 	t.Helper()
-	node, dir, cfg, accts, g := startBumpAccounts(t, dsn, transactions, front, 1)
+	node, dir, cfg, accts, g := startBumpAccounts(t, dsn, transactions, "", front, 1)
 	return node, dir, cfg, accts[0], g
 }
 
-// startBumpAccounts is startBump with n funded accounts.
-func startBumpAccounts(t *testing.T, dsn, transactions string, front func(anvilURL string) string, n int) (node *anvil.Node, dir, cfg string, accts []common.Address, g *gateway) {
+// startBumpAccounts is startBump with n funded accounts and the config sections extra added.
+func startBumpAccounts(t *testing.T, dsn, transactions, extra string, front func(anvilURL string) string, n int) (node *anvil.Node, dir, cfg string, accts []common.Address, g *gateway) {
 	t.Helper()
 	const chainID = 31337
 	node = anvil.Start(t, chainID, "--no-mining")
@@ -87,7 +87,7 @@ func startBumpAccounts(t *testing.T, dsn, transactions string, front func(anvilU
 	if front != nil {
 		url = front(node.URL)
 	}
-	cfg = bumpConfig(dir, dsn, chainID, transactions, url)
+	cfg = bumpConfig(dir, dsn, chainID, transactions, url) + extra
 	if dsn != "" && !strings.Contains(cfg, "driver: postgres") {
 		t.Fatalf("the config did not take the PostgreSQL store:\n%s", cfg)
 	}
@@ -572,7 +572,7 @@ func sendHeader(t *testing.T, g *gateway, obj map[string]any, feeBump string) rp
 // X-Fee-Bump value other than allow and deny is refused; a transaction handed out by
 // eth_signTransaction cannot be sped up (409).
 func TestFeeBumpWhoIsBumped(t *testing.T) {
-	node, _, _, accts, g := startBumpAccounts(t, "", "{pollInterval: 100ms, rebroadcastAfter: 2s, bump: {after: 2}}", nil, 2)
+	node, _, _, accts, g := startBumpAccounts(t, "", "{pollInterval: 100ms, rebroadcastAfter: 2s, bump: {after: 2}}", "", nil, 2)
 	priced := func(from common.Address) map[string]any {
 		return txObject(from, true, map[string]any{"maxFeePerGas": hexutil.EncodeBig(big.NewInt(3 * gwei)), "maxPriorityFeePerGas": hexutil.EncodeBig(big.NewInt(gwei))})
 	}

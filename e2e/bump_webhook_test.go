@@ -16,7 +16,6 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 
-	"github.com/web3gate/web3gate/e2e/anvil"
 	"github.com/web3gate/web3gate/webhooks"
 )
 
@@ -101,7 +100,7 @@ func TestFeeBumpWebhooks(t *testing.T) { bumpStores(t, testFeeBumpWebhooks) }
 func testFeeBumpWebhooks(t *testing.T, dsn string) {
 	hooks := newBumpHooks(t)
 	t.Setenv("WEB3GATE_E2E_BUMP_WEBHOOK_SECRET", bumpHookSecret)
-	node, accts, g := startBumpHooks(t, dsn, `{pollInterval: 100ms, rebroadcastAfter: 2s, bump: {after: 2, maxFeeCap: "10000000000"}}`,
+	node, _, _, accts, g := startBumpAccounts(t, dsn, `{pollInterval: 100ms, rebroadcastAfter: 2s, bump: {after: 2, maxFeeCap: "10000000000"}}`,
 		fmt.Sprintf(`
 webhooks:
   pollInterval: 50ms
@@ -110,7 +109,7 @@ webhooks:
   allowNetworks: [127.0.0.1/32]
   endpoints:
     - {principal: e2e, url: "%s/hooks", secretEnv: WEB3GATE_E2E_BUMP_WEBHOOK_SECRET}
-`, hooks.srv.URL), 2)
+`, hooks.srv.URL), nil, 2)
 	waitEvents := func(hash common.Hash, what string, cond func([]webhooks.Event) bool) []webhooks.Event {
 		t.Helper()
 		deadline := time.Now().Add(15 * time.Second)
@@ -209,26 +208,4 @@ webhooks:
 		t.Errorf("bad deliveries: %q", hooks.bad)
 	}
 	t.Logf("%d deliveries received, every signature verified; the bumped request's fee cap %v -> %v wei", len(hooks.got), s.Versions[0].MaxFeePerGas.ToInt(), bump.MaxFeePerGas.ToInt())
-}
-
-// startBumpHooks is startBumpAccounts with the config section hooks added.
-func startBumpHooks(t *testing.T, dsn, transactions, hooks string, n int) (node *anvil.Node, accts []common.Address, g *gateway) {
-	t.Helper()
-	const chainID = 31337
-	node = anvil.Start(t, chainID, "--no-mining")
-	t.Setenv("WEB3GATE_KEYSTORE_PASSPHRASE", signingPassphrase)
-	dir := t.TempDir()
-	cfg := bumpConfig(dir, dsn, chainID, transactions, node.URL) + hooks
-	if dsn != "" && !strings.Contains(cfg, "driver: postgres") {
-		t.Fatalf("the config did not take the PostgreSQL store:\n%s", cfg)
-	}
-	path := writeConfig(t, dir, cfg)
-	for range n {
-		acct := newAccount(t, path)
-		fund(t, node, acct)
-		accts = append(accts, acct)
-	}
-	g = startGateway(t, cfg)
-	waitReady(t, g)
-	return node, accts, g
 }
