@@ -19,6 +19,22 @@ func testWebhook(id, principal, url string) Webhook {
 	return Webhook{ID: id, Principal: principal, URL: url, Secret: "whsec_" + id, Source: WebhookSourceAdmin, CreatedAt: time.Now()}
 }
 
+// addWebhooks inserts the endpoints ws in one write.
+func addWebhooks(t *testing.T, db *DB, ws ...Webhook) {
+	t.Helper()
+	err := db.Write(context.Background(), func(tx *Tx) error {
+		for _, w := range ws {
+			if err := tx.InsertWebhook(context.Background(), w); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // insertSigned records a transaction of principal at nonce and signs it (reserved → signed:
 // no event), returning its id.
 func insertSigned(t *testing.T, db *DB, principal string, nonce uint64) int64 {
@@ -90,14 +106,7 @@ func TestWebhookTrigger(t *testing.T) { forEachBackend(t, testWebhookTrigger) }
 func testWebhookTrigger(t *testing.T, be backend) {
 	ctx := context.Background()
 	db := openBackend(t, be)
-	if err := db.Write(ctx, func(tx *Tx) error {
-		if err := tx.InsertWebhook(ctx, testWebhook("wh_a", "alice", "https://a.example/1")); err != nil {
-			return err
-		}
-		return tx.InsertWebhook(ctx, testWebhook("wh_b", "alice", "https://a.example/2"))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	addWebhooks(t, db, testWebhook("wh_a", "alice", "https://a.example/1"), testWebhook("wh_b", "alice", "https://a.example/2"))
 
 	alice := insertSigned(t, db, "alice", 0)
 	bob := insertSigned(t, db, "bob", 1)
@@ -182,11 +191,7 @@ func TestWebhookDeliveryOrder(t *testing.T) { forEachBackend(t, testWebhookDeliv
 func testWebhookDeliveryOrder(t *testing.T, be backend) {
 	ctx := context.Background()
 	db := openBackend(t, be)
-	if err := db.Write(ctx, func(tx *Tx) error {
-		return tx.InsertWebhook(ctx, testWebhook("wh_a", "alice", "https://a.example/1"))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	addWebhooks(t, db, testWebhook("wh_a", "alice", "https://a.example/1"))
 	one := insertSigned(t, db, "alice", 0)
 	two := insertSigned(t, db, "alice", 1)
 	setState(t, db, one, StateSigned, StateBroadcast)
@@ -276,14 +281,7 @@ func TestWebhookPrune(t *testing.T) { forEachBackend(t, testWebhookPrune) }
 func testWebhookPrune(t *testing.T, be backend) {
 	ctx := context.Background()
 	db := openBackend(t, be)
-	if err := db.Write(ctx, func(tx *Tx) error {
-		if err := tx.InsertWebhook(ctx, testWebhook("wh_a", "alice", "https://a.example/1")); err != nil {
-			return err
-		}
-		return tx.InsertWebhook(ctx, testWebhook("wh_b", "alice", "https://a.example/2"))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	addWebhooks(t, db, testWebhook("wh_a", "alice", "https://a.example/1"), testWebhook("wh_b", "alice", "https://a.example/2"))
 	one := insertSigned(t, db, "alice", 0)
 	two := insertSigned(t, db, "alice", 1)
 	setState(t, db, one, StateSigned, StateBroadcast)
@@ -405,7 +403,7 @@ func testWebhookEventsOverVersions(t *testing.T, be backend) {
 			t.Fatal(err)
 		}
 	}
-	write(func(tx *Tx) error { return tx.InsertWebhook(ctx, testWebhook("wh_a", "alice", "https://a.example/1")) })
+	addWebhooks(t, db, testWebhook("wh_a", "alice", "https://a.example/1"))
 	addVersion := func(id int64, kind string, hash common.Hash) {
 		t.Helper()
 		write(func(tx *Tx) error {
