@@ -130,8 +130,8 @@ func (t *Transactions) feeBumpable(rec *store.TxRecord, callerPriced bool) bool 
 	return filled("gasPrice") || filled("maxFeePerGas") && filled("maxPriorityFeePerGas")
 }
 
-// versionsOf are rec's versions after the original (none read when it has none).
-func (t *Transactions) versionsOf(ctx context.Context, rec *store.TxRecord) ([]*store.TxVersion, error) {
+// Versions are rec's versions after its original, oldest first (none read when it has none).
+func (t *Transactions) Versions(ctx context.Context, rec *store.TxRecord) ([]*store.TxVersion, error) {
 	if rec.Versions == 0 {
 		return nil, nil
 	}
@@ -142,11 +142,6 @@ func (t *Transactions) versionsOf(ctx context.Context, rec *store.TxRecord) ([]*
 		return err
 	})
 	return vs, err
-}
-
-// Versions are rec's versions after its original, oldest first.
-func (t *Transactions) Versions(ctx context.Context, rec *store.TxRecord) ([]*store.TxVersion, error) {
-	return t.versionsOf(ctx, rec)
 }
 
 // newFees computes the fees of the next version of a request whose highest fees so far are
@@ -245,7 +240,7 @@ func highest(rec *store.TxRecord, vs []*store.TxVersion) (*txreq.Request, error)
 // accepted yet, stays stored as signed: the confirmer sends it again.
 func (t *Transactions) signVersion(ctx context.Context, ch Chain, rec *store.TxRecord, kind string, fees *ReplaceFees, baseFee *big.Int) (*store.TxVersion, error) {
 	br := t.bumpRules(rec.ChainID)
-	vs, err := t.versionsOf(ctx, rec)
+	vs, err := t.Versions(ctx, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +388,7 @@ func (t *Transactions) settle(ctx context.Context, ch Chain, rec *store.TxRecord
 	if rec.HasHash() {
 		hashes = append(hashes, rec.Hash)
 	}
-	vs, err := t.versionsOf(ctx, rec)
+	vs, err := t.Versions(ctx, rec)
 	if err != nil {
 		return false, err
 	}
@@ -633,7 +628,7 @@ func (c *confirmer) pricedOut(ctx context.Context, rec *store.TxRecord, baseFee 
 	if baseFee == nil {
 		return false
 	}
-	vs, err := c.t.versionsOf(ctx, rec)
+	vs, err := c.t.Versions(ctx, rec)
 	if err != nil {
 		return false
 	}
@@ -659,7 +654,7 @@ func (c *confirmer) rebroadcastVersions(ctx context.Context, rec *store.TxRecord
 		return
 	}
 	if !mined {
-		vs, err := c.t.versionsOf(ctx, rec)
+		vs, err := c.t.Versions(ctx, rec)
 		if err != nil || len(vs) == 0 {
 			logger.Warn("confirmer: reading versions failed", zap.Error(err))
 			return
