@@ -165,34 +165,13 @@ func testNFTBalancesWriteReadPage(t *testing.T, be backend) {
 // The owners route's queries seek the primary key: no scan, no sort, whatever the page.
 func TestNFTQueryPlans(t *testing.T) {
 	db := openTest(t, testConfig(t), options{})
-	ctx := context.Background()
 	for _, q := range []string{qNFTTokenPage, qNFTContractPage, qNFTBalancesByKey.sized[32], qNFTBalancesByToken.sized[8], qDeleteNFTTokens.sized[128], qDeleteNFTBalances.sized[1]} {
 		n := strings.Count(q, "?")
 		args := make([]any, n)
 		for i := range args {
 			args[i] = []byte{1}
 		}
-		var plan []string
-		err := db.Read(ctx, func(tx *Tx) error {
-			rows, err := tx.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var id, parent, notUsed int
-				var detail string
-				if err := rows.Scan(&id, &parent, &notUsed, &detail); err != nil {
-					return err
-				}
-				plan = append(plan, detail)
-			}
-			return rows.Err()
-		})
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		text := strings.Join(plan, "; ")
+		text := strings.Join(queryPlan(t, db, q, args...), "; ")
 		if !strings.Contains(text, "SEARCH nft_balances USING PRIMARY KEY (chain_id=? AND contract=? AND") || strings.Contains(text, "TEMP B-TREE") {
 			t.Errorf("plan of %s:\n%s", q, text)
 		}

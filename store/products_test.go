@@ -290,7 +290,6 @@ func testChainSold(t *testing.T, be backend) {
 // never sorting (EXPLAIN QUERY PLAN); sold=true walks the sold-out products alone.
 func TestProductsQueryPlans(t *testing.T) {
 	db := openTest(t, testConfig(t), options{})
-	ctx := context.Background()
 	yes, no := true, false
 	for _, c := range []struct {
 		name string
@@ -313,26 +312,7 @@ func TestProductsQueryPlans(t *testing.T) {
 		{"sold, deep", ProductFilter{Sold: &yes, Offset: 1000}, "products_sold_live (live_at<?)"},
 	} {
 		q, args := productsQuery(sqliteDialect, c.f)
-		var plan []string
-		if err := db.Read(ctx, func(tx *Tx) error {
-			rows, err := tx.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var id, parent, unused int
-				var detail string
-				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-					return err
-				}
-				plan = append(plan, detail)
-			}
-			return rows.Err()
-		}); err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		text := strings.Join(plan, "; ")
+		text := strings.Join(queryPlan(t, db, q, args...), "; ")
 		if !strings.HasPrefix(text, "SEARCH products USING INDEX "+c.want) || strings.Contains(text, "TEMP B-TREE") {
 			t.Errorf("%s: plan %q, want a walk of %s and no sort", c.name, text, c.want)
 		}

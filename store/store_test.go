@@ -551,3 +551,29 @@ func testMigrateNever(t *testing.T, be backend) {
 		t.Fatalf("Migrate again = %d, %d, %v, want nothing to do", from, to, err)
 	}
 }
+
+// queryPlan is SQLite's EXPLAIN QUERY PLAN of q with args: the detail of each step.
+func queryPlan(t *testing.T, db *DB, q string, args ...any) []string {
+	t.Helper()
+	ctx := context.Background()
+	var plan []string
+	if err := db.Read(ctx, func(tx *Tx) error {
+		rows, err := tx.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				return err
+			}
+			plan = append(plan, detail)
+		}
+		return rows.Err()
+	}); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return plan
+}

@@ -697,30 +697,10 @@ func BenchmarkWebhookPrune(b *testing.B) {
 // covering index of enabled endpoints. A query whose terms stop matching an index's WHERE
 // (a parameter instead of the literal) fails this.
 func TestWebhookQueriesUseIndexes(t *testing.T) {
-	ctx := context.Background()
 	db := openBackend(t, sqliteBackend)
 	plan := func(q string, args ...any) string {
 		t.Helper()
-		var lines []string
-		if err := db.Read(ctx, func(tx *Tx) error {
-			rows, err := tx.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var id, parent, unused int
-				var detail string
-				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-					return err
-				}
-				lines = append(lines, detail)
-			}
-			return rows.Err()
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(lines, "\n")
+		return strings.Join(queryPlan(t, db, q, args...), "\n")
 	}
 	for _, tc := range []struct {
 		name, query string
