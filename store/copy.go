@@ -92,6 +92,15 @@ func Copy(ctx context.Context, src, dst *DB) ([]TableCount, error) {
 					return fmt.Errorf("%s sequence: %w", seq[0], err)
 				}
 			}
+			var endpoints bool
+			if err := dtx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM webhooks WHERE enabled = 1)`).Scan(&endpoints); err != nil {
+				return err
+			}
+			if endpoints {
+				if err := dtx.armWebhookEvents(ctx); err != nil {
+					return err
+				}
+			}
 			return verifyCopy(ctx, stx, dtx)
 		})
 	})

@@ -102,6 +102,29 @@ func (t *Tx) InsertWebhook(ctx context.Context, w Webhook) error {
 	if err != nil {
 		return fmt.Errorf("insert webhook: %w", t.classify(err))
 	}
+	return t.armWebhookEvents(ctx)
+}
+
+// armWebhookEvents enables the outbox trigger on txs, on PostgreSQL, where it ships disabled
+// (migration 0006: its function would otherwise run at every state change) until an endpoint
+// exists: in the transaction that adds or enables one, so that no state change committed after
+// that endpoint goes without its event. Enabling locks txs against writes until the commit;
+// it happens once (an enabled trigger is left as it is). On SQLite the trigger's WHEN asks
+// for the endpoint itself.
+func (t *Tx) armWebhookEvents(ctx context.Context) error {
+	if t.d != postgresDialect {
+		return nil
+	}
+	var state string
+	if err := t.QueryRowContext(ctx, `SELECT tgenabled FROM pg_trigger
+		WHERE tgrelid = 'txs'::regclass AND tgname = 'txs_webhook_event'`).Scan(&state); err != nil {
+		return fmt.Errorf("webhook events trigger: %w", err)
+	}
+	if state == "D" {
+		if _, err := t.ExecContext(ctx, `ALTER TABLE txs ENABLE TRIGGER txs_webhook_event`); err != nil {
+			return fmt.Errorf("enable the webhook events trigger: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -129,6 +152,9 @@ func (t *Tx) SyncConfigWebhooks(ctx context.Context, ws []Webhook) ([]Webhook, e
 		default:
 			if _, err := t.ExecContext(ctx, qUpdateConfigWebhook, w.Secret, WebhookSourceConfig, 1, cur.ID); err != nil {
 				return nil, fmt.Errorf("sync webhooks: %w", err)
+			}
+			if err := t.armWebhookEvents(ctx); err != nil {
+				return nil, err
 			}
 			w.ID, w.CreatedAt, w.Enabled = cur.ID, cur.CreatedAt, true
 		}

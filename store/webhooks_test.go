@@ -727,3 +727,42 @@ func TestWebhookQueriesUseIndexes(t *testing.T) {
 		})
 	}
 }
+
+// TestWebhookTriggerArmedByFirstEndpoint: on PostgreSQL the outbox trigger is disabled until
+// the first endpoint exists (its function would otherwise run at every state change), and the
+// write that adds the endpoint enables it: the next state change has its event.
+func TestWebhookTriggerArmedByFirstEndpoint(t *testing.T) {
+	ctx := context.Background()
+	db := openBackend(t, postgresBackend)
+	enabled := func() string {
+		t.Helper()
+		var state string
+		if err := db.Read(ctx, func(tx *Tx) error {
+			return tx.QueryRowContext(ctx, `SELECT tgenabled FROM pg_trigger WHERE tgrelid = 'txs'::regclass AND tgname = 'txs_webhook_event'`).Scan(&state)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return state
+	}
+	if s := enabled(); s != "D" {
+		t.Fatalf("trigger state %q on a store without endpoints, want D (disabled)", s)
+	}
+	id := insertSigned(t, db, "alice", 0)
+	addWebhooks(t, db, testWebhook("wh_a", "alice", "https://a.example/1"))
+	if s := enabled(); s != "O" {
+		t.Fatalf("trigger state %q after the first endpoint, want O (enabled)", s)
+	}
+	addWebhooks(t, db, testWebhook("wh_b", "alice", "https://a.example/2")) // already enabled: no change
+	setState(t, db, id, StateSigned, StateBroadcast)
+	var events []WebhookEvent
+	if err := db.Read(ctx, func(tx *Tx) error {
+		var err error
+		events, err = tx.WebhookEvents(ctx, id)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].State != StateBroadcast {
+		t.Fatalf("events %+v, want the broadcast", events)
+	}
+}
