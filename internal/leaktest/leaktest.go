@@ -65,3 +65,14 @@ func serverGoroutines() []goleak.Option {
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
 	}
 }
+
+// Check fails t when goroutines other than the process-wide ones of web3gate's servers are
+// still running a few seconds after the servers the test started have stopped. The test
+// binary must run no other test at the same time.
+func Check(t testing.TB) {
+	t.Helper()
+	http.DefaultClient.CloseIdleConnections()
+	if err := Settled(serverGoroutines()...); err != nil {
+		t.Fatalf("goroutines left running: %v", err)
+	}
+}
