@@ -2,10 +2,13 @@
 GO       ?= go
 # Execution counts, not durations: a duration races Go's fuzz coordinator at the deadline and
 # fails with "context deadline exceeded" having found nothing (golang/go#75804, fixed in Go 1.27).
-FUZZTIME ?= 200000x
+FUZZTIME ?= 50000x
+# Where `make engines` keeps the PostgreSQL and Redis it starts for a working day (apart from
+# the ones `make test` starts and stops, so that make test leaves these running).
+ENGINES_DIR ?= $(or $(TMPDIR),/tmp)/web3gate-engines
 GOFILES   = $(shell git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/node_modules/*')
 
-.PHONY: build run test test-steps test-engines-selftest deploy-check vet fuzz deps bench clean contracts
+.PHONY: build run test test-steps test-pkg engines engines-stop test-engines-selftest deploy-check vet fuzz fuzz-long deps bench clean contracts
 
 build:
 	$(GO) build -o bin/web3gate .
@@ -40,11 +43,25 @@ test: deps vet
 test-steps: test-engines-selftest deploy-check
 	$(GO) test -race -count=1 -timeout 15m ./...
 	# The whole-server tests and the nonce manager's again, with their stores on PostgreSQL.
-	WEB3GATE_TEST_STORE=postgres $(GO) test -race -count=1 -timeout 15m . ./wallet/...
+	WEB3GATE_TEST_STORE=postgres $(GO) test -race -count=1 -timeout 15m ./integration ./wallet/...
 	# Under -race internal/rawconn uses syscall's Read and Write (see its sys_race.go): the
 	# connections' raw system calls are tested here, without the detector.
 	$(GO) test -count=1 ./internal/rawconn ./proxy ./upstreams
 	$(MAKE) fuzz
+
+# A fast loop on one package: `make test-pkg P=./wallet [RUN=TestName] [STORE=postgres]`.
+# The engines are started once (make engines) and left running for the next loop.
+test-pkg: engines
+	@test -n "$(P)" || { echo 'usage: make test-pkg P=./wallet [RUN=TestName] [STORE=postgres]'; exit 2; }
+	WEB3GATE_TEST_STORE=$(STORE) $(GO) test -race -count=1 $(if $(RUN),-run '$(RUN)') $(P)
+
+# PostgreSQL and Redis for a working day: private instances started where none answers
+# (installing Debian's packages if missing), left running until `make engines-stop`.
+engines:
+	@WEB3GATE_ENGINES_DIR=$(ENGINES_DIR) scripts/test-engines.sh start
+
+engines-stop:
+	@WEB3GATE_ENGINES_DIR=$(ENGINES_DIR) scripts/test-engines.sh stop
 
 # The fresh-machine path of scripts/test-engines.sh on free ports: private PostgreSQL and Redis
 # started, used, started again (no change), stopped and gone. Installs nothing when the
@@ -57,34 +74,19 @@ test-engines-selftest:
 deploy-check:
 	scripts/deploy-check.sh
 
-# Each fuzz target runs briefly; what it finds lands in the package's testdata/fuzz.
+# Every fuzz target of the tree (found with `go test -list '^Fuzz'` in the packages whose tests
+# declare one) runs FUZZTIME executions; what it finds lands in the package's testdata/fuzz.
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./proxy/jsonrpc
-	$(GO) test -run '^$$' -fuzz '^FuzzParseMatchesReference$$' -fuzztime $(FUZZTIME) ./proxy/jsonrpc
-	$(GO) test -run '^$$' -fuzz '^FuzzScanReply$$' -fuzztime $(FUZZTIME) ./proxy/jsonrpc
-	$(GO) test -run '^$$' -fuzz '^FuzzRouterMatch$$' -fuzztime $(FUZZTIME) ./proxy
-	$(GO) test -run '^$$' -fuzz '^FuzzRoutePath$$' -fuzztime $(FUZZTIME) ./proxy
-	$(GO) test -run '^$$' -fuzz '^FuzzWebSocketMessage$$' -fuzztime 20000x ./proxy
-	$(GO) test -run '^$$' -fuzz '^FuzzParseLogs$$' -fuzztime $(FUZZTIME) ./owners
-	$(GO) test -run '^$$' -fuzz '^FuzzPageKey$$' -fuzztime 20000x ./owners
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./products
-	$(GO) test -run '^$$' -fuzz '^FuzzParseQuery$$' -fuzztime 20000x ./products
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20000x ./wallet/txreq
-	$(GO) test -run '^$$' -fuzz '^FuzzParseFill$$' -fuzztime 20000x ./wallet/txreq
-	$(GO) test -run '^$$' -fuzz '^FuzzParsePrivateKeyHex$$' -fuzztime 20000x ./wallet
-	$(GO) test -run '^$$' -fuzz '^FuzzParseCriteria$$' -fuzztime 20000x ./feeds
-	$(GO) test -run '^$$' -fuzz '^FuzzStoredCriteria$$' -fuzztime 20000x ./middleware/filters
-	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalKeyNeverMerges$$' -fuzztime 20000x ./middleware/cache
-	$(GO) test -run '^$$' -fuzz '^FuzzFixed$$' -fuzztime 20000x ./internal/rpchex
-	$(GO) test -run '^$$' -fuzz '^FuzzCheckURL$$' -fuzztime 20000x ./webhooks
-	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime 20000x ./webhooks
-	$(GO) test -run '^$$' -fuzz '^FuzzReplaceFees$$' -fuzztime 20000x ./middleware/sign
-	$(GO) test -run '^$$' -fuzz '^FuzzParseBasic$$' -fuzztime 20000x ./middleware/auth
-	$(GO) test -run '^$$' -fuzz '^FuzzParseScope$$' -fuzztime 20000x ./middleware/auth
-	$(GO) test -run '^$$' -fuzz '^FuzzJWTVerifier$$' -fuzztime 20000x ./middleware/auth
-	$(GO) test -run '^$$' -fuzz '^FuzzNormalizeToken$$' -fuzztime 20000x ./metadata
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeDataURI$$' -fuzztime 20000x ./metadata
-	$(GO) test -run '^$$' -fuzz '^FuzzDecryptKey$$' -fuzztime 20000x ./wallet
+	@set -e; for pkg in $$(git grep -l '^func Fuzz' -- '*_test.go' | xargs -n1 dirname | sort -u); do \
+		for target in $$($(GO) test -list '^Fuzz' ./$$pkg | grep '^Fuzz'); do \
+			echo "fuzz ./$$pkg $$target"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) ./$$pkg; \
+		done; \
+	done
+
+# The fuzz targets for longer (outside make test).
+fuzz-long:
+	$(MAKE) --no-print-directory fuzz FUZZTIME=2000000x
 
 # Load benchmark: ratios against baselines measured in the same run (needs Debian's wrk, and
 # redis-server for (r)).
