@@ -43,7 +43,7 @@ func (db *DB) AddAccount(ctx context.Context, a Account) error {
 	if a.CreatedAt.IsZero() {
 		a.CreatedAt = time.Now()
 	}
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(tx *DBTx) error {
 		_, err := tx.ExecContext(ctx, qAddAccount,
 			addressKey(a.Address), a.Owner, a.Source, formatTime(a.CreatedAt))
 		return err
@@ -57,7 +57,7 @@ func (db *DB) AddAccount(ctx context.Context, a Account) error {
 // Account is the account at address, or ErrNotFound.
 func (db *DB) Account(ctx context.Context, address common.Address) (Account, error) {
 	var a Account
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(tx *DBTx) error {
 		row := tx.QueryRowContext(ctx, qAccount, addressKey(address))
 		var err error
 		a, err = scanAccount(row)
@@ -94,7 +94,7 @@ func (db *DB) AllAccounts(ctx context.Context) ([]Account, error) {
 
 func (db *DB) queryAccounts(ctx context.Context, query string, args ...any) ([]Account, error) {
 	var accts []Account
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(tx *DBTx) error {
 		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err

@@ -52,7 +52,7 @@ func testAccountAddressCase(t *testing.T, be backend) {
 		})
 	}
 	var stored string
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(tx *DBTx) error {
 		return tx.QueryRowContext(ctx, `SELECT address FROM accounts`).Scan(&stored)
 	}); err != nil {
 		t.Fatal(err)

@@ -68,7 +68,7 @@ func (db *DB) AddClient(ctx context.Context, c Client) error {
 	if c.DisabledAt != nil {
 		disabled = sql.NullString{String: formatTime(*c.DisabledAt), Valid: true}
 	}
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(tx *DBTx) error {
 		_, err := tx.ExecContext(ctx,
 			`INSERT INTO oauth_clients (id, secret_hash, principal, scopes, created_at, disabled_at) VALUES (?, ?, ?, ?, ?, ?)`,
 			c.ID, c.SecretHash, c.Principal, strings.Join(c.Scopes, " "), formatTime(c.CreatedAt), disabled)
@@ -84,7 +84,7 @@ func (db *DB) AddClient(ctx context.Context, c Client) error {
 // DisabledAt set: refusing it is the caller's decision.
 func (db *DB) Client(ctx context.Context, id string) (Client, error) {
 	var c Client
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(tx *DBTx) error {
 		var err error
 		c, err = tx.client(ctx, id)
 		return err
@@ -116,7 +116,7 @@ func (db *DB) setClientDisabled(ctx context.Context, id string, at sql.NullStrin
 		return Client{}, fmt.Errorf("client %s: %w", id, ErrNotFound)
 	}
 	var c Client
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(tx *DBTx) error {
 		q := `UPDATE oauth_clients SET disabled_at = NULL WHERE id = ?`
 		args := []any{id}
 		if at.Valid {
@@ -142,7 +142,7 @@ func (db *DB) setClientDisabled(ctx context.Context, id string, at sql.NullStrin
 }
 
 // client reads the client with id, or ErrNotFound.
-func (t *Tx) client(ctx context.Context, id string) (Client, error) {
+func (t *DBTx) client(ctx context.Context, id string) (Client, error) {
 	if !validText(id) {
 		return Client{}, ErrNotFound // no stored id is such text
 	}

@@ -42,7 +42,7 @@ func populate(t *testing.T, db *DB) {
 	chainRows(t, db, 6, addrN(101))
 	addr := func(c byte) string { return "0x" + strings.Repeat(string(c), 40) }
 	ten := int64(10)
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(tx *DBTx) error {
 		// An endpoint of the transactions' principal: the mined change below writes an
 		// event and a delivery.
 		if err := tx.InsertWebhook(ctx, testWebhook("wh_1", "p", "https://hooks.example/")); err != nil {
@@ -130,7 +130,7 @@ func populate(t *testing.T, db *DB) {
 		{Network: "polygon", ChainID: 137, Contracts: []string{addr('d')}}}); err != nil {
 		t.Fatal(err)
 	}
-	err = db.Write(ctx, func(tx *Tx) error {
+	err = db.Write(ctx, func(tx *DBTx) error {
 		for _, r := range []*ProductRow{
 			productRow("m-a", func(r *ProductRow) { r.TokenContract, r.TotalSold, r.TotalAvailable = addr('a'), 2, &ten }),
 			productRow("p-d", func(r *ProductRow) { r.Network, r.TokenContract, r.TotalAvailable = "polygon", addr('d'), &ten }),
@@ -147,7 +147,7 @@ func populate(t *testing.T, db *DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Write(ctx, func(tx *Tx) error {
+	err = db.Write(ctx, func(tx *DBTx) error {
 		day := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 		for _, k := range []UsageKey{{"c1", UsageDay, day}, {"c1", UsageMonth, day.AddDate(0, 0, -26)}, {"c2", UsageDay, day}} {
 			if _, err := tx.AddUsage(ctx, k, 1234, day.Add(time.Hour)); err != nil {
@@ -166,7 +166,7 @@ func dump(t *testing.T, db *DB, table string, cols []string) []string {
 	t.Helper()
 	ctx := context.Background()
 	var out []string
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(tx *DBTx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+strings.Join(cols, ", ")+` FROM `+table)
 		if err != nil {
 			return err
@@ -206,7 +206,7 @@ func dump(t *testing.T, db *DB, table string, cols []string) []string {
 func tableColumns(t *testing.T, db *DB, table string) []string {
 	t.Helper()
 	var cols []string
-	err := db.Read(context.Background(), func(tx *Tx) error {
+	err := db.Read(context.Background(), func(tx *DBTx) error {
 		var err error
 		cols, err = tx.strings(context.Background(), `SELECT column_name FROM information_schema.columns
 			WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position`, table)
@@ -251,11 +251,11 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	}
 	// The id sequence continues after the copied ids.
 	var maxID int64
-	if err := src.Read(ctx, func(tx *Tx) error { return tx.QueryRowContext(ctx, `SELECT MAX(id) FROM txs`).Scan(&maxID) }); err != nil {
+	if err := src.Read(ctx, func(tx *DBTx) error { return tx.QueryRowContext(ctx, `SELECT MAX(id) FROM txs`).Scan(&maxID) }); err != nil {
 		t.Fatal(err)
 	}
 	r := testRecord(9, addrN(9), 0)
-	if err := dst.Write(ctx, func(tx *Tx) error { return tx.InsertTx(ctx, r) }); err != nil {
+	if err := dst.Write(ctx, func(tx *DBTx) error { return tx.InsertTx(ctx, r) }); err != nil {
 		t.Fatal(err)
 	}
 	if r.ID != maxID+1 {
@@ -267,11 +267,11 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 		`SELECT MAX(seq) FROM webhook_events`, `SELECT MAX(id) FROM webhook_deliveries`}
 	before := make([]int64, len(queries))
 	for i, q := range queries {
-		if err := dst.Read(ctx, func(tx *Tx) error { return tx.QueryRowContext(ctx, q).Scan(&before[i]) }); err != nil {
+		if err := dst.Read(ctx, func(tx *DBTx) error { return tx.QueryRowContext(ctx, q).Scan(&before[i]) }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := dst.Write(ctx, func(tx *Tx) error {
+	if err := dst.Write(ctx, func(tx *DBTx) error {
 		if err := tx.SetSigned(ctx, r.ID, []byte{9}, common.HexToHash("0x999"), StateSigned); err != nil {
 			return err
 		}
@@ -281,7 +281,7 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	}
 	for i, q := range queries {
 		var n int64
-		if err := dst.Read(ctx, func(tx *Tx) error { return tx.QueryRowContext(ctx, q).Scan(&n) }); err != nil {
+		if err := dst.Read(ctx, func(tx *DBTx) error { return tx.QueryRowContext(ctx, q).Scan(&n) }); err != nil {
 			t.Fatal(err)
 		}
 		if before[i] == 0 || n != before[i]+1 {
@@ -302,7 +302,7 @@ func TestCopyFailureLeavesTargetEmpty(t *testing.T) {
 	ctx := context.Background()
 	src := openBackend(t, sqliteBackend)
 	populate(t, src)
-	if err := src.Write(ctx, func(tx *Tx) error {
+	if err := src.Write(ctx, func(tx *DBTx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE txs SET principal = 'a' || char(0) || 'b' WHERE id = (SELECT MAX(id) FROM txs)`)
 		return err
 	}); err != nil {

@@ -38,7 +38,7 @@ func chainRows(t *testing.T, db *DB, chain uint64, addr common.Address) map[stri
 	ctx := context.Background()
 	states := []string{StateReserved, StateSigned, StateBroadcast, StateMined, StateConfirmed, StateFailed, StateHandedOut, StateReleased}
 	out := map[string]*TxRecord{}
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(tx *DBTx) error {
 		for i, st := range states {
 			r := testRecord(chain, addr, uint64(i))
 			r.IdempotencyKey = fmt.Sprintf("key-%d-%d", chain, i)
@@ -75,7 +75,7 @@ func inFlight(t *testing.T, db *DB, chain uint64, addr common.Address) (int, *bi
 	ctx := context.Background()
 	var n int
 	var sum *big.Int
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(tx *DBTx) error {
 		var err error
 		n, sum, err = tx.InFlight(ctx, chain, addr)
 		return err
@@ -92,7 +92,7 @@ var v8Columns = []string{"id", "chain_id", "address", "nonce", "principal", "kin
 
 // insertV8 records r with the columns of schema version 8 only (InsertTx writes the newest
 // schema's), and sets r.ID.
-func insertV8(ctx context.Context, tx *Tx, r *TxRecord) error {
+func insertV8(ctx context.Context, tx *DBTx, r *TxRecord) error {
 	l, err := costLimbs(r.MaxCost)
 	if err != nil {
 		return err
@@ -119,7 +119,7 @@ func allTxs(t *testing.T, db *DB) map[int64]string {
 		quoted[i] = "quote(" + c + ")"
 	}
 	out := map[int64]string{}
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(tx *DBTx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT id, `+strings.Join(quoted, " || ',' || ")+` FROM txs`)
 		if err != nil {
 			return err
@@ -145,7 +145,7 @@ func schemaObjects(t *testing.T, db *DB) string {
 	t.Helper()
 	ctx := context.Background()
 	var names []string
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(tx *DBTx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT type || ':' || name FROM sqlite_schema
 			WHERE tbl_name = 'txs' AND type IN ('index', 'trigger') AND name NOT LIKE 'sqlite_%' ORDER BY type, name`)
 		if err != nil {
@@ -209,7 +209,7 @@ func TestMigration0009KeepsTransactions(t *testing.T) {
 		t.Errorf("in flight after the migration %d costing %v, before %d costing %v (want 4)", n, c, n5, c5)
 	}
 	// The triggers still work on the rebuilt table, and the CHECK knows the new state only.
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(tx *DBTx) error {
 		r := testRecord(5, addr, 100)
 		if err := tx.InsertTx(ctx, r); err != nil {
 			return err
@@ -247,7 +247,7 @@ func testAbandonChain(t *testing.T, be backend) {
 	}
 
 	var abandoned int64
-	if err := db.Write(ctx, func(tx *Tx) error {
+	if err := db.Write(ctx, func(tx *DBTx) error {
 		var err error
 		abandoned, err = tx.AbandonChain(ctx, 5, "chain 5 started over")
 		return err
@@ -263,7 +263,7 @@ func testAbandonChain(t *testing.T, be backend) {
 	if n, _ := inFlight(t, db, 6, addr); n != 4 {
 		t.Errorf("chain 6 in flight %d, want 4 (untouched)", n)
 	}
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(tx *DBTx) error {
 		for st, r := range rows {
 			got, err := tx.TxByID(ctx, r.ID)
 			if err != nil {
@@ -302,7 +302,7 @@ func testAbandonChain(t *testing.T, be backend) {
 	again := testRecord(5, addr, 0)
 	again.IdempotencyKey = rows[StateReserved].IdempotencyKey
 	shared := rows[StateBroadcast].Hash
-	err = db.Write(ctx, func(tx *Tx) error {
+	err = db.Write(ctx, func(tx *DBTx) error {
 		if err := tx.InsertTx(ctx, again); err != nil {
 			return fmt.Errorf("nonce 0 after abandoning: %w", err)
 		}
@@ -336,13 +336,13 @@ func testAbandonChain(t *testing.T, be backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.RaiseNextNonce(ctx, 5, addr, 3) }); err != nil {
+	if err := db.Write(ctx, func(tx *DBTx) error { return tx.RaiseNextNonce(ctx, 5, addr, 3) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Write(ctx, func(tx *Tx) error { _, err := tx.AbandonChain(ctx, 5, "x"); return err }); err != nil {
+	if err := db.Write(ctx, func(tx *DBTx) error { _, err := tx.AbandonChain(ctx, 5, "x"); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(tx *DBTx) error {
 		_, ok, err := tx.NextNonce(ctx, 5, addr)
 		if ok {
 			return errors.New("a nonce head survived AbandonChain on a chain whose rows were all abandoned")
@@ -364,7 +364,7 @@ func testChainGenesisRecord(t *testing.T, be backend) {
 		t.Helper()
 		var h common.Hash
 		var ok bool
-		if err := db.Read(ctx, func(tx *Tx) error {
+		if err := db.Read(ctx, func(tx *DBTx) error {
 			var err error
 			h, ok, err = tx.ChainGenesis(ctx, chain)
 			return err
@@ -377,7 +377,7 @@ func testChainGenesisRecord(t *testing.T, be backend) {
 		t.Fatal("a genesis recorded on a new store")
 	}
 	for _, h := range []common.Hash{a, b} {
-		if err := db.Write(ctx, func(tx *Tx) error { return tx.RecordChainGenesis(ctx, 1, h) }); err != nil {
+		if err := db.Write(ctx, func(tx *DBTx) error { return tx.RecordChainGenesis(ctx, 1, h) }); err != nil {
 			t.Fatal(err)
 		}
 		if got, ok := read(1); !ok || got != h {

@@ -44,7 +44,7 @@ func testKeyRoundTrip(t *testing.T, be backend) {
 		t.Fatalf("HasKeys = %v, %v; want true, nil", has, err)
 	}
 	var stored string
-	err = db.Read(ctx, func(tx *Tx) error {
+	err = db.Read(ctx, func(tx *DBTx) error {
 		return tx.QueryRowContext(ctx, `SELECT address FROM account_keys WHERE key_json = ?`, string(a.JSON)).Scan(&stored)
 	})
 	if err != nil || stored != "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed" {
@@ -85,7 +85,7 @@ func testKeyErrors(t *testing.T, be backend) {
 		})
 	}
 	// The table refuses an address that is not lowercase hex, whoever writes it.
-	err = db.Write(ctx, func(tx *Tx) error {
+	err = db.Write(ctx, func(tx *DBTx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO account_keys (address, key_json, created_at) VALUES (?, '{}', '2025-01-01T00:00:00.000000000Z')`,
 			"0x5AAEB6053F3E94C9B9A09F33669435E7EF1BEAED")
 		return err

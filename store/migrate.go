@@ -78,7 +78,7 @@ type execQuerier interface {
 // write; on PostgreSQL q and write are one connection holding the migration lock
 // (migratePostgres).
 func (db *DB) migrateWith(ctx context.Context, q execQuerier, migs []migration,
-	write func(ctx context.Context, fn func(tx *Tx) error) error) (int, error) {
+	write func(ctx context.Context, fn func(tx *DBTx) error) error) (int, error) {
 	known := 0
 	if len(migs) > 0 {
 		known = migs[len(migs)-1].version
@@ -128,7 +128,7 @@ func (db *DB) migrateWith(ctx context.Context, q execQuerier, migs []migration,
 			continue
 		}
 		applied := false
-		err := write(ctx, func(tx *Tx) error {
+		err := write(ctx, func(tx *DBTx) error {
 			// Another process may have migrated since we looked; the write lock is ours now.
 			v, err := schemaVersion(ctx, tx)
 			if err != nil {

@@ -26,13 +26,13 @@ func testSetMinedMany(t *testing.T, be backend) {
 		recs = append(recs, testRecord(1, addr, n))
 	}
 	recs = append(recs, testRecord(2, addr, 0))
-	write := func(fn func(tx *Tx) error) {
+	write := func(fn func(tx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(func(tx *Tx) error {
+	write(func(tx *DBTx) error {
 		if err := tx.InsertTxs(ctx, recs); err != nil {
 			return err
 		}
@@ -63,7 +63,7 @@ func testSetMinedMany(t *testing.T, be backend) {
 	})
 
 	var changed int64
-	write(func(tx *Tx) (err error) {
+	write(func(tx *DBTx) (err error) {
 		changed, err = tx.SetMinedMany(ctx, 1, []common.Hash{hash(0), hash(1), hash(2), hash(3), hash(4), hash(5), hash(6), hash(7)}, 10, block)
 		return err
 	})
@@ -74,7 +74,7 @@ func testSetMinedMany(t *testing.T, be backend) {
 		state string
 		block common.Hash
 	}{{StateMined, block}, {StateMined, block}, {StateMined, block}, {StateMined, block}, {StateConfirmed, other}, {StateReserved, common.Hash{}}, {StateSigned, common.Hash{}}}
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(tx *DBTx) error {
 		for i, r := range recs {
 			got, err := tx.TxByID(ctx, r.ID)
 			if err != nil {
@@ -96,7 +96,7 @@ func testSetMinedMany(t *testing.T, be backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(func(tx *Tx) (err error) {
+	write(func(tx *DBTx) (err error) {
 		changed, err = tx.SetMinedMany(ctx, 1, nil, 11, block)
 		return err
 	})

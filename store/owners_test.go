@@ -66,13 +66,13 @@ func testNFTBalancesWriteReadPage(t *testing.T, be backend) {
 	}
 	rows = append(rows, balance(c2, "0x0", b, big, StandardERC1155), balance(c2, "0x0", a, "0x5", StandardERC1155),
 		balance(c2, big, c, "0x2", StandardERC1155))
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.PutNFTBalances(ctx, 7, rows) }); err != nil {
+	if err := db.Write(ctx, func(tx *DBTx) error { return tx.PutNFTBalances(ctx, 7, rows) }); err != nil {
 		t.Fatal(err)
 	}
 	page := func(contract common.Address, id *uint256.Int, after *NFTBalanceKey, limit int) []NFTBalance {
 		t.Helper()
 		var out []NFTBalance
-		if err := db.Read(ctx, func(tx *Tx) error {
+		if err := db.Read(ctx, func(tx *DBTx) error {
 			var err error
 			out, err = tx.NFTBalancesPage(ctx, 7, contract, id, after, limit, nil)
 			return err
@@ -115,7 +115,7 @@ func testNFTBalancesWriteReadPage(t *testing.T, be backend) {
 	}
 
 	// Lookups by key and by token; deletes.
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(tx *DBTx) error {
 		keys := []NFTBalanceKey{rows[0].NFTBalanceKey, {Contract: c2, ID: zero, Owner: c}, rows[0].NFTBalanceKey}
 		got, err := tx.NFTBalancesByKey(ctx, 7, keys)
 		if err != nil {
@@ -148,14 +148,14 @@ func testNFTBalancesWriteReadPage(t *testing.T, be backend) {
 	}
 	// Another chain sees nothing.
 	var other []NFTBalance
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(tx *DBTx) error {
 		var err error
 		other, err = tx.NFTBalancesPage(ctx, 8, c1, nil, nil, 10, nil)
 		return err
 	}); err != nil || len(other) != 0 {
 		t.Fatalf("chain 8: %+v, %v", other, err)
 	}
-	if err := db.Write(ctx, func(tx *Tx) error {
+	if err := db.Write(ctx, func(tx *DBTx) error {
 		return tx.PutNFTBalances(ctx, 7, []NFTBalance{balance(c1, "0x1", a, "0x0", StandardERC721)})
 	}); err == nil {
 		t.Fatal("a zero amount was stored")
@@ -190,7 +190,7 @@ func testNFTMintedSaturatesAndSets(t *testing.T, be backend) {
 			n  int64
 			ok bool
 		)
-		if err := db.Read(ctx, func(tx *Tx) error {
+		if err := db.Read(ctx, func(tx *DBTx) error {
 			var err error
 			n, ok, err = tx.NFTMinted(ctx, 3, c)
 			return err
@@ -202,30 +202,30 @@ func testNFTMintedSaturatesAndSets(t *testing.T, be backend) {
 	if _, ok := read(); ok {
 		t.Fatal("a row before any mint")
 	}
-	write := func(fn func(tx *Tx) error) {
+	write := func(fn func(tx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(func(tx *Tx) error { return tx.AddNFTMinted(ctx, 3, c, 5) })
-	write(func(tx *Tx) error { return tx.AddNFTMinted(ctx, 3, c, 2) })
+	write(func(tx *DBTx) error { return tx.AddNFTMinted(ctx, 3, c, 5) })
+	write(func(tx *DBTx) error { return tx.AddNFTMinted(ctx, 3, c, 2) })
 	if n, ok := read(); !ok || n != 7 {
 		t.Fatalf("minted = %d %v, want 7", n, ok)
 	}
-	write(func(tx *Tx) error { return tx.AddNFTMinted(ctx, 3, c, math.MaxUint64) })
+	write(func(tx *DBTx) error { return tx.AddNFTMinted(ctx, 3, c, math.MaxUint64) })
 	if n, _ := read(); n != math.MaxInt64 {
 		t.Fatalf("minted = %d, want saturated at 2^63-1", n)
 	}
-	write(func(tx *Tx) error { return tx.AddNFTMinted(ctx, 3, c, 1) })
+	write(func(tx *DBTx) error { return tx.AddNFTMinted(ctx, 3, c, 1) })
 	if n, _ := read(); n != math.MaxInt64 {
 		t.Fatalf("minted = %d after adding to a saturated count", n)
 	}
-	write(func(tx *Tx) error { return tx.SetNFTMinted(ctx, 3, c, 4, true) })
+	write(func(tx *DBTx) error { return tx.SetNFTMinted(ctx, 3, c, 4, true) })
 	if n, ok := read(); !ok || n != 4 {
 		t.Fatalf("minted = %d %v, want 4", n, ok)
 	}
-	write(func(tx *Tx) error { return tx.SetNFTMinted(ctx, 3, c, 0, false) })
+	write(func(tx *DBTx) error { return tx.SetNFTMinted(ctx, 3, c, 0, false) })
 	if _, ok := read(); ok {
 		t.Fatal("row left after SetNFTMinted(ok=false)")
 	}
@@ -238,7 +238,7 @@ func testNFTIndexProgressBlocksUndo(t *testing.T, be backend) {
 	ctx := context.Background()
 	c, a := addrN(0xc1), addrN(0xa)
 	hash := func(n byte) common.Hash { return common.Hash{n} }
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(tx *DBTx) error {
 		_, err := tx.NFTIndexProgress(ctx, 5)
 		return err
 	})
@@ -254,7 +254,7 @@ func testNFTIndexProgressBlocksUndo(t *testing.T, be backend) {
 		{Block: 12, Seq: 1, Kind: NFTUndoOwner, Contract: c, ID: u256("0x1"), Owner: &a},
 		{Block: 13, Seq: 0, Kind: NFTUndoMinted, Contract: c},
 	}
-	err = db.Write(ctx, func(tx *Tx) error {
+	err = db.Write(ctx, func(tx *DBTx) error {
 		if err := tx.PutNFTIndexProgress(ctx, &NFTIndexProgress{ChainID: 5, Scope: "s", Block: 13, Hash: hash(13)}); err != nil {
 			return err
 		}
@@ -277,7 +277,7 @@ func testNFTIndexProgressBlocksUndo(t *testing.T, be backend) {
 	)
 	read := func() {
 		t.Helper()
-		if err := db.Read(ctx, func(tx *Tx) error {
+		if err := db.Read(ctx, func(tx *DBTx) error {
 			var err error
 			if p, err = tx.NFTIndexProgress(ctx, 5); err != nil {
 				return err
@@ -316,7 +316,7 @@ func testNFTIndexProgressBlocksUndo(t *testing.T, be backend) {
 	}
 
 	// Rewind to 11 drops 12 and 13; prune below 5 drops 1-4.
-	if err := db.Write(ctx, func(tx *Tx) error {
+	if err := db.Write(ctx, func(tx *DBTx) error {
 		if err := tx.RewindNFTIndex(ctx, 5, 11); err != nil {
 			return err
 		}
@@ -330,7 +330,7 @@ func testNFTIndexProgressBlocksUndo(t *testing.T, be backend) {
 	}
 
 	// DeleteNFTIndex leaves nothing of the chain, and other chains untouched.
-	if err := db.Write(ctx, func(tx *Tx) error {
+	if err := db.Write(ctx, func(tx *DBTx) error {
 		if err := tx.PutNFTBalances(ctx, 5, []NFTBalance{balance(c, "0x1", a, "0x1", StandardERC721)}); err != nil {
 			return err
 		}
@@ -349,7 +349,7 @@ func testNFTIndexProgressBlocksUndo(t *testing.T, be backend) {
 		t.Fatal(err)
 	}
 	counts := map[string]int{}
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(tx *DBTx) error {
 		for _, table := range []string{"nft_balances", "nft_minted", "nft_index_progress", "nft_index_blocks", "nft_undo"} {
 			var n int
 			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+table+` WHERE chain_id = 5`).Scan(&n); err != nil {

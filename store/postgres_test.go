@@ -86,7 +86,7 @@ func queryStrings(t *testing.T, db *DB, q string) []string {
 	t.Helper()
 	ctx := context.Background()
 	var out []string
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(tx *DBTx) error {
 		rows, err := tx.QueryContext(ctx, q)
 		if err != nil {
 			return err
@@ -191,7 +191,7 @@ func TestPostgresStatementTimeout(t *testing.T) {
 	cfg.StatementTimeout = 50 * time.Millisecond
 	db := openTest(t, cfg, options{})
 	ctx := context.Background()
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(tx *DBTx) error {
 		_, err := tx.ExecContext(ctx, `SELECT pg_sleep(5)`)
 		return err
 	})
@@ -209,14 +209,14 @@ func testReadIsASnapshot(t *testing.T, be backend) {
 	if err := db.AddAccount(ctx, Account{Address: addrN(1), Owner: "a", Source: SourceDev}); err != nil {
 		t.Fatal(err)
 	}
-	count := func(tx *Tx) int {
+	count := func(tx *DBTx) int {
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM accounts`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(tx *DBTx) error {
 		before := count(tx)
 		if err := db.AddAccount(ctx, Account{Address: addrN(2), Owner: "a", Source: SourceDev}); err != nil {
 			return err
@@ -251,7 +251,7 @@ func testLockAccountAcrossHandles(t *testing.T, be backend) {
 			addr := accounts[i%2]
 			wg.Go(func() {
 				var nonce uint64
-				err := db.WriteGrouped(ctx, func(tx *Tx) error {
+				err := db.WriteGrouped(ctx, func(tx *DBTx) error {
 					if err := tx.LockAccount(ctx, 1, addr); err != nil {
 						return err
 					}
@@ -356,7 +356,7 @@ func TestPostgresTLSConnects(t *testing.T) {
 	db := openTest(t, cfg, options{})
 	var serverSSL string
 	var ssl bool
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(tx *DBTx) error {
 		if err := tx.QueryRowContext(ctx, `SHOW ssl`).Scan(&serverSSL); err != nil {
 			return err
 		}
@@ -380,7 +380,7 @@ func TestPostgresTLSConnects(t *testing.T) {
 		t.Fatalf("tls.mode require: %v", err)
 	}
 	defer req.Close()
-	if err := req.Read(ctx, func(tx *Tx) error {
+	if err := req.Read(ctx, func(tx *DBTx) error {
 		return tx.QueryRowContext(ctx, `SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).Scan(&ssl)
 	}); err != nil {
 		t.Fatal(err)

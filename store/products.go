@@ -61,7 +61,7 @@ func (p *ProductRow) check() error {
 }
 
 // InsertProduct inserts p; ErrExists when a product has its id.
-func (t *Tx) InsertProduct(ctx context.Context, p *ProductRow) error {
+func (t *DBTx) InsertProduct(ctx context.Context, p *ProductRow) error {
 	if err := p.check(); err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (t *Tx) InsertProduct(ctx context.Context, p *ProductRow) error {
 }
 
 // PutProduct inserts p or replaces the product with its id, and says which it did.
-func (t *Tx) PutProduct(ctx context.Context, p *ProductRow) (PutResult, error) {
+func (t *DBTx) PutProduct(ctx context.Context, p *ProductRow) (PutResult, error) {
 	if err := p.check(); err != nil {
 		return 0, err
 	}
@@ -95,7 +95,7 @@ func (t *Tx) PutProduct(ctx context.Context, p *ProductRow) (PutResult, error) {
 }
 
 // DeleteProduct removes the product id; ErrNotFound when there is none.
-func (t *Tx) DeleteProduct(ctx context.Context, id string) error {
+func (t *DBTx) DeleteProduct(ctx context.Context, id string) error {
 	if !validText(id) {
 		return ErrNotFound
 	}
@@ -110,7 +110,7 @@ func (t *Tx) DeleteProduct(ctx context.Context, id string) error {
 }
 
 // Product returns the stored JSON of the product id; ErrNotFound when there is none.
-func (t *Tx) Product(ctx context.Context, id string) ([]byte, error) {
+func (t *DBTx) Product(ctx context.Context, id string) ([]byte, error) {
 	if !validText(id) {
 		return nil, ErrNotFound
 	}
@@ -167,7 +167,7 @@ func (db *DB) SetProductSoldScope(ctx context.Context, indexed []IndexedNetwork)
 			return false, err
 		}
 	}
-	err = db.Write(ctx, func(tx *Tx) error {
+	err = db.Write(ctx, func(tx *DBTx) error {
 		// Replicas starting at once each compare and rewrite the scope: one after the other.
 		if err := tx.lock(ctx, "products sold scope"); err != nil {
 			return err

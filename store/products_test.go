@@ -25,7 +25,7 @@ func testProductsFilterAndOrder(t *testing.T, be backend) {
 		{ID: "p5", Creator: "bob", SaleType: "LIMITED_EDITION", LiveAt: at(-9), SalesEndAt: at(-3)}, // ended
 		{ID: "p6", SaleType: "OPEN_EDITION"}, // never scheduled
 	}
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(tx *DBTx) error {
 		for i := range rows {
 			r := rows[i]
 			r.ID = fmt.Sprintf("%-36s", r.ID) // the schema wants a UUID's length
@@ -78,7 +78,7 @@ func testProductsFilterAndOrder(t *testing.T, be backend) {
 	// Delete removes one product; deleting it again is ErrNotFound.
 	p2 := fmt.Sprintf("%-36s", "p2")
 	for _, want := range []error{nil, ErrNotFound} {
-		if err := db.Write(ctx, func(tx *Tx) error { return tx.DeleteProduct(ctx, p2) }); !errors.Is(err, want) {
+		if err := db.Write(ctx, func(tx *DBTx) error { return tx.DeleteProduct(ctx, p2) }); !errors.Is(err, want) {
 			t.Fatalf("DeleteProduct = %v, want %v", err, want)
 		}
 	}
@@ -106,7 +106,7 @@ func testPutInsertGetProduct(t *testing.T, be backend) {
 	put := func(r *ProductRow) PutResult {
 		t.Helper()
 		var res PutResult
-		if err := db.Write(ctx, func(tx *Tx) error {
+		if err := db.Write(ctx, func(tx *DBTx) error {
 			var err error
 			res, err = tx.PutProduct(ctx, r)
 			return err
@@ -117,7 +117,7 @@ func testPutInsertGetProduct(t *testing.T, be backend) {
 	}
 	body := func(id string) (string, error) {
 		var b []byte
-		err := db.Read(ctx, func(tx *Tx) error {
+		err := db.Read(ctx, func(tx *DBTx) error {
 			var err error
 			b, err = tx.Product(ctx, fmt.Sprintf("%-36s", id))
 			return err
@@ -140,11 +140,11 @@ func testPutInsertGetProduct(t *testing.T, be backend) {
 	if _, err := body("nope"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Product(nope) = %v, want ErrNotFound", err)
 	}
-	err := db.Write(ctx, func(tx *Tx) error { return tx.InsertProduct(ctx, productRow("p1", nil)) })
+	err := db.Write(ctx, func(tx *DBTx) error { return tx.InsertProduct(ctx, productRow("p1", nil)) })
 	if !errors.Is(err, ErrExists) {
 		t.Errorf("InsertProduct of an existing id = %v, want ErrExists", err)
 	}
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertProduct(ctx, productRow("p2", nil)) }); err != nil {
+	if err := db.Write(ctx, func(tx *DBTx) error { return tx.InsertProduct(ctx, productRow("p2", nil)) }); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := body("p2"); err != nil || b != `{"id":"p2"}` {
@@ -178,7 +178,7 @@ func testChainSold(t *testing.T, be backend) {
 		// base is not indexed at all, though its chain has rows.
 		productRow("b-not-indexed", func(r *ProductRow) { r.Network, r.TokenContract, r.TotalSold = "base", addr('a'), 4 }),
 	}
-	if err := db.Write(ctx, func(tx *Tx) error {
+	if err := db.Write(ctx, func(tx *DBTx) error {
 		for _, r := range rows {
 			if _, err := tx.PutProduct(ctx, r); err != nil {
 				return err
@@ -204,7 +204,7 @@ func testChainSold(t *testing.T, be backend) {
 			t.Fatalf("SetProductSoldScope = %v, %v; want %v", changed, err, want)
 		}
 	}
-	write := func(f func(tx *Tx) error) {
+	write := func(f func(tx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, f); err != nil {
 			t.Fatal(err)
@@ -253,7 +253,7 @@ func testChainSold(t *testing.T, be backend) {
 	setScope(scope, false) // the same scope again: nothing to recompute
 
 	// The triggers: the indexer's writes of nft_minted move the products of the contract...
-	write(func(tx *Tx) error {
+	write(func(tx *DBTx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE nft_minted SET minted = 1 WHERE chain_id = 1 AND contract = ?`, addr('a')); err != nil {
 			return err
 		}
@@ -267,7 +267,7 @@ func testChainSold(t *testing.T, be backend) {
 		tc{ProductFilter{}, "b-not-indexed=4/4 m-minted-few=3/10 m-minted-out=1/2 m-no-row=10/10 p-indexed=0/0 p-not-indexed=10/10"},
 		tc{ProductFilter{Sold: &yes}, "m-no-row=10/10 p-not-indexed=10/10"})
 	// ... and a product written (import, admin API) takes its figure at once.
-	write(func(tx *Tx) error {
+	write(func(tx *DBTx) error {
 		r := productRow("m-new", func(r *ProductRow) { r.TokenContract, r.TotalSold, r.TotalAvailable = addr('b'), 0, &ten })
 		if _, err := tx.PutProduct(ctx, r); err != nil {
 			return err

@@ -23,7 +23,7 @@ func testUsage(t *testing.T, be backend) {
 	add := func(k UsageKey, n uint64) uint64 {
 		t.Helper()
 		var total uint64
-		if err := db.WriteOne(ctx, func(tx *Tx) (err error) {
+		if err := db.WriteOne(ctx, func(tx *DBTx) (err error) {
 			total, err = tx.AddUsage(ctx, k, n, now)
 			return err
 		}); err != nil {
@@ -34,7 +34,7 @@ func testUsage(t *testing.T, be backend) {
 	usage := func(k UsageKey) uint64 {
 		t.Helper()
 		var n uint64
-		if err := db.ReadOne(ctx, func(tx *Tx) (err error) {
+		if err := db.ReadOne(ctx, func(tx *DBTx) (err error) {
 			n, err = tx.Usage(ctx, k)
 			return err
 		}); err != nil {
@@ -69,7 +69,7 @@ func testUsage(t *testing.T, be backend) {
 
 	// Refused keys.
 	for _, k := range []UsageKey{{"", UsageDay, day}, {"a", "week", day}, {"a\xff", UsageDay, day}} {
-		err := db.WriteOne(ctx, func(tx *Tx) error { _, err := tx.AddUsage(ctx, k, 1, now); return err })
+		err := db.WriteOne(ctx, func(tx *DBTx) error { _, err := tx.AddUsage(ctx, k, 1, now); return err })
 		if err == nil {
 			t.Errorf("AddUsage(%q) accepted", k)
 		}
@@ -79,7 +79,7 @@ func testUsage(t *testing.T, be backend) {
 	old := UsageKey{"a", UsageMonth, month.AddDate(0, -14, 0)}
 	add(old, 99)
 	var pruned int64
-	if err := db.Write(ctx, func(tx *Tx) (err error) {
+	if err := db.Write(ctx, func(tx *DBTx) (err error) {
 		pruned, err = tx.PruneUsage(ctx, month.AddDate(0, -13, 0))
 		return err
 	}); err != nil {
@@ -112,7 +112,7 @@ func TestUsageConcurrentAdds(t *testing.T) {
 			defer wg.Done()
 			for range adds {
 				var total uint64
-				err := dbs[w%2].WriteOne(ctx, func(tx *Tx) (err error) {
+				err := dbs[w%2].WriteOne(ctx, func(tx *DBTx) (err error) {
 					total, err = tx.AddUsage(ctx, k, 1, time.Now())
 					return err
 				})
@@ -135,7 +135,7 @@ func TestUsageConcurrentAdds(t *testing.T) {
 		t.Fatalf("%d distinct totals seen, want %d", len(seen), writers*adds)
 	}
 	var n uint64
-	if err := dbs[0].ReadOne(ctx, func(tx *Tx) (err error) { n, err = tx.Usage(ctx, k); return err }); err != nil {
+	if err := dbs[0].ReadOne(ctx, func(tx *DBTx) (err error) { n, err = tx.Usage(ctx, k); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if n != writers*adds {

@@ -29,13 +29,13 @@ func testRevertedRows(t *testing.T, be backend) {
 	recs[0].Principal, recs[1].Principal = "alice", "alice"
 	released := testRecord(1, addr, 0)
 	released.Kind = KindSign
-	write := func(fn func(tx *Tx) error) {
+	write := func(fn func(tx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(func(tx *Tx) error {
+	write(func(tx *DBTx) error {
 		if err := tx.InsertWebhook(ctx, testWebhook("wh_a", "alice", "https://a.example/1")); err != nil {
 			return err
 		}
@@ -63,7 +63,7 @@ func testRevertedRows(t *testing.T, be backend) {
 		return err
 	})
 	var changed []bool
-	write(func(tx *Tx) error {
+	write(func(tx *DBTx) error {
 		for _, bh := range []common.Hash{other, block, block} { // another block: no; then once
 			ok, err := tx.SetReverted(ctx, recs[0].ID, bh, reason)
 			if err != nil {
@@ -80,13 +80,13 @@ func testRevertedRows(t *testing.T, be backend) {
 	if !slices.Equal(changed, []bool{false, true, false}) {
 		t.Errorf("SetReverted in another block, in its block, again: %v, want [false true false]", changed)
 	}
-	read := func(fn func(tx *Tx) error) {
+	read := func(fn func(tx *DBTx) error) {
 		t.Helper()
 		if err := db.Read(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	read(func(tx *Tx) error {
+	read(func(tx *DBTx) error {
 		got, err := tx.TxByID(ctx, recs[0].ID)
 		if err != nil {
 			return err
@@ -121,14 +121,14 @@ func testRevertedRows(t *testing.T, be backend) {
 		return nil
 	})
 	var n int64
-	write(func(tx *Tx) (err error) {
+	write(func(tx *DBTx) (err error) {
 		n, err = tx.Unmine(ctx, 1, 10, block)
 		return err
 	})
 	if n != 1 {
 		t.Errorf("Unmine changed %d rows, want 1", n)
 	}
-	read(func(tx *Tx) error {
+	read(func(tx *DBTx) error {
 		got, err := tx.TxByID(ctx, recs[0].ID)
 		if err != nil {
 			return err

@@ -231,7 +231,7 @@ func TestOpenMigrateReopenKeepsData(t *testing.T) {
 		t.Fatalf("Account after reopen = %+v, want %+v", got, acct)
 	}
 	var n int
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(tx *DBTx) error {
 		return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n)
 	}); err != nil {
 		t.Fatal(err)
@@ -246,12 +246,12 @@ func TestOpenSetsPragmas(t *testing.T) {
 	db := openTest(t, testConfig(t), options{})
 	for _, pool := range []struct {
 		name string
-		run  func(context.Context, func(*Tx) error) error
+		run  func(context.Context, func(*DBTx) error) error
 	}{{"write", db.Write}, {"read", db.Read}} {
 		t.Run(pool.name, func(t *testing.T) {
 			var mode string
 			var fk, sync, busy int
-			err := pool.run(ctx, func(tx *Tx) error {
+			err := pool.run(ctx, func(tx *DBTx) error {
 				if err := tx.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
 					return err
 				}
@@ -437,7 +437,7 @@ func tableNames(t *testing.T, db *DB) string {
 	t.Helper()
 	ctx := context.Background()
 	var names []string
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(tx *DBTx) error {
 		q := `SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name`
 		if db.d == postgresDialect {
 			q = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name`
@@ -484,7 +484,7 @@ func testConcurrentOpenMigratesOnce(t *testing.T, be backend) {
 		defer dbs[i].Close()
 	}
 	var rows int
-	if err := dbs[0].Read(ctx, func(tx *Tx) error {
+	if err := dbs[0].Read(ctx, func(tx *DBTx) error {
 		return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&rows)
 	}); err != nil {
 		t.Fatal(err)
@@ -557,7 +557,7 @@ func queryPlan(t *testing.T, db *DB, q string, args ...any) []string {
 	t.Helper()
 	ctx := context.Background()
 	var plan []string
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(tx *DBTx) error {
 		rows, err := tx.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
 		if err != nil {
 			return err

@@ -38,7 +38,7 @@ func testInvalidText(t *testing.T, be backend) {
 		if err := db.AddKey(ctx, StoredKey{Address: addrN(1), JSON: []byte(`{"x":"` + s + `"}`)}); !errors.Is(err, ErrInvalidText) {
 			t.Errorf("AddKey(%q) = %v, want ErrInvalidText", s, err)
 		}
-		err := db.Write(ctx, func(tx *Tx) error {
+		err := db.Write(ctx, func(tx *DBTx) error {
 			r := testRecord(1, addrN(1), 0)
 			r.Principal = s
 			if err := tx.InsertTx(ctx, r); !errors.Is(err, ErrInvalidText) {
@@ -66,7 +66,7 @@ func testInvalidText(t *testing.T, be backend) {
 
 	// A node's message with a NUL and a stray byte: stored, with U+FFFD in their place.
 	var id int64
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(tx *DBTx) error {
 		r := testRecord(1, addrN(2), 0)
 		if err := tx.InsertTx(ctx, r); err != nil {
 			return err
@@ -77,7 +77,7 @@ func testInvalidText(t *testing.T, be backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Read(ctx, func(tx *Tx) error {
+	err = db.Read(ctx, func(tx *DBTx) error {
 		r, err := tx.TxByID(ctx, id)
 		if err != nil {
 			return err

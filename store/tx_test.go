@@ -31,7 +31,7 @@ func testConcurrentWrites(t *testing.T, be backend) {
 	errs := make(chan error, writers+writers/4)
 	for i := range writers {
 		wg.Go(func() {
-			errs <- db.Write(ctx, func(tx *Tx) error {
+			errs <- db.Write(ctx, func(tx *DBTx) error {
 				// A read-then-write: PostgreSQL's writers run at once and must lock what
 				// they decide on (SQLite's single writer needs no lock).
 				if err := tx.lock(ctx, "test", "accounts"); err != nil {
@@ -131,7 +131,7 @@ func testWritePanicRollsBack(t *testing.T, be backend) {
 				t.Fatalf("recovered %v, want the panic to continue as boom", p)
 			}
 		}()
-		_ = db.Write(ctx, func(tx *Tx) error {
+		_ = db.Write(ctx, func(tx *DBTx) error {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`,
 				addressKey(addrN(1)), "alice", SourceDev, formatTime(time.Now())); err != nil {
 				return err
@@ -154,7 +154,7 @@ func testWriteErrorRollsBack(t *testing.T, be backend) {
 	ctx := context.Background()
 	db := openBackend(t, be)
 	sentinel := errors.New("changed my mind")
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(tx *DBTx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`,
 			addressKey(addrN(1)), "alice", SourceDev, formatTime(time.Now())); err != nil {
 			return err
@@ -176,7 +176,7 @@ func testWriteCanceledContext(t *testing.T, be backend) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	called := false
-	err := db.Write(ctx, func(tx *Tx) error { called = true; return nil })
+	err := db.Write(ctx, func(tx *DBTx) error { called = true; return nil })
 	if !errors.Is(err, context.Canceled) || called {
 		t.Fatalf("Write with a canceled context = %v (fn called: %v), want context.Canceled before fn", err, called)
 	}
@@ -188,12 +188,12 @@ func TestWriteWaitsForHeldWriterUntilContext(t *testing.T) {
 	db := openTest(t, testConfig(t), options{})
 	held, release := make(chan struct{}), make(chan struct{})
 	go func() {
-		_ = db.Write(context.Background(), func(tx *Tx) error { close(held); <-release; return nil })
+		_ = db.Write(context.Background(), func(tx *DBTx) error { close(held); <-release; return nil })
 	}()
 	<-held
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	err := db.Write(ctx, func(tx *Tx) error { return nil })
+	err := db.Write(ctx, func(tx *DBTx) error { return nil })
 	close(release)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Write behind a held writer = %v, want context.DeadlineExceeded", err)
@@ -205,7 +205,7 @@ func TestReadRejectsWrites(t *testing.T) { forEachBackend(t, testReadRejectsWrit
 func testReadRejectsWrites(t *testing.T, be backend) {
 	ctx := context.Background()
 	db := openBackend(t, be)
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(tx *DBTx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`,
 			addressKey(addrN(1)), "alice", SourceDev, formatTime(time.Now()))
 		return err
@@ -240,7 +240,7 @@ func BenchmarkWrite(b *testing.B) {
 					next++
 					n := next
 					mu.Unlock()
-					return db.Write(ctx, func(tx *Tx) error {
+					return db.Write(ctx, func(tx *DBTx) error {
 						_, err := tx.ExecContext(ctx, `INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`,
 							addressKey(addrN(n)), "bench", SourceDev, formatTime(time.Now()))
 						return err

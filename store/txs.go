@@ -152,7 +152,7 @@ func nullString(s string) sql.NullString { return sql.NullString{String: s, Vali
 
 // NextNonce is the next nonce never handed out for (chainID, addr); ok is false when the
 // account has no nonce head on that chain yet.
-func (t *Tx) NextNonce(ctx context.Context, chainID uint64, addr common.Address) (next uint64, ok bool, err error) {
+func (t *DBTx) NextNonce(ctx context.Context, chainID uint64, addr common.Address) (next uint64, ok bool, err error) {
 	var n int64
 	err = t.QueryRowContext(ctx, qNextNonce,
 		int64(chainID), addressKey(addr)).Scan(&n)
@@ -167,7 +167,7 @@ func (t *Tx) NextNonce(ctx context.Context, chainID uint64, addr common.Address)
 
 // RaiseNextNonce sets the nonce head of (chainID, addr) to next, creating it, unless it is
 // higher already: a head never goes down, because lower nonces may have been handed out.
-func (t *Tx) RaiseNextNonce(ctx context.Context, chainID uint64, addr common.Address, next uint64) error {
+func (t *DBTx) RaiseNextNonce(ctx context.Context, chainID uint64, addr common.Address, next uint64) error {
 	_, err := t.ExecContext(ctx, qRaiseNextNonce,
 		int64(chainID), addressKey(addr), int64(next))
 	if err != nil {
@@ -178,7 +178,7 @@ func (t *Tx) RaiseNextNonce(ctx context.Context, chainID uint64, addr common.Add
 
 // MaxStoredNonce is the highest nonce of any recorded transaction of (chainID, addr), abandoned
 // ones left out (they belong to a chain that started over); ok is false when there is none.
-func (t *Tx) MaxStoredNonce(ctx context.Context, chainID uint64, addr common.Address) (uint64, bool, error) {
+func (t *DBTx) MaxStoredNonce(ctx context.Context, chainID uint64, addr common.Address) (uint64, bool, error) {
 	var n sql.NullInt64
 	if err := t.QueryRowContext(ctx, qMaxStoredNonce,
 		int64(chainID), addressKey(addr)).Scan(&n); err != nil {
@@ -190,7 +190,7 @@ func (t *Tx) MaxStoredNonce(ctx context.Context, chainID uint64, addr common.Add
 // ReusableSlot is the lowest released nonce of (chainID, addr) at or above minNonce that no
 // live transaction holds (released, failed and abandoned ones hold none); ok is false when
 // there is none.
-func (t *Tx) ReusableSlot(ctx context.Context, chainID uint64, addr common.Address, minNonce uint64) (uint64, bool, error) {
+func (t *DBTx) ReusableSlot(ctx context.Context, chainID uint64, addr common.Address, minNonce uint64) (uint64, bool, error) {
 	var n int64
 	err := t.QueryRowContext(ctx, qReusableSlot, int64(chainID), addressKey(addr), int64(minNonce)).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -222,7 +222,7 @@ func costLimbs(c *big.Int) ([8]int64, error) {
 // InFlight is the number of transactions of (chainID, addr) in flight (reserved, signed,
 // broadcast, handed_out: they may still take funds from the account) and the sum of
 // their max costs: one row, kept by triggers (migration 0002).
-func (t *Tx) InFlight(ctx context.Context, chainID uint64, addr common.Address) (int, *big.Int, error) {
+func (t *DBTx) InFlight(ctx context.Context, chainID uint64, addr common.Address) (int, *big.Int, error) {
 	var n int64
 	var c [8]int64
 	err := t.QueryRowContext(ctx, qInFlight,
@@ -254,7 +254,7 @@ type NonceState struct {
 // ReservationState reads the nonce head of (chainID, addr), whether a reusable slot exists
 // and the in-flight count and cost, in one statement: what NextNonce, ReusableSlot and
 // InFlight read one by one.
-func (t *Tx) ReservationState(ctx context.Context, chainID uint64, addr common.Address) (NonceState, error) {
+func (t *DBTx) ReservationState(ctx context.Context, chainID uint64, addr common.Address) (NonceState, error) {
 	var (
 		s    NonceState
 		next sql.NullInt64
@@ -280,7 +280,7 @@ func (t *Tx) ReservationState(ctx context.Context, chainID uint64, addr common.A
 // CreatedAt and UpdatedAt. A row that conflicts (a live row at its nonce, an idempotency key
 // used already) fails the whole statement with ErrExists: it is for rows that cannot (a
 // reservation group under the account's lock, without idempotency keys).
-func (t *Tx) InsertTxs(ctx context.Context, rs []*TxRecord) error {
+func (t *DBTx) InsertTxs(ctx context.Context, rs []*TxRecord) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -355,7 +355,7 @@ func insertTxArgs(r *TxRecord, now time.Time) ([]any, error) {
 
 // InsertTx records r and sets r.ID, r.CreatedAt and r.UpdatedAt. A live row at the same
 // nonce, or the principal's idempotency key used already, is ErrExists.
-func (t *Tx) InsertTx(ctx context.Context, r *TxRecord) error {
+func (t *DBTx) InsertTx(ctx context.Context, r *TxRecord) error {
 	now := time.Now()
 	args, err := insertTxArgs(r, now)
 	if err != nil {
@@ -372,14 +372,14 @@ func (t *Tx) InsertTx(ctx context.Context, r *TxRecord) error {
 // SetSigned stores the signed bytes and hash of row id and moves it to state (signed, or
 // handed_out for eth_signTransaction), from reserved only; ErrNotFound when it was not
 // reserved.
-func (t *Tx) SetSigned(ctx context.Context, id int64, raw []byte, hash common.Hash, state string) error {
+func (t *DBTx) SetSigned(ctx context.Context, id int64, raw []byte, hash common.Hash, state string) error {
 	res, err := t.ExecContext(ctx, qSetSigned, raw, hashKey(hash), state, formatTime(time.Now()), id)
 	return oneRow(res, err, "set signed")
 }
 
 // SetState moves row id to state, only from one of the states in from; ErrNotFound when it was
 // in none of them. errMsg, when not empty, is recorded as the row's error.
-func (t *Tx) SetState(ctx context.Context, id int64, from []string, state, errMsg string) error {
+func (t *DBTx) SetState(ctx context.Context, id int64, from []string, state, errMsg string) error {
 	q := setStateQuery(len(from))
 	args := []any{state, nullString(cleanText(errMsg)), formatTime(time.Now()), id}
 	for _, f := range from {
@@ -392,7 +392,7 @@ func (t *Tx) SetState(ctx context.Context, id int64, from []string, state, errMs
 // SetMined records that the transaction hash of chainID is in block (number, blockHash), for
 // a row that was signed, broadcast or handed out, or mined in another block (a reorg moved
 // it). It returns how many rows changed.
-func (t *Tx) SetMined(ctx context.Context, chainID uint64, hash common.Hash, number uint64, blockHash common.Hash) (int64, error) {
+func (t *DBTx) SetMined(ctx context.Context, chainID uint64, hash common.Hash, number uint64, blockHash common.Hash) (int64, error) {
 	res, err := t.ExecContext(ctx, qSetMined,
 		int64(number), hashKey(blockHash), formatTime(time.Now()), hashKey(hash), int64(chainID), hashKey(blockHash))
 	if err != nil {
@@ -406,7 +406,7 @@ func (t *Tx) SetMined(ctx context.Context, chainID uint64, hash common.Hash, num
 // failed. Its block, block hash and mined hash stay set, which tells it apart from a
 // transaction failed before it was mined (Unmine and MinedSince look at it as at a mined
 // one). It reports whether the row changed (not when it left mined or that block meanwhile).
-func (t *Tx) SetReverted(ctx context.Context, id int64, blockHash common.Hash, reason string) (bool, error) {
+func (t *DBTx) SetReverted(ctx context.Context, id int64, blockHash common.Hash, reason string) (bool, error) {
 	res, err := t.ExecContext(ctx, qSetReverted, nullString(cleanText(reason)), formatTime(time.Now()), id, hashKey(blockHash))
 	if err != nil {
 		return false, fmt.Errorf("set reverted: %w", err)
@@ -418,7 +418,7 @@ func (t *Tx) SetReverted(ctx context.Context, id int64, blockHash common.Hash, r
 // Unmine moves the mined rows of chainID in block (number, blockHash) back to broadcast: the
 // block left the canonical chain. Rows that reverted in it (failed, with that block) go back
 // too, their revert reason cleared: in another block they may not revert.
-func (t *Tx) Unmine(ctx context.Context, chainID uint64, number uint64, blockHash common.Hash) (int64, error) {
+func (t *DBTx) Unmine(ctx context.Context, chainID uint64, number uint64, blockHash common.Hash) (int64, error) {
 	res, err := t.ExecContext(ctx, qUnmine,
 		formatTime(time.Now()), int64(chainID), int64(number), hashKey(blockHash))
 	if err != nil {
@@ -428,7 +428,7 @@ func (t *Tx) Unmine(ctx context.Context, chainID uint64, number uint64, blockHas
 }
 
 // Confirm moves the mined rows of chainID at or below block number to confirmed.
-func (t *Tx) Confirm(ctx context.Context, chainID uint64, number uint64) (int64, error) {
+func (t *DBTx) Confirm(ctx context.Context, chainID uint64, number uint64) (int64, error) {
 	res, err := t.ExecContext(ctx, qConfirm,
 		formatTime(time.Now()), int64(chainID), int64(number))
 	if err != nil {
@@ -456,12 +456,12 @@ func placeholders(n int) string {
 }
 
 // TxByID is row id, or ErrNotFound.
-func (t *Tx) TxByID(ctx context.Context, id int64) (*TxRecord, error) {
+func (t *DBTx) TxByID(ctx context.Context, id int64) (*TxRecord, error) {
 	return scanTx(t.QueryRowContext(ctx, qTxByID, id))
 }
 
 // TxByIdempotencyKey is principal's row with key, or ErrNotFound.
-func (t *Tx) TxByIdempotencyKey(ctx context.Context, principal, key string) (*TxRecord, error) {
+func (t *DBTx) TxByIdempotencyKey(ctx context.Context, principal, key string) (*TxRecord, error) {
 	if !validText(principal) || !validText(key) {
 		return nil, ErrNotFound // no stored row has such text
 	}
@@ -470,25 +470,25 @@ func (t *Tx) TxByIdempotencyKey(ctx context.Context, principal, key string) (*Tx
 }
 
 // TxsByHash are the rows with hash, newest first (one, except for a slot signed again).
-func (t *Tx) TxsByHash(ctx context.Context, hash common.Hash) ([]*TxRecord, error) {
+func (t *DBTx) TxsByHash(ctx context.Context, hash common.Hash) ([]*TxRecord, error) {
 	return t.queryTxs(ctx, qTxsByHash, hashKey(hash))
 }
 
 // TxsAtNonce are the rows of (chainID, addr) at nonce, oldest first.
-func (t *Tx) TxsAtNonce(ctx context.Context, chainID uint64, addr common.Address, nonce uint64) ([]*TxRecord, error) {
+func (t *DBTx) TxsAtNonce(ctx context.Context, chainID uint64, addr common.Address, nonce uint64) ([]*TxRecord, error) {
 	return t.queryTxs(ctx, qTxsAtNonce,
 		int64(chainID), addressKey(addr), int64(nonce))
 }
 
 // MinedSince are the mined (and cancelled, and reverted: failed in a block) rows of chainID
 // in blocks at or above number.
-func (t *Tx) MinedSince(ctx context.Context, chainID uint64, number uint64) ([]*TxRecord, error) {
+func (t *DBTx) MinedSince(ctx context.Context, chainID uint64, number uint64) ([]*TxRecord, error) {
 	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ?
 		AND (state IN ('mined', 'cancelled') OR (state = 'failed' AND block_hash IS NOT NULL)) AND block_number >= ?
 		ORDER BY block_number`, int64(chainID), int64(number))
 }
 
-func (t *Tx) queryTxs(ctx context.Context, query string, args ...any) ([]*TxRecord, error) {
+func (t *DBTx) queryTxs(ctx context.Context, query string, args ...any) ([]*TxRecord, error) {
 	rows, err := t.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -507,7 +507,7 @@ func (t *Tx) queryTxs(ctx context.Context, query string, args ...any) ([]*TxReco
 
 // SetHandedOut stores the signed bytes of reserved row id for eth_signTransaction and holds the
 // nonce for the caller until expires.
-func (t *Tx) SetHandedOut(ctx context.Context, id int64, raw []byte, hash common.Hash, expires time.Time) error {
+func (t *DBTx) SetHandedOut(ctx context.Context, id int64, raw []byte, hash common.Hash, expires time.Time) error {
 	res, err := t.ExecContext(ctx, qSetHandedOut, raw, hashKey(hash), formatTime(expires), formatTime(time.Now()), id)
 	return oneRow(res, err, "set handed out")
 }
@@ -515,7 +515,7 @@ func (t *Tx) SetHandedOut(ctx context.Context, id int64, raw []byte, hash common
 // LowerNextNonce moves the nonce head of (chainID, addr) from from down to to, only when it is
 // at from: the nonces between were never handed out to anything else. It reports whether it
 // moved.
-func (t *Tx) LowerNextNonce(ctx context.Context, chainID uint64, addr common.Address, from, to uint64) (bool, error) {
+func (t *DBTx) LowerNextNonce(ctx context.Context, chainID uint64, addr common.Address, from, to uint64) (bool, error) {
 	res, err := t.ExecContext(ctx, qLowerNextNonce,
 		int64(to), int64(chainID), addressKey(addr), int64(from))
 	if err != nil {
@@ -526,13 +526,13 @@ func (t *Tx) LowerNextNonce(ctx context.Context, chainID uint64, addr common.Add
 }
 
 // ExpiredHandOuts are up to limit handed-out rows of chainID whose hold ended before now.
-func (t *Tx) ExpiredHandOuts(ctx context.Context, chainID uint64, now time.Time, limit int) ([]*TxRecord, error) {
+func (t *DBTx) ExpiredHandOuts(ctx context.Context, chainID uint64, now time.Time, limit int) ([]*TxRecord, error) {
 	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ? AND state = 'handed_out' AND expires_at < ?
 		ORDER BY expires_at LIMIT ?`, int64(chainID), formatTime(now), limit)
 }
 
 // StaleTxs are up to limit rows of chainID in one of states not updated since before.
-func (t *Tx) StaleTxs(ctx context.Context, chainID uint64, states []string, before time.Time, limit int) ([]*TxRecord, error) {
+func (t *DBTx) StaleTxs(ctx context.Context, chainID uint64, states []string, before time.Time, limit int) ([]*TxRecord, error) {
 	args := []any{int64(chainID)}
 	for _, s := range states {
 		args = append(args, s)
@@ -543,13 +543,13 @@ func (t *Tx) StaleTxs(ctx context.Context, chainID uint64, states []string, befo
 }
 
 // ClearIdempotencyKey frees the idempotency key of row id for another row.
-func (t *Tx) ClearIdempotencyKey(ctx context.Context, id int64) error {
+func (t *DBTx) ClearIdempotencyKey(ctx context.Context, id int64) error {
 	_, err := t.ExecContext(ctx, `UPDATE txs SET idempotency_key = NULL WHERE id = ?`, id)
 	return err
 }
 
 // Touch sets the updated_at of row id to now (a rebroadcast).
-func (t *Tx) Touch(ctx context.Context, id int64) error {
+func (t *DBTx) Touch(ctx context.Context, id int64) error {
 	_, err := t.ExecContext(ctx, qTouch, formatTime(time.Now()), id)
 	return err
 }
@@ -560,7 +560,7 @@ func (t *Tx) Touch(ctx context.Context, id int64) error {
 // its former state as its error, and frees its idempotency key for a new transaction; the
 // chain's nonce heads are dropped, so the next reservation of each account takes its nonce
 // from the node again. It returns how many rows it abandoned.
-func (t *Tx) AbandonChain(ctx context.Context, chainID uint64, reason string) (int64, error) {
+func (t *DBTx) AbandonChain(ctx context.Context, chainID uint64, reason string) (int64, error) {
 	res, err := t.ExecContext(ctx, qAbandonChain, cleanText(reason), formatTime(time.Now()), int64(chainID))
 	if err != nil {
 		return 0, fmt.Errorf("abandon chain %d: %w", chainID, err)
@@ -576,7 +576,7 @@ func (t *Tx) AbandonChain(ctx context.Context, chainID uint64, reason string) (i
 }
 
 // HasOpenTxs reports whether chainID has rows the confirmer must follow.
-func (t *Tx) HasOpenTxs(ctx context.Context, chainID uint64) (bool, error) {
+func (t *DBTx) HasOpenTxs(ctx context.Context, chainID uint64) (bool, error) {
 	var one int
 	err := t.QueryRowContext(ctx, qHasOpenTxs,
 		int64(chainID)).Scan(&one)

@@ -35,7 +35,7 @@ func testGroupedWritesShareCommits(t *testing.T, be backend) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			errs[i] = db.WriteGrouped(ctx, func(tx *Tx) error {
+			errs[i] = db.WriteGrouped(ctx, func(tx *DBTx) error {
 				if err := tx.LockAccount(ctx, 1, addr); err != nil {
 					return err
 				}
@@ -66,7 +66,7 @@ func testGroupedWritesShareCommits(t *testing.T, be backend) {
 			failed++
 		}
 	}
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(tx *DBTx) error {
 		next, ok, err := tx.NextNonce(ctx, 1, addr)
 		if err != nil || !ok || next != uint64(n-failed) {
 			t.Errorf("next nonce %d %v %v, want %d", next, ok, err, n-failed)
@@ -93,7 +93,7 @@ func TestGroupedWritePanicIsAnError(t *testing.T) { forEachBackend(t, testGroupe
 func testGroupedWritePanicIsAnError(t *testing.T, be backend) {
 	ctx := context.Background()
 	db := openBackend(t, be)
-	err := db.WriteGrouped(ctx, func(tx *Tx) error {
+	err := db.WriteGrouped(ctx, func(tx *DBTx) error {
 		if err := tx.InsertTx(ctx, testRecord(1, addrN(2), 0)); err != nil {
 			return err
 		}
@@ -102,7 +102,7 @@ func testGroupedWritePanicIsAnError(t *testing.T, be backend) {
 	if err == nil {
 		t.Fatal("panic not reported")
 	}
-	if err := db.WriteGrouped(ctx, func(tx *Tx) error { return tx.InsertTx(ctx, testRecord(1, addrN(2), 0)) }); err != nil {
+	if err := db.WriteGrouped(ctx, func(tx *DBTx) error { return tx.InsertTx(ctx, testRecord(1, addrN(2), 0)) }); err != nil {
 		t.Fatalf("the panicking function's row was kept: %v", err)
 	}
 }
@@ -116,45 +116,45 @@ func testTxLifecycle(t *testing.T, be backend) {
 	addr := addrN(3)
 	rec := testRecord(5, addr, 0)
 	rec.IdempotencyKey = "k"
-	write := func(fn func(tx *Tx) error) {
+	write := func(fn func(tx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(func(tx *Tx) error { return tx.InsertTx(ctx, rec) })
+	write(func(tx *DBTx) error { return tx.InsertTx(ctx, rec) })
 	// The same nonce again, or the same idempotency key: ErrExists.
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertTx(ctx, testRecord(5, addr, 0)) }); !errors.Is(err, ErrExists) {
+	if err := db.Write(ctx, func(tx *DBTx) error { return tx.InsertTx(ctx, testRecord(5, addr, 0)) }); !errors.Is(err, ErrExists) {
 		t.Fatalf("second live row at a nonce: %v", err)
 	}
 	dup := testRecord(5, addr, 1)
 	dup.IdempotencyKey = "k"
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertTx(ctx, dup) }); !errors.Is(err, ErrExists) {
+	if err := db.Write(ctx, func(tx *DBTx) error { return tx.InsertTx(ctx, dup) }); !errors.Is(err, ErrExists) {
 		t.Fatalf("idempotency key twice: %v", err)
 	}
 	hash := common.HexToHash("0xaa")
-	write(func(tx *Tx) error { return tx.SetSigned(ctx, rec.ID, []byte{1, 2}, hash, StateSigned) })
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.SetSigned(ctx, rec.ID, []byte{1}, hash, StateSigned) }); !errors.Is(err, ErrNotFound) {
+	write(func(tx *DBTx) error { return tx.SetSigned(ctx, rec.ID, []byte{1, 2}, hash, StateSigned) })
+	if err := db.Write(ctx, func(tx *DBTx) error { return tx.SetSigned(ctx, rec.ID, []byte{1}, hash, StateSigned) }); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("signing a signed row: %v", err)
 	}
 	block := common.HexToHash("0xbb")
-	write(func(tx *Tx) error {
+	write(func(tx *DBTx) error {
 		n, err := tx.SetMined(ctx, 5, hash, 7, block)
 		if n != 1 {
 			t.Errorf("SetMined changed %d rows", n)
 		}
 		return err
 	})
-	write(func(tx *Tx) error {
+	write(func(tx *DBTx) error {
 		n, err := tx.Unmine(ctx, 5, 7, block)
 		if n != 1 {
 			t.Errorf("Unmine changed %d rows", n)
 		}
 		return err
 	})
-	write(func(tx *Tx) error { _, err := tx.SetMined(ctx, 5, hash, 8, common.HexToHash("0xcc")); return err })
-	write(func(tx *Tx) error { _, err := tx.Confirm(ctx, 5, 8); return err })
-	err := db.Read(ctx, func(tx *Tx) error {
+	write(func(tx *DBTx) error { _, err := tx.SetMined(ctx, 5, hash, 8, common.HexToHash("0xcc")); return err })
+	write(func(tx *DBTx) error { _, err := tx.Confirm(ctx, 5, 8); return err })
+	err := db.Read(ctx, func(tx *DBTx) error {
 		got, err := tx.TxByIdempotencyKey(ctx, "p", "k")
 		if err != nil {
 			return err
@@ -187,7 +187,7 @@ func testHandOutExpiryAndReuse(t *testing.T, be backend) {
 		r.Kind = KindSign
 		recs = append(recs, r)
 	}
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(tx *DBTx) error {
 		for i, r := range recs {
 			if err := tx.InsertTx(ctx, r); err != nil {
 				return err
@@ -205,7 +205,7 @@ func testHandOutExpiryAndReuse(t *testing.T, be backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Write(ctx, func(tx *Tx) error {
+	err = db.Write(ctx, func(tx *DBTx) error {
 		expired, err := tx.ExpiredHandOuts(ctx, 1, time.Now(), 10)
 		if err != nil || len(expired) != 1 || expired[0].Nonce != 1 {
 			t.Fatalf("expired: %v %v", expired, err)
@@ -252,7 +252,7 @@ func testInFlightAggregate(t *testing.T, be backend) {
 	big2 := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 200), big.NewInt(1))     // 2^200 - 1
 	expect := func(n int, sum *big.Int) {
 		t.Helper()
-		err := db.Read(ctx, func(tx *Tx) error {
+		err := db.Read(ctx, func(tx *DBTx) error {
 			gn, gs, err := tx.InFlight(ctx, 1, addr)
 			if err != nil {
 				return err
@@ -269,30 +269,30 @@ func testInFlightAggregate(t *testing.T, be backend) {
 	r1, r2 := testRecord(1, addr, 0), testRecord(1, addr, 1)
 	r1.MaxCost, r2.MaxCost = big1, big2
 	hash := common.HexToHash("0x77")
-	write := func(fn func(tx *Tx) error) {
+	write := func(fn func(tx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(func(tx *Tx) error {
+	write(func(tx *DBTx) error {
 		if err := tx.InsertTx(ctx, r1); err != nil {
 			return err
 		}
 		return tx.InsertTx(ctx, r2)
 	})
 	expect(2, new(big.Int).Add(big1, big2))
-	write(func(tx *Tx) error { return tx.SetSigned(ctx, r2.ID, []byte{1}, hash, StateSigned) }) // in flight → in flight
+	write(func(tx *DBTx) error { return tx.SetSigned(ctx, r2.ID, []byte{1}, hash, StateSigned) }) // in flight → in flight
 	expect(2, new(big.Int).Add(big1, big2))
-	write(func(tx *Tx) error { _, err := tx.SetMined(ctx, 1, hash, 3, common.HexToHash("0x1")); return err }) // leaves
+	write(func(tx *DBTx) error { _, err := tx.SetMined(ctx, 1, hash, 3, common.HexToHash("0x1")); return err }) // leaves
 	expect(1, big1)
-	write(func(tx *Tx) error { _, err := tx.Unmine(ctx, 1, 3, common.HexToHash("0x1")); return err }) // comes back
+	write(func(tx *DBTx) error { _, err := tx.Unmine(ctx, 1, 3, common.HexToHash("0x1")); return err }) // comes back
 	expect(2, new(big.Int).Add(big1, big2))
-	write(func(tx *Tx) error {
+	write(func(tx *DBTx) error {
 		return tx.SetState(ctx, r1.ID, []string{StateReserved}, StateFailed, "x")
 	})
 	expect(1, big2)
-	write(func(tx *Tx) error { _, err := tx.ExecContext(ctx, `DELETE FROM txs WHERE id = ?`, r2.ID); return err })
+	write(func(tx *DBTx) error { _, err := tx.ExecContext(ctx, `DELETE FROM txs WHERE id = ?`, r2.ID); return err })
 	expect(0, new(big.Int))
 	if _, err := costLimbs(new(big.Int).Lsh(big.NewInt(1), 256)); err == nil {
 		t.Error("a cost of 2^256 was accepted")
@@ -310,7 +310,7 @@ func TestGroupedWriteAfterClose(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 200 {
 		wg.Go(func() {
-			err := db.WriteGrouped(ctx, func(tx *Tx) error { return nil })
+			err := db.WriteGrouped(ctx, func(tx *DBTx) error { return nil })
 			if err != nil && !errors.Is(err, errClosed) {
 				t.Errorf("grouped write at close: %v", err)
 			}
@@ -324,7 +324,7 @@ func TestGroupedWriteAfterClose(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("grouped writes still waiting 10s after Close")
 	}
-	if err := db.WriteGrouped(ctx, func(tx *Tx) error { return nil }); !errors.Is(err, errClosed) {
+	if err := db.WriteGrouped(ctx, func(tx *DBTx) error { return nil }); !errors.Is(err, errClosed) {
 		t.Fatalf("grouped write after Close: %v", err)
 	}
 }
@@ -364,7 +364,7 @@ func BenchmarkReservation(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					addr := addrN(int(n.Add(1) % benchAccounts))
-					err := db.WriteGrouped(ctx, func(tx *Tx) error {
+					err := db.WriteGrouped(ctx, func(tx *DBTx) error {
 						if err := tx.LockAccount(ctx, 1, addr); err != nil {
 							return err
 						}

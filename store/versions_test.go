@@ -23,7 +23,7 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 	ctx := context.Background()
 	db := openBackend(t, be)
 	addr := addrN(11)
-	write := func(fn func(tx *Tx) error) {
+	write := func(fn func(tx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, fn); err != nil {
 			t.Fatal(err)
@@ -33,7 +33,7 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 		t.Helper()
 		var n int
 		var sum *big.Int
-		if err := db.Read(ctx, func(tx *Tx) error {
+		if err := db.Read(ctx, func(tx *DBTx) error {
 			var err error
 			n, sum, err = tx.InFlight(ctx, 1, addr)
 			return err
@@ -45,7 +45,7 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 	read := func(id int64) *TxRecord {
 		t.Helper()
 		var rec *TxRecord
-		if err := db.Read(ctx, func(tx *Tx) error {
+		if err := db.Read(ctx, func(tx *DBTx) error {
 			var err error
 			rec, err = tx.TxByID(ctx, id)
 			return err
@@ -59,23 +59,23 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 	rec.MaxCost = big.NewInt(1000)
 	rec.FeeBump = FeeBumpAllow
 	orig := common.HexToHash("0x01")
-	write(func(tx *Tx) error { return tx.InsertTx(ctx, rec) })
-	write(func(tx *Tx) error { return tx.SetSigned(ctx, rec.ID, []byte{1}, orig, StateSigned) })
-	write(func(tx *Tx) error { return tx.SetState(ctx, rec.ID, []string{StateSigned}, StateBroadcast, "") })
+	write(func(tx *DBTx) error { return tx.InsertTx(ctx, rec) })
+	write(func(tx *DBTx) error { return tx.SetSigned(ctx, rec.ID, []byte{1}, orig, StateSigned) })
+	write(func(tx *DBTx) error { return tx.SetState(ctx, rec.ID, []string{StateSigned}, StateBroadcast, "") })
 	rec = read(rec.ID)
 	if rec.FeeBump != FeeBumpAllow || rec.Versions != 0 || rec.MinedHash != (common.Hash{}) {
 		t.Fatalf("stored request: %+v", rec)
 	}
 
 	// Stuck is in flight.
-	write(func(tx *Tx) error { return tx.SetState(ctx, rec.ID, []string{StateBroadcast}, StateStuck, "") })
+	write(func(tx *DBTx) error { return tx.SetState(ctx, rec.ID, []string{StateBroadcast}, StateStuck, "") })
 	if n, sum := inFlight(); n != 1 || sum.Int64() != 1000 {
 		t.Fatalf("stuck: in flight %d costing %v", n, sum)
 	}
 	rec = read(rec.ID)
 
 	bump := &TxVersion{Kind: VersionBump, Fields: []byte(`{"b":1}`), MaxCost: big.NewInt(1500), Raw: []byte{2}, Hash: common.HexToHash("0x02")}
-	write(func(tx *Tx) error { return tx.AddVersion(ctx, rec, bump) })
+	write(func(tx *DBTx) error { return tx.AddVersion(ctx, rec, bump) })
 	if stored := read(rec.ID); bump.Seq != 1 || rec.Versions != 1 || rec.State != StateBroadcast || stored.State != StateBroadcast ||
 		stored.Versions != 1 || stored.MaxCost.Int64() != 1500 {
 		t.Fatalf("after a bump: version %+v, request %+v, stored %+v", bump, rec, stored)
@@ -86,20 +86,20 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 	// A writer that read the request before that bump loses the race.
 	stale := *rec
 	stale.Versions = 0
-	if err := db.Write(ctx, func(tx *Tx) error {
+	if err := db.Write(ctx, func(tx *DBTx) error {
 		return tx.AddVersion(ctx, &stale, &TxVersion{Kind: VersionBump, Fields: []byte(`{}`), MaxCost: big.NewInt(1), Raw: []byte{9}, Hash: common.HexToHash("0x09")})
 	}); !errors.Is(err, ErrVersionRace) {
 		t.Fatalf("a stale version count: %v", err)
 	}
 	// A cheaper version leaves the max cost at the highest.
 	cancel := &TxVersion{Kind: VersionCancel, Fields: []byte(`{"c":1}`), MaxCost: big.NewInt(1200), Raw: []byte{3}, Hash: common.HexToHash("0x03")}
-	write(func(tx *Tx) error { return tx.AddVersion(ctx, rec, cancel) })
-	write(func(tx *Tx) error { return tx.SetVersionBroadcast(ctx, rec.ID, cancel.Seq) })
+	write(func(tx *DBTx) error { return tx.AddVersion(ctx, rec, cancel) })
+	write(func(tx *DBTx) error { return tx.SetVersionBroadcast(ctx, rec.ID, cancel.Seq) })
 	if n, sum := inFlight(); n != 1 || sum.Int64() != 1500 {
 		t.Fatalf("a cheaper version: in flight %d costing %v, want 1 costing 1500", n, sum)
 	}
 
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(tx *DBTx) error {
 		open, err := tx.OpenVersionHashes(ctx, 1)
 		if err != nil {
 			return err
@@ -128,7 +128,7 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 	// The cancel is mined: cancelled, out of flight; a reorg brings it back; then the bump
 	// is mined in another block.
 	blockA, blockB := common.HexToHash("0xa0"), common.HexToHash("0xb0")
-	write(func(tx *Tx) error {
+	write(func(tx *DBTx) error {
 		n, err := tx.SetMinedVersion(ctx, 1, cancel.Hash, 5, blockA)
 		if n != 1 {
 			t.Errorf("SetMinedVersion changed %d rows", n)
@@ -141,14 +141,14 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 	if n, sum := inFlight(); n != 0 || sum.Sign() != 0 {
 		t.Fatalf("cancelled: in flight %d costing %v", n, sum)
 	}
-	write(func(tx *Tx) error { _, err := tx.Unmine(ctx, 1, 5, blockA); return err })
+	write(func(tx *DBTx) error { _, err := tx.Unmine(ctx, 1, 5, blockA); return err })
 	if got := read(rec.ID); got.State != StateBroadcast || got.MinedHash != (common.Hash{}) {
 		t.Fatalf("after the reorg: %+v", got)
 	}
 	if n, sum := inFlight(); n != 1 || sum.Int64() != 1500 {
 		t.Fatalf("after the reorg: in flight %d costing %v", n, sum)
 	}
-	write(func(tx *Tx) error { _, err := tx.SetMinedVersion(ctx, 1, bump.Hash, 6, blockB); return err })
+	write(func(tx *DBTx) error { _, err := tx.SetMinedVersion(ctx, 1, bump.Hash, 6, blockB); return err })
 	got := read(rec.ID)
 	if got.State != StateMined || got.MinedHash != bump.Hash || got.Hash != orig {
 		t.Fatalf("after the bump was mined: %+v", got)
@@ -161,7 +161,7 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 			t.Errorf("version %s: %s, want %s", c.hash.Hex(), s, c.want)
 		}
 	}
-	err = db.Read(ctx, func(tx *Tx) error {
+	err = db.Read(ctx, func(tx *DBTx) error {
 		open, err := tx.OpenVersionHashes(ctx, 1)
 		if len(open) != 0 {
 			t.Errorf("open version hashes of a mined request: %v", open)
@@ -172,7 +172,7 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 		t.Fatal(err)
 	}
 	// A mined request takes no more versions.
-	if err := db.Write(ctx, func(tx *Tx) error {
+	if err := db.Write(ctx, func(tx *DBTx) error {
 		return tx.AddVersion(ctx, got, &TxVersion{Kind: VersionBump, Fields: []byte(`{}`), MaxCost: big.NewInt(1), Raw: []byte{9}, Hash: common.HexToHash("0x09")})
 	}); !errors.Is(err, ErrVersionRace) {
 		t.Fatalf("a version of a mined request: %v", err)
@@ -188,7 +188,7 @@ func testSetMinedRecordsMinedHash(t *testing.T, be backend) {
 	db := openBackend(t, be)
 	rec := testRecord(1, addrN(12), 0)
 	hash := common.HexToHash("0x42")
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(tx *DBTx) error {
 		if err := tx.InsertTx(ctx, rec); err != nil {
 			return err
 		}
@@ -207,7 +207,7 @@ func testSetMinedRecordsMinedHash(t *testing.T, be backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Read(ctx, func(tx *Tx) error {
+	err = db.Read(ctx, func(tx *DBTx) error {
 		got, err := tx.TxByID(ctx, rec.ID)
 		if err != nil {
 			return err
@@ -235,7 +235,7 @@ func BenchmarkBlockScan(b *testing.B) {
 				db := openBench(b, be)
 				ctx := context.Background()
 				hashes := make([]common.Hash, rows)
-				err := db.Write(ctx, func(tx *Tx) error {
+				err := db.Write(ctx, func(tx *DBTx) error {
 					for i := range hashes {
 						r := testRecord(1, addrN(300+i%16), uint64(i))
 						if err := tx.InsertTx(ctx, r); err != nil {
@@ -257,11 +257,11 @@ func BenchmarkBlockScan(b *testing.B) {
 					block := common.BigToHash(big.NewInt(int64(i + 1)))
 					since := time.Now()
 					if mode == "after" {
-						if err := db.Read(ctx, func(tx *Tx) error { _, err := tx.OpenVersionHashes(ctx, 1); return err }); err != nil {
+						if err := db.Read(ctx, func(tx *DBTx) error { _, err := tx.OpenVersionHashes(ctx, 1); return err }); err != nil {
 							b.Fatal(err)
 						}
 					}
-					err := db.Write(ctx, func(tx *Tx) error {
+					err := db.Write(ctx, func(tx *DBTx) error {
 						for _, h := range hashes {
 							n, err := tx.SetMined(ctx, 1, h, uint64(i+1), block)
 							if err != nil {
@@ -277,7 +277,7 @@ func BenchmarkBlockScan(b *testing.B) {
 						b.Fatal(err)
 					}
 					if mode == "after" {
-						if err := db.Read(ctx, func(tx *Tx) error {
+						if err := db.Read(ctx, func(tx *DBTx) error {
 							ms, err := tx.MinedIn(ctx, 1, uint64(i+1), uint64(i+1), since)
 							if len(ms) != rows {
 								return fmt.Errorf("%d rows read mined, want %d", len(ms), rows)

@@ -22,7 +22,7 @@ func testWebhook(id, principal, url string) Webhook {
 // addWebhooks inserts the endpoints ws in one write.
 func addWebhooks(t *testing.T, db *DB, ws ...Webhook) {
 	t.Helper()
-	err := db.Write(context.Background(), func(tx *Tx) error {
+	err := db.Write(context.Background(), func(tx *DBTx) error {
 		for _, w := range ws {
 			if err := tx.InsertWebhook(context.Background(), w); err != nil {
 				return err
@@ -42,7 +42,7 @@ func insertSigned(t *testing.T, db *DB, principal string, nonce uint64) int64 {
 	ctx := context.Background()
 	r := testRecord(1, addrN(7), nonce)
 	r.Principal = principal
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(tx *DBTx) error {
 		if err := tx.InsertTx(ctx, r); err != nil {
 			return err
 		}
@@ -57,7 +57,7 @@ func insertSigned(t *testing.T, db *DB, principal string, nonce uint64) int64 {
 func setState(t *testing.T, db *DB, id int64, from, to string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.SetState(ctx, id, []string{from}, to, "") }); err != nil {
+	if err := db.Write(ctx, func(tx *DBTx) error { return tx.SetState(ctx, id, []string{from}, to, "") }); err != nil {
 		t.Fatalf("%s → %s: %v", from, to, err)
 	}
 }
@@ -66,7 +66,7 @@ func eventStates(t *testing.T, db *DB, txID int64) []string {
 	t.Helper()
 	ctx := context.Background()
 	var evs []WebhookEvent
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(tx *DBTx) error {
 		var err error
 		evs, err = tx.WebhookEvents(ctx, txID)
 		return err
@@ -87,7 +87,7 @@ func dueDeliveries(t *testing.T, db *DB, at time.Time) []WebhookDelivery {
 	t.Helper()
 	ctx := context.Background()
 	var ds []WebhookDelivery
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(tx *DBTx) error {
 		var err error
 		ds, err = tx.DueWebhookDeliveries(ctx, at, 100)
 		return err
@@ -115,7 +115,7 @@ func testWebhookTrigger(t *testing.T, be backend) {
 		setState(t, db, id, StateBroadcast, StateBroadcast) // not a change
 	}
 	for _, id := range []int64{alice, bob} {
-		if err := db.Write(ctx, func(tx *Tx) error {
+		if err := db.Write(ctx, func(tx *DBTx) error {
 			r, err := tx.TxByID(ctx, id)
 			if err != nil {
 				return err
@@ -125,7 +125,7 @@ func testWebhookTrigger(t *testing.T, be backend) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if err := db.Write(ctx, func(tx *Tx) error { _, err := tx.Confirm(ctx, 1, 42); return err }); err != nil {
+		if err := db.Write(ctx, func(tx *DBTx) error { _, err := tx.Confirm(ctx, 1, 42); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -137,7 +137,7 @@ func testWebhookTrigger(t *testing.T, be backend) {
 	}
 
 	var evs []WebhookEvent
-	if err := db.Read(ctx, func(tx *Tx) error { var err error; evs, err = tx.WebhookEvents(ctx, alice); return err }); err != nil {
+	if err := db.Read(ctx, func(tx *DBTx) error { var err error; evs, err = tx.WebhookEvents(ctx, alice); return err }); err != nil {
 		t.Fatal(err)
 	}
 	mined := evs[1]
@@ -163,7 +163,7 @@ func testWebhookTrigger(t *testing.T, be backend) {
 	}
 
 	// Disabled (no longer configured): no event for later changes.
-	if err := db.Write(ctx, func(tx *Tx) error {
+	if err := db.Write(ctx, func(tx *DBTx) error {
 		for _, id := range []string{"wh_a", "wh_b"} {
 			if _, err := tx.ExecContext(ctx, `UPDATE webhooks SET enabled = 0 WHERE id = ?`, id); err != nil {
 				return err
@@ -205,7 +205,7 @@ func testWebhookDeliveryOrder(t *testing.T, be backend) {
 	}
 	finish := func(id int64, a WebhookAttempt) {
 		t.Helper()
-		if err := db.Write(ctx, func(tx *Tx) error { return tx.FinishWebhookAttempt(ctx, id, a) }); err != nil {
+		if err := db.Write(ctx, func(tx *DBTx) error { return tx.FinishWebhookAttempt(ctx, id, a) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -221,7 +221,7 @@ func testWebhookDeliveryOrder(t *testing.T, be backend) {
 		t.Fatalf("due after dead %+v, want one's failed event first", got)
 	}
 	finish(got[0].ID, WebhookAttempt{State: DeliveryDelivered, Status: 204, At: later})
-	if err := db.Write(ctx, func(tx *Tx) error {
+	if err := db.Write(ctx, func(tx *DBTx) error {
 		return tx.FinishWebhookAttempt(ctx, got[0].ID, WebhookAttempt{State: DeliveryDelivered, At: later})
 	}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("finishing a delivered delivery: %v, want ErrNotFound", err)
@@ -229,7 +229,7 @@ func testWebhookDeliveryOrder(t *testing.T, be backend) {
 
 	var log []WebhookDelivery
 	var pending int64
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(tx *DBTx) error {
 		var err error
 		if log, err = tx.WebhookDeliveries(ctx, "wh_a", 10); err != nil {
 			return err
@@ -261,10 +261,10 @@ func testWebhookDeliveryOrder(t *testing.T, be backend) {
 		t.Errorf("%d delivered, want 1", delivered)
 	}
 
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.DeleteWebhook(ctx, "wh_a") }); err != nil {
+	if err := db.Write(ctx, func(tx *DBTx) error { return tx.DeleteWebhook(ctx, "wh_a") }); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.DeleteWebhook(ctx, "wh_a") }); !errors.Is(err, ErrNotFound) {
+	if err := db.Write(ctx, func(tx *DBTx) error { return tx.DeleteWebhook(ctx, "wh_a") }); !errors.Is(err, ErrNotFound) {
 		t.Errorf("second delete: %v, want ErrNotFound", err)
 	}
 	if got := dueDeliveries(t, db, later); len(got) != 0 {
@@ -301,7 +301,7 @@ func testWebhookPrune(t *testing.T, be backend) {
 		if !ok {
 			t.Fatalf("no due delivery %s in %v", key, delivery)
 		}
-		if err := db.Write(ctx, func(tx *Tx) error { return tx.FinishWebhookAttempt(ctx, id, a) }); err != nil {
+		if err := db.Write(ctx, func(tx *DBTx) error { return tx.FinishWebhookAttempt(ctx, id, a) }); err != nil {
 			t.Fatal(err)
 		}
 		for _, d := range dueDeliveries(t, db, recent) {
@@ -334,7 +334,7 @@ func testWebhookPrune(t *testing.T, be backend) {
 	prune := func(events bool, limit int) int64 {
 		t.Helper()
 		var n int64
-		if err := db.Write(ctx, func(tx *Tx) error {
+		if err := db.Write(ctx, func(tx *DBTx) error {
 			var err error
 			if events {
 				n, err = tx.PruneWebhookEvents(ctx, cutoff, limit)
@@ -371,7 +371,7 @@ func testWebhookPrune(t *testing.T, be backend) {
 	logs := map[string][]string{}
 	for _, w := range []string{"wh_a", "wh_b"} {
 		var ds []WebhookDelivery
-		if err := db.Read(ctx, func(tx *Tx) error { var err error; ds, err = tx.WebhookDeliveries(ctx, w, 100); return err }); err != nil {
+		if err := db.Read(ctx, func(tx *DBTx) error { var err error; ds, err = tx.WebhookDeliveries(ctx, w, 100); return err }); err != nil {
 			t.Fatal(err)
 		}
 		for _, d := range ds {
@@ -397,7 +397,7 @@ func TestWebhookEventsOverVersions(t *testing.T) { forEachBackend(t, testWebhook
 func testWebhookEventsOverVersions(t *testing.T, be backend) {
 	ctx := context.Background()
 	db := openBackend(t, be)
-	write := func(f func(tx *Tx) error) {
+	write := func(f func(tx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, f); err != nil {
 			t.Fatal(err)
@@ -406,7 +406,7 @@ func testWebhookEventsOverVersions(t *testing.T, be backend) {
 	addWebhooks(t, db, testWebhook("wh_a", "alice", "https://a.example/1"))
 	addVersion := func(id int64, kind string, hash common.Hash) {
 		t.Helper()
-		write(func(tx *Tx) error {
+		write(func(tx *DBTx) error {
 			rec, err := tx.TxByID(ctx, id)
 			if err != nil {
 				return err
@@ -420,7 +420,7 @@ func testWebhookEventsOverVersions(t *testing.T, be backend) {
 	}
 	mined := func(hash common.Hash, block uint64) {
 		t.Helper()
-		write(func(tx *Tx) error {
+		write(func(tx *DBTx) error {
 			n, err := tx.SetMinedVersion(ctx, 1, hash, block, common.BigToHash(new(big.Int).SetUint64(block)))
 			if err == nil && n != 1 {
 				err = fmt.Errorf("%d requests mined by %s", n, hash.Hex())
@@ -431,7 +431,7 @@ func testWebhookEventsOverVersions(t *testing.T, be backend) {
 	eventsOf := func(id int64) []WebhookEvent {
 		t.Helper()
 		var evs []WebhookEvent
-		if err := db.Read(ctx, func(tx *Tx) error { var err error; evs, err = tx.WebhookEvents(ctx, id); return err }); err != nil {
+		if err := db.Read(ctx, func(tx *DBTx) error { var err error; evs, err = tx.WebhookEvents(ctx, id); return err }); err != nil {
 			t.Fatal(err)
 		}
 		return evs
@@ -455,7 +455,7 @@ func testWebhookEventsOverVersions(t *testing.T, be backend) {
 		t.Fatalf("events after two versions while broadcast %q, want the broadcast only", got)
 	}
 	mined(bump2, 42)
-	write(func(tx *Tx) error { _, err := tx.Confirm(ctx, 1, 42); return err })
+	write(func(tx *DBTx) error { _, err := tx.Confirm(ctx, 1, 42); return err })
 	want := []string{"broadcast " + orig + " ", "mined " + orig + " " + bump2.Hex(), "confirmed " + orig + " " + bump2.Hex()}
 	if got := summary(eventsOf(bumped)); !slices.Equal(got, want) {
 		t.Errorf("bumped request's events %q, want %q", got, want)
@@ -497,7 +497,7 @@ func testSyncConfigWebhooks(t *testing.T, be backend) {
 	sync := func(ws ...Webhook) []Webhook {
 		t.Helper()
 		var out []Webhook
-		if err := db.Write(ctx, func(tx *Tx) error { var err error; out, err = tx.SyncConfigWebhooks(ctx, ws); return err }); err != nil {
+		if err := db.Write(ctx, func(tx *DBTx) error { var err error; out, err = tx.SyncConfigWebhooks(ctx, ws); return err }); err != nil {
 			t.Fatal(err)
 		}
 		return out
@@ -505,7 +505,7 @@ func testSyncConfigWebhooks(t *testing.T, be backend) {
 	list := func() map[string]Webhook {
 		t.Helper()
 		m := map[string]Webhook{}
-		if err := db.Read(ctx, func(tx *Tx) error {
+		if err := db.Read(ctx, func(tx *DBTx) error {
 			ws, err := tx.Webhooks(ctx, "")
 			for _, w := range ws {
 				m[w.URL] = w
@@ -516,12 +516,12 @@ func testSyncConfigWebhooks(t *testing.T, be backend) {
 		}
 		return m
 	}
-	if err := db.Write(ctx, func(tx *Tx) error {
+	if err := db.Write(ctx, func(tx *DBTx) error {
 		return tx.InsertWebhook(ctx, testWebhook("wh_admin", "dev", "https://admin.example/"))
 	}); err != nil {
 		t.Fatal(err)
 	}
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(tx *DBTx) error {
 		return tx.InsertWebhook(ctx, testWebhook("wh_other", "dev", "https://admin.example/"))
 	})
 	if !errors.Is(err, ErrExists) {
@@ -576,7 +576,7 @@ func BenchmarkWebhookTrigger(b *testing.B) {
 				defer db.Close()
 				// Other principals' endpoints, as an installation has.
 				for i := range 100 {
-					if err := db.Write(ctx, func(tx *Tx) error {
+					if err := db.Write(ctx, func(tx *DBTx) error {
 						return tx.InsertWebhook(ctx, testWebhook(fmt.Sprintf("wh_%d", i), fmt.Sprintf("other%d", i), "https://h.example/"))
 					}); err != nil {
 						b.Fatal(err)
@@ -584,21 +584,24 @@ func BenchmarkWebhookTrigger(b *testing.B) {
 				}
 				switch mode {
 				case "no-trigger":
-					if err := db.Write(ctx, func(tx *Tx) error { _, err := tx.ExecContext(ctx, `DROP TRIGGER txs_webhook_event ON txs`); return err }); be == postgresBackend && err != nil {
+					if err := db.Write(ctx, func(tx *DBTx) error {
+						_, err := tx.ExecContext(ctx, `DROP TRIGGER txs_webhook_event ON txs`)
+						return err
+					}); be == postgresBackend && err != nil {
 						b.Fatal(err)
 					}
 					if be == sqliteBackend {
-						if err := db.Write(ctx, func(tx *Tx) error { _, err := tx.ExecContext(ctx, `DROP TRIGGER txs_webhook_event`); return err }); err != nil {
+						if err := db.Write(ctx, func(tx *DBTx) error { _, err := tx.ExecContext(ctx, `DROP TRIGGER txs_webhook_event`); return err }); err != nil {
 							b.Fatal(err)
 						}
 					}
 				case "endpoint":
-					if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertWebhook(ctx, testWebhook("wh_p", "p", "https://h.example/")) }); err != nil {
+					if err := db.Write(ctx, func(tx *DBTx) error { return tx.InsertWebhook(ctx, testWebhook("wh_p", "p", "https://h.example/")) }); err != nil {
 						b.Fatal(err)
 					}
 				}
 				r := testRecord(1, addrN(3), 0)
-				if err := db.Write(ctx, func(tx *Tx) error {
+				if err := db.Write(ctx, func(tx *DBTx) error {
 					if err := tx.InsertTx(ctx, r); err != nil {
 						return err
 					}
@@ -612,7 +615,7 @@ func BenchmarkWebhookTrigger(b *testing.B) {
 				states := [2]string{StateBroadcast, StateMined}
 				b.ResetTimer()
 				for i := 0; i < b.N; i += 100 {
-					if err := db.Write(ctx, func(tx *Tx) error {
+					if err := db.Write(ctx, func(tx *DBTx) error {
 						for j := i; j < min(i+100, b.N); j++ {
 							if err := tx.SetState(ctx, r.ID, []string{states[j%2]}, states[(j+1)%2], ""); err != nil {
 								return err
@@ -646,7 +649,7 @@ func BenchmarkWebhookPrune(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer db.Close()
-			if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertWebhook(ctx, testWebhook("wh_p", "p", "https://h.example/")) }); err != nil {
+			if err := db.Write(ctx, func(tx *DBTx) error { return tx.InsertWebhook(ctx, testWebhook("wh_p", "p", "https://h.example/")) }); err != nil {
 				b.Fatal(err)
 			}
 			old := formatTime(time.Now().Add(-30 * 24 * time.Hour))
@@ -655,7 +658,7 @@ func BenchmarkWebhookPrune(b *testing.B) {
 			add := func(n int, state string) {
 				b.Helper()
 				const rows = `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) `
-				if err := db.Write(ctx, func(tx *Tx) error {
+				if err := db.Write(ctx, func(tx *DBTx) error {
 					if _, err := tx.ExecContext(ctx, rows+`INSERT INTO webhook_events (seq, tx_id, principal, state, created_at)
 						SELECT ? + i, ? + i, 'p', 'mined', ? FROM n`, n, seq, seq, old); err != nil {
 						return err
@@ -675,12 +678,12 @@ func BenchmarkWebhookPrune(b *testing.B) {
 				b.StopTimer()
 				add(1000, DeliveryDelivered)
 				b.StartTimer()
-				for _, prune := range []func(tx *Tx) (int64, error){
-					func(tx *Tx) (int64, error) { return tx.PruneWebhookDeliveries(ctx, cutoff, 1000) },
-					func(tx *Tx) (int64, error) { return tx.PruneWebhookEvents(ctx, cutoff, 1000) },
+				for _, prune := range []func(tx *DBTx) (int64, error){
+					func(tx *DBTx) (int64, error) { return tx.PruneWebhookDeliveries(ctx, cutoff, 1000) },
+					func(tx *DBTx) (int64, error) { return tx.PruneWebhookEvents(ctx, cutoff, 1000) },
 				} {
 					var n int64
-					if err := db.Write(ctx, func(tx *Tx) error { var err error; n, err = prune(tx); return err }); err != nil {
+					if err := db.Write(ctx, func(tx *DBTx) error { var err error; n, err = prune(tx); return err }); err != nil {
 						b.Fatal(err)
 					}
 					if n != 1000 {
@@ -737,7 +740,7 @@ func TestWebhookTriggerArmedByFirstEndpoint(t *testing.T) {
 	enabled := func() string {
 		t.Helper()
 		var state string
-		if err := db.Read(ctx, func(tx *Tx) error {
+		if err := db.Read(ctx, func(tx *DBTx) error {
 			return tx.QueryRowContext(ctx, `SELECT tgenabled FROM pg_trigger WHERE tgrelid = 'txs'::regclass AND tgname = 'txs_webhook_event'`).Scan(&state)
 		}); err != nil {
 			t.Fatal(err)
@@ -755,7 +758,7 @@ func TestWebhookTriggerArmedByFirstEndpoint(t *testing.T) {
 	addWebhooks(t, db, testWebhook("wh_b", "alice", "https://a.example/2")) // already enabled: no change
 	setState(t, db, id, StateSigned, StateBroadcast)
 	var events []WebhookEvent
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(tx *DBTx) error {
 		var err error
 		events, err = tx.WebhookEvents(ctx, id)
 		return err
