@@ -112,13 +112,13 @@ func Copy(ctx context.Context, src, dst *DB) ([]TableCount, error) {
 
 // checkTables: the database has exactly the tables Copy knows, so that a table added by a
 // later migration cannot be left behind.
-func checkTables(ctx context.Context, tx *DBTx) error {
+func checkTables(ctx context.Context, dbtx *DBTx) error {
 	q := `SELECT name FROM sqlite_schema WHERE type = 'table' AND name <> 'schema_migrations' AND name NOT LIKE 'sqlite_%'`
-	if tx.d == postgresDialect {
+	if dbtx.d == postgresDialect {
 		q = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()
 			AND table_type = 'BASE TABLE' AND table_name <> 'schema_migrations'`
 	}
-	have, err := tx.strings(ctx, q)
+	have, err := dbtx.strings(ctx, q)
 	if err != nil {
 		return err
 	}

@@ -273,12 +273,12 @@ func (db *DB) migratePostgres(ctx context.Context, migs []migration) (int, error
 	defer func() {
 		_, _ = conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, int64(migrationLockKey))
 	}()
-	return db.migrateWith(ctx, conn, migs, func(ctx context.Context, fn func(tx *DBTx) error) error {
+	return db.migrateWith(ctx, conn, migs, func(ctx context.Context, fn func(dbtx *DBTx) error) error {
 		stx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
-		if err := fn(&DBTx{tx: stx, d: db.d}); err != nil {
+		if err := fn(&DBTx{sqlTx: stx, d: db.d}); err != nil {
 			_ = stx.Rollback()
 			return err
 		}

@@ -389,8 +389,8 @@ func (db *DB) Close() error {
 // Ping checks that the database answers a query within ctx (for /readyz), as any store call
 // does: an unavailable PostgreSQL is ErrUnavailable, its outage logged once.
 func (db *DB) Ping(ctx context.Context) error {
-	return db.ReadOne(ctx, func(tx *DBTx) error {
+	return db.ReadOne(ctx, func(dbtx *DBTx) error {
 		var one int
-		return tx.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+		return dbtx.QueryRowContext(ctx, "SELECT 1").Scan(&one)
 	})
 }
