@@ -149,7 +149,7 @@ func TestRevertedSendFails(t *testing.T) {
 	ts.stop()
 	db := openTestStore(t, dir)
 	ctx := context.Background()
-	if err := db.Read(ctx, func(tx *store.Tx) error {
+	if err := db.Read(ctx, func(tx *store.DBTx) error {
 		n, cost, err := tx.InFlight(ctx, 1337, devAccount3)
 		if err != nil {
 			return err

@@ -315,7 +315,7 @@ func recordedEvents(t *testing.T, db *store.DB, id string) []string {
 	}
 	ctx := context.Background()
 	var types []string
-	if err := db.Read(ctx, func(tx *store.Tx) error {
+	if err := db.Read(ctx, func(tx *store.DBTx) error {
 		evs, err := tx.WebhookEvents(ctx, txID)
 		for _, e := range evs {
 			types = append(types, "transaction."+e.State)

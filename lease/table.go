@@ -63,7 +63,7 @@ func (b *table) acquire(ctx context.Context, name string, log *zap.Logger) (*gra
 			l  *store.Lease
 			ok bool
 		)
-		err := b.write(ctx, b.t.check, func(wctx context.Context, tx *store.Tx) error {
+		err := b.write(ctx, b.t.check, func(wctx context.Context, tx *store.DBTx) error {
 			if b.stalled != nil && b.stalled(name) {
 				return errors.New("stalled by a test")
 			}
@@ -145,7 +145,7 @@ func (b *table) renew(name string, epoch int64, from time.Time, g *grant, stop <
 			inFlight = true
 			start, dl := time.Now(), deadline
 			go func() {
-				err := b.write(context.Background(), time.Until(dl), func(wctx context.Context, tx *store.Tx) error {
+				err := b.write(context.Background(), time.Until(dl), func(wctx context.Context, tx *store.DBTx) error {
 					return tx.RenewLease(wctx, name, b.holder, epoch, start, start.Add(b.t.ttl))
 				})
 				results <- renewal{start, err}
@@ -177,7 +177,7 @@ func (b *table) release(name string, epoch int64) error {
 	if b.stalled != nil && b.stalled(name) {
 		return errors.New("stalled by a test")
 	}
-	err := b.write(context.Background(), b.t.check, func(wctx context.Context, tx *store.Tx) error {
+	err := b.write(context.Background(), b.t.check, func(wctx context.Context, tx *store.DBTx) error {
 		return tx.ReleaseLease(wctx, name, b.holder, epoch, time.Now())
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -187,11 +187,11 @@ func (b *table) release(name string, epoch int64) error {
 }
 
 // write runs fn in a write transaction bounded by timeout.
-func (b *table) write(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, tx *store.Tx) error) error {
+func (b *table) write(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, tx *store.DBTx) error) error {
 	if timeout <= 0 {
 		return context.DeadlineExceeded
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return b.db.Write(wctx, func(tx *store.Tx) error { return fn(wctx, tx) })
+	return b.db.Write(wctx, func(tx *store.DBTx) error { return fn(wctx, tx) })
 }

@@ -49,7 +49,7 @@ func newTableHolder(t *testing.T, dir string, cfg Config) *tableHolder {
 func leaseRow(t *testing.T, db *store.DB, name string) *store.Lease {
 	t.Helper()
 	var l *store.Lease
-	if err := db.Read(context.Background(), func(tx *store.Tx) error {
+	if err := db.Read(context.Background(), func(tx *store.DBTx) error {
 		var err error
 		l, err = tx.Lease(context.Background(), name)
 		return err

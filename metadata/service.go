@@ -131,7 +131,7 @@ func (s *Service) Close() {
 // contracts that no longer exist. Redis failing is logged, not returned: its entries expire.
 func (s *Service) ForgetChain(ctx context.Context, chainID uint64) error {
 	var n int64
-	err := s.db.Write(ctx, func(tx *store.Tx) error {
+	err := s.db.Write(ctx, func(tx *store.DBTx) error {
 		var err error
 		n, err = tx.DeleteChainMetadata(ctx, chainID)
 		return err
@@ -343,7 +343,7 @@ func (s *Service) stored(ctx context.Context, it item, key string) (*entry, erro
 		}
 	}
 	var rec *store.MetadataRecord
-	err := s.db.Read(ctx, func(tx *store.Tx) error {
+	err := s.db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		rec, err = tx.Metadata(ctx, it.chainID, it.addr, it.tokenKey())
 		return err
@@ -452,7 +452,7 @@ func (s *Service) fetch(ctx context.Context, it item, key string, prev *entry) (
 	e := newEntry(it, body, now, failures)
 	rec := &store.MetadataRecord{ChainID: it.chainID, Address: it.addr, TokenID: it.tokenKey(),
 		Body: body, Failures: e.failures, UpdatedAt: now}
-	if err := s.db.Write(ctx, func(tx *store.Tx) error { return tx.PutMetadata(ctx, rec) }); err != nil {
+	if err := s.db.Write(ctx, func(tx *store.DBTx) error { return tx.PutMetadata(ctx, rec) }); err != nil {
 		return nil, err
 	}
 	s.mem.Set(key, e, e.cost(key))
@@ -469,7 +469,7 @@ func (s *Service) fetch(ctx context.Context, it item, key string, prev *entry) (
 // forget removes the record of it, from memory and the store.
 func (s *Service) forget(ctx context.Context, it item, key string) {
 	s.mem.Del(key)
-	err := s.db.Write(ctx, func(tx *store.Tx) error {
+	err := s.db.Write(ctx, func(tx *store.DBTx) error {
 		return tx.DeleteMetadata(ctx, it.chainID, it.addr, it.tokenKey())
 	})
 	if err != nil {

@@ -110,7 +110,7 @@ func TestRecordFetchedByOneReplicaIsServedByAnother(t *testing.T) {
 		t.Fatal("B's Redis hits not counted")
 	}
 	// The records came from Redis, not from B's store, which has none.
-	err = b.db.Read(e.ctx, func(tx *store.Tx) error {
+	err = b.db.Read(e.ctx, func(tx *store.DBTx) error {
 		_, err := tx.Metadata(e.ctx, e.chainID, addr, "7")
 		return err
 	})

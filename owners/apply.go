@@ -58,7 +58,7 @@ type undoKey struct {
 
 type applier struct {
 	ctx      context.Context
-	tx       *store.Tx
+	tx       *store.DBTx
 	chainID  uint64
 	undoFrom uint64
 
@@ -77,7 +77,7 @@ type applier struct {
 
 // applyTransfers applies ts (in chain order) to the store; blocks from undoFrom on record
 // their before-images. It returns the undo records written.
-func applyTransfers(ctx context.Context, tx *store.Tx, chainID uint64, ts []transfer, undoFrom uint64) (int, error) {
+func applyTransfers(ctx context.Context, tx *store.DBTx, chainID uint64, ts []transfer, undoFrom uint64) (int, error) {
 	a := &applier{ctx: ctx, tx: tx, chainID: chainID, undoFrom: undoFrom,
 		owners: map[store.NFTToken]*ownerState{}, bals: map[store.NFTBalanceKey]*balanceState{},
 		minted: map[common.Address]*mintState{}, touched: map[undoKey]bool{}}
@@ -313,7 +313,7 @@ func (a *applier) flush() error {
 
 // rollback restores the state before the blocks above block to (their before-images, each
 // thing to its oldest one) and forgets those blocks. It returns how many things it restored.
-func rollback(ctx context.Context, tx *store.Tx, chainID, to uint64) (int, error) {
+func rollback(ctx context.Context, tx *store.DBTx, chainID, to uint64) (int, error) {
 	undo, err := tx.NFTUndo(ctx, chainID, to)
 	if err != nil {
 		return 0, err

@@ -95,7 +95,7 @@ func state(t *testing.T, db *store.DB, contracts []common.Address) *model {
 	t.Helper()
 	ctx := context.Background()
 	m := newModel()
-	err := db.Read(ctx, func(tx *store.Tx) error {
+	err := db.Read(ctx, func(tx *store.DBTx) error {
 		for _, c := range contracts {
 			rows, err := tx.NFTBalancesPage(ctx, 1, c, nil, nil, 1<<20, nil)
 			if err != nil {
@@ -188,7 +188,7 @@ func TestApplyMatchesModel(t *testing.T) {
 				for b := from; b <= to; b++ {
 					ts = append(ts, blocks[b]...)
 				}
-				if err := db.Write(ctx, func(tx *store.Tx) error {
+				if err := db.Write(ctx, func(tx *store.DBTx) error {
 					_, err := applyTransfers(ctx, tx, 1, ts, undoFrom)
 					return err
 				}); err != nil {
@@ -208,7 +208,7 @@ func TestApplyMatchesModel(t *testing.T) {
 			}
 			applyAll(1)
 			back := int(undoFrom) - 1 + r.IntN(n-int(undoFrom)+1) // any block whose successors have undo data
-			if err := db.Write(ctx, func(tx *store.Tx) error {
+			if err := db.Write(ctx, func(tx *store.DBTx) error {
 				_, err := rollback(ctx, tx, 1, uint64(back))
 				return err
 			}); err != nil {
@@ -235,7 +235,7 @@ func TestPartialHistory(t *testing.T) {
 		{block: 10, contract: c721, from: a, to: b, id: *uint256.NewInt(7), amount: *one, standard: store.StandardERC721},
 		{block: 10, contract: c1155, from: a, to: b, id: *uint256.NewInt(1), amount: *five, standard: store.StandardERC1155},
 	}
-	if err := db.Write(ctx, func(tx *store.Tx) error {
+	if err := db.Write(ctx, func(tx *store.DBTx) error {
 		_, err := applyTransfers(ctx, tx, 1, ts, 0)
 		return err
 	}); err != nil {

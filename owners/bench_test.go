@@ -58,7 +58,7 @@ func BenchmarkWrite(b *testing.B) {
 	for b.Loop() {
 		ts := benchTransfers(first)
 		first += uint64(len(ts))
-		if err := db.Write(ctx, func(tx *store.Tx) error {
+		if err := db.Write(ctx, func(tx *store.DBTx) error {
 			_, err := applyTransfers(ctx, tx, 1, ts, 1<<62)
 			return err
 		}); err != nil {

@@ -212,7 +212,7 @@ func (e *env) deploy(c *contracts.Contract, args ...any) common.Address {
 func (e *env) progress() *store.NFTIndexProgress {
 	e.t.Helper()
 	var p *store.NFTIndexProgress
-	err := e.db.Read(e.ctx, func(tx *store.Tx) error {
+	err := e.db.Read(e.ctx, func(tx *store.DBTx) error {
 		var err error
 		p, err = tx.NFTIndexProgress(e.ctx, e.node.chainID)
 		return err
@@ -321,7 +321,7 @@ func (e *env) check(tr *tracked) {
 	}
 	var got []row
 	total := 0
-	err := e.db.Read(e.ctx, func(tx *store.Tx) error {
+	err := e.db.Read(e.ctx, func(tx *store.DBTx) error {
 		for _, c := range append(slices.Collect(mapKeys(tr.erc721, tr.erc1155)), tr.none...) {
 			rows, err := tx.NFTBalancesPage(e.ctx, e.node.chainID, c, nil, nil, 100000, nil)
 			if err != nil {
@@ -342,7 +342,7 @@ func (e *env) check(tr *tracked) {
 	if !slices.Equal(got, want) || total != len(want) {
 		e.t.Fatalf("index (%d rows in the chain's table) differs from the chain:\n got  %v\n want %v", total, got, want)
 	}
-	err = e.db.Read(e.ctx, func(tx *store.Tx) error {
+	err = e.db.Read(e.ctx, func(tx *store.DBTx) error {
 		for _, c := range append(slices.Collect(mapKeys(tr.erc721, tr.erc1155)), tr.none...) {
 			n, ok, err := tx.NFTMinted(e.ctx, e.node.chainID, c)
 			if err != nil {

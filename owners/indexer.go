@@ -163,7 +163,7 @@ var errIndexMoved = errors.New("the chain's index was moved by another process")
 // expectProgress locks the chain's index for the rest of tx and checks that its stored
 // progress is where this indexer believes it is (have: at block after; else none), so that
 // two processes indexing one chain on one database never apply the same blocks twice.
-func (ix *indexer) expectProgress(ctx context.Context, tx *store.Tx, have bool, after uint64) error {
+func (ix *indexer) expectProgress(ctx context.Context, tx *store.DBTx, have bool, after uint64) error {
 	if err := tx.LockNFTIndex(ctx, ix.chainID); err != nil {
 		return err
 	}
@@ -186,7 +186,7 @@ func (ix *indexer) expectProgress(ctx context.Context, tx *store.Tx, have bool, 
 // scope (start block, contracts) is dropped first.
 func (ix *indexer) resume(ctx context.Context) (*store.NFTIndexProgress, error) {
 	var p *store.NFTIndexProgress
-	err := ix.db.Read(ctx, func(tx *store.Tx) error {
+	err := ix.db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		p, err = tx.NFTIndexProgress(ctx, ix.chainID)
 		return err
@@ -208,7 +208,7 @@ func (ix *indexer) resume(ctx context.Context) (*store.NFTIndexProgress, error) 
 
 // drop deletes the chain's index.
 func (ix *indexer) drop(ctx context.Context) error {
-	return ix.db.Write(ctx, func(tx *store.Tx) error {
+	return ix.db.Write(ctx, func(tx *store.DBTx) error {
 		if err := tx.LockNFTIndex(ctx, ix.chainID); err != nil {
 			return err
 		}
@@ -317,7 +317,7 @@ func (ix *indexer) write(ctx context.Context, f *fetched, have bool, after uint6
 		}
 	}
 	began := time.Now()
-	err := ix.db.Write(ctx, func(tx *store.Tx) error {
+	err := ix.db.Write(ctx, func(tx *store.DBTx) error {
 		if err := ix.expectProgress(ctx, tx, have, after); err != nil {
 			return err
 		}
@@ -400,7 +400,7 @@ func (ix *indexer) reorg(ctx context.Context) error {
 		p      *store.NFTIndexProgress
 		blocks []store.NFTIndexBlock
 	)
-	err := ix.db.Read(ctx, func(tx *store.Tx) error {
+	err := ix.db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		if p, err = tx.NFTIndexProgress(ctx, ix.chainID); err != nil {
 			return err
@@ -434,7 +434,7 @@ func (ix *indexer) reorg(ctx context.Context) error {
 		return ix.reindex(ctx, p.Block, "the reorg reaches blocks indexed without undo data (deeper than reorgDepth below the head)")
 	}
 	var restored int
-	err = ix.db.Write(ctx, func(tx *store.Tx) error {
+	err = ix.db.Write(ctx, func(tx *store.DBTx) error {
 		if err := ix.expectProgress(ctx, tx, true, p.Block); err != nil {
 			return err
 		}

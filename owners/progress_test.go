@@ -31,7 +31,7 @@ func TestExpectProgress(t *testing.T) {
 			}
 			ix := &indexer{chainID: 5, scope: "s1", db: db}
 			check := func(have bool, after uint64) error {
-				return db.Write(ctx, func(tx *store.Tx) error { return ix.expectProgress(ctx, tx, have, after) })
+				return db.Write(ctx, func(tx *store.DBTx) error { return ix.expectProgress(ctx, tx, have, after) })
 			}
 			if err := check(false, 0); err != nil {
 				t.Fatalf("nothing stored, nothing expected: %v", err)
@@ -39,7 +39,7 @@ func TestExpectProgress(t *testing.T) {
 			if err := check(true, 9); !errors.Is(err, errIndexMoved) {
 				t.Fatalf("nothing stored, block 9 expected: %v", err)
 			}
-			if err := db.Write(ctx, func(tx *store.Tx) error {
+			if err := db.Write(ctx, func(tx *store.DBTx) error {
 				return tx.PutNFTIndexProgress(ctx, &store.NFTIndexProgress{ChainID: 5, Scope: "s1", Block: 9,
 					Hash: common.HexToHash("0x9"), UpdatedAt: time.Now()})
 			}); err != nil {

@@ -80,7 +80,7 @@ func TestForgetChain(t *testing.T) {
 	e.stop()
 	other := uint64(99)
 	ctx := context.Background()
-	err := e.db.Write(ctx, func(tx *store.Tx) error {
+	err := e.db.Write(ctx, func(tx *store.DBTx) error {
 		var b store.NFTBalance
 		b.Contract, b.Owner, b.Standard = nft, e.addrs[0], store.StandardERC721
 		b.Amount.SetOne()
@@ -93,7 +93,7 @@ func TestForgetChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	counts := map[uint64]int{}
-	if err := e.db.Read(ctx, func(tx *store.Tx) error {
+	if err := e.db.Read(ctx, func(tx *store.DBTx) error {
 		for _, id := range []uint64{node.chainID, other} {
 			var n, p int
 			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM nft_balances WHERE chain_id = ?`, int64(id)).Scan(&n); err != nil {

@@ -181,7 +181,7 @@ func errNotReady(chainID uint64) error {
 // page reads one page of q in one snapshot: the rows, the last indexed block, and the page
 // key of the last row when more rows follow ("" when none).
 func (s *Service) page(ctx context.Context, q *query) (rows []store.NFTBalance, indexed uint64, next string, err error) {
-	err = s.db.Read(ctx, func(tx *store.Tx) error {
+	err = s.db.Read(ctx, func(tx *store.DBTx) error {
 		p, err := tx.NFTIndexProgress(ctx, q.chainID)
 		if errors.Is(err, store.ErrNotFound) {
 			return errNotReady(q.chainID)

@@ -93,7 +93,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 // previous chain describes blocks that no longer exist.
 func (s *Service) ForgetChain(ctx context.Context, chainID uint64) error {
 	var n int64
-	err := s.db.Write(ctx, func(tx *store.Tx) error {
+	err := s.db.Write(ctx, func(tx *store.DBTx) error {
 		var err error
 		n, err = tx.DeleteNFTIndex(ctx, chainID)
 		return err

@@ -131,7 +131,7 @@ func (a *adminCall) create() error {
 		return err
 	}
 	ctx := a.r.Context()
-	err = a.s.db.Write(ctx, func(tx *store.Tx) error { return tx.InsertProduct(ctx, row) })
+	err = a.s.db.Write(ctx, func(tx *store.DBTx) error { return tx.InsertProduct(ctx, row) })
 	if errors.Is(err, store.ErrExists) {
 		return proxy.Errorf(http.StatusConflict, "a product with id %s exists (PUT %s/%s replaces it)", p.ID, AdminPath, p.ID)
 	}
@@ -157,7 +157,7 @@ func (a *adminCall) put(id string) error {
 	}
 	ctx := a.r.Context()
 	var res store.PutResult
-	err = a.s.db.Write(ctx, func(tx *store.Tx) error {
+	err = a.s.db.Write(ctx, func(tx *store.DBTx) error {
 		var err error
 		res, err = tx.PutProduct(ctx, row)
 		return err
@@ -179,7 +179,7 @@ func (a *adminCall) put(id string) error {
 func (a *adminCall) get(id string) error {
 	ctx := a.r.Context()
 	var body []byte
-	err := a.s.db.Read(ctx, func(tx *store.Tx) error {
+	err := a.s.db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		body, err = tx.Product(ctx, id)
 		return err
@@ -195,7 +195,7 @@ func (a *adminCall) get(id string) error {
 
 func (a *adminCall) delete(id string) error {
 	ctx := a.r.Context()
-	err := a.s.db.Write(ctx, func(tx *store.Tx) error { return tx.DeleteProduct(ctx, id) })
+	err := a.s.db.Write(ctx, func(tx *store.DBTx) error { return tx.DeleteProduct(ctx, id) })
 	if errors.Is(err, store.ErrNotFound) {
 		return proxy.Errorf(http.StatusNotFound, "no product with id %s", id)
 	}

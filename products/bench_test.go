@@ -26,7 +26,7 @@ func benchCatalog(b *testing.B, n int) *store.DB {
 	b.Cleanup(func() { _ = db.Close() })
 	rng := rand.New(rand.NewPCG(1, 2))
 	types := []string{LimitedEdition, LimitedEdition, OpenEdition, OpenEdition, OffChainAuction, OnChainAuction}
-	err = db.Write(ctx, func(tx *store.Tx) error {
+	err = db.Write(ctx, func(tx *store.DBTx) error {
 		for i := range n {
 			p, err := Parse(benchDoc(i))
 			if err != nil {

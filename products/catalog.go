@@ -28,7 +28,7 @@ func Import(ctx context.Context, db *store.DB, ps []*Product) (Summary, error) {
 		rows[i] = r
 	}
 	var sum Summary
-	err := db.Write(ctx, func(tx *store.Tx) error {
+	err := db.Write(ctx, func(tx *store.DBTx) error {
 		sum = Summary{}
 		for _, r := range rows {
 			res, err := tx.PutProduct(ctx, r)

@@ -43,8 +43,8 @@ func (db *DB) AddAccount(ctx context.Context, a Account) error {
 	if a.CreatedAt.IsZero() {
 		a.CreatedAt = time.Now()
 	}
-	err := db.Write(ctx, func(tx *Tx) error {
-		_, err := tx.ExecContext(ctx, qAddAccount,
+	err := db.Write(ctx, func(dbtx *DBTx) error {
+		_, err := dbtx.ExecContext(ctx, qAddAccount,
 			addressKey(a.Address), a.Owner, a.Source, formatTime(a.CreatedAt))
 		return err
 	})
@@ -57,8 +57,8 @@ func (db *DB) AddAccount(ctx context.Context, a Account) error {
 // Account is the account at address, or ErrNotFound.
 func (db *DB) Account(ctx context.Context, address common.Address) (Account, error) {
 	var a Account
-	err := db.Read(ctx, func(tx *Tx) error {
-		row := tx.QueryRowContext(ctx, qAccount, addressKey(address))
+	err := db.Read(ctx, func(dbtx *DBTx) error {
+		row := dbtx.QueryRowContext(ctx, qAccount, addressKey(address))
 		var err error
 		a, err = scanAccount(row)
 		return err
@@ -94,8 +94,8 @@ func (db *DB) AllAccounts(ctx context.Context) ([]Account, error) {
 
 func (db *DB) queryAccounts(ctx context.Context, query string, args ...any) ([]Account, error) {
 	var accts []Account
-	err := db.Read(ctx, func(tx *Tx) error {
-		rows, err := tx.QueryContext(ctx, query, args...)
+	err := db.Read(ctx, func(dbtx *DBTx) error {
+		rows, err := dbtx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}

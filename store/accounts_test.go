@@ -52,8 +52,8 @@ func testAccountAddressCase(t *testing.T, be backend) {
 		})
 	}
 	var stored string
-	if err := db.Read(ctx, func(tx *Tx) error {
-		return tx.QueryRowContext(ctx, `SELECT address FROM accounts`).Scan(&stored)
+	if err := db.Read(ctx, func(dbtx *DBTx) error {
+		return dbtx.QueryRowContext(ctx, `SELECT address FROM accounts`).Scan(&stored)
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -68,8 +68,8 @@ func (db *DB) AddClient(ctx context.Context, c Client) error {
 	if c.DisabledAt != nil {
 		disabled = sql.NullString{String: formatTime(*c.DisabledAt), Valid: true}
 	}
-	err := db.Write(ctx, func(tx *Tx) error {
-		_, err := tx.ExecContext(ctx,
+	err := db.Write(ctx, func(dbtx *DBTx) error {
+		_, err := dbtx.ExecContext(ctx,
 			`INSERT INTO oauth_clients (id, secret_hash, principal, scopes, created_at, disabled_at) VALUES (?, ?, ?, ?, ?, ?)`,
 			c.ID, c.SecretHash, c.Principal, strings.Join(c.Scopes, " "), formatTime(c.CreatedAt), disabled)
 		return err
@@ -84,9 +84,9 @@ func (db *DB) AddClient(ctx context.Context, c Client) error {
 // DisabledAt set: refusing it is the caller's decision.
 func (db *DB) Client(ctx context.Context, id string) (Client, error) {
 	var c Client
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(dbtx *DBTx) error {
 		var err error
-		c, err = tx.client(ctx, id)
+		c, err = dbtx.client(ctx, id)
 		return err
 	})
 	if err != nil {
@@ -116,14 +116,14 @@ func (db *DB) setClientDisabled(ctx context.Context, id string, at sql.NullStrin
 		return Client{}, fmt.Errorf("client %s: %w", id, ErrNotFound)
 	}
 	var c Client
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(dbtx *DBTx) error {
 		q := `UPDATE oauth_clients SET disabled_at = NULL WHERE id = ?`
 		args := []any{id}
 		if at.Valid {
 			q = `UPDATE oauth_clients SET disabled_at = COALESCE(disabled_at, ?) WHERE id = ?`
 			args = []any{at, id}
 		}
-		res, err := tx.ExecContext(ctx, q, args...)
+		res, err := dbtx.ExecContext(ctx, q, args...)
 		if err != nil {
 			return err
 		}
@@ -132,7 +132,7 @@ func (db *DB) setClientDisabled(ctx context.Context, id string, at sql.NullStrin
 		} else if n == 0 {
 			return ErrNotFound
 		}
-		c, err = tx.client(ctx, id)
+		c, err = dbtx.client(ctx, id)
 		return err
 	})
 	if err != nil {
@@ -142,7 +142,7 @@ func (db *DB) setClientDisabled(ctx context.Context, id string, at sql.NullStrin
 }
 
 // client reads the client with id, or ErrNotFound.
-func (t *Tx) client(ctx context.Context, id string) (Client, error) {
+func (t *DBTx) client(ctx context.Context, id string) (Client, error) {
 	if !validText(id) {
 		return Client{}, ErrNotFound // no stored id is such text
 	}

@@ -57,8 +57,8 @@ func Copy(ctx context.Context, src, dst *DB) ([]TableCount, error) {
 	var counts []TableCount
 	// One transaction for the whole copy, however long it takes: not bounded by the
 	// target's transactionTimeout.
-	err = dst.runFor(ctx, 0, dst.write, dst.writeStmts, dst.writeOpts(), func(dtx *Tx) error {
-		return src.Read(ctx, func(stx *Tx) error {
+	err = dst.runFor(ctx, 0, dst.write, dst.writeStmts, dst.writeOpts(), func(dtx *DBTx) error {
+		return src.Read(ctx, func(stx *DBTx) error {
 			if err := checkTables(ctx, stx); err != nil {
 				return fmt.Errorf("source: %w", err)
 			}
@@ -112,13 +112,13 @@ func Copy(ctx context.Context, src, dst *DB) ([]TableCount, error) {
 
 // checkTables: the database has exactly the tables Copy knows, so that a table added by a
 // later migration cannot be left behind.
-func checkTables(ctx context.Context, tx *Tx) error {
+func checkTables(ctx context.Context, dbtx *DBTx) error {
 	q := `SELECT name FROM sqlite_schema WHERE type = 'table' AND name <> 'schema_migrations' AND name NOT LIKE 'sqlite_%'`
-	if tx.d == postgresDialect {
+	if dbtx.d == postgresDialect {
 		q = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()
 			AND table_type = 'BASE TABLE' AND table_name <> 'schema_migrations'`
 	}
-	have, err := tx.strings(ctx, q)
+	have, err := dbtx.strings(ctx, q)
 	if err != nil {
 		return err
 	}
@@ -131,7 +131,7 @@ func checkTables(ctx context.Context, tx *Tx) error {
 	return nil
 }
 
-func (t *Tx) strings(ctx context.Context, query string, args ...any) ([]string, error) {
+func (t *DBTx) strings(ctx context.Context, query string, args ...any) ([]string, error) {
 	rows, err := t.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -150,7 +150,7 @@ func (t *Tx) strings(ctx context.Context, query string, args ...any) ([]string, 
 
 // copyTable copies every row of table from stx to dtx, in multi-row inserts, and returns how
 // many it copied.
-func copyTable(ctx context.Context, stx, dtx *Tx, table string) (int64, error) {
+func copyTable(ctx context.Context, stx, dtx *DBTx, table string) (int64, error) {
 	cols, err := dtx.strings(ctx, `SELECT column_name FROM information_schema.columns
 		WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position`, table)
 	if err != nil {
@@ -203,7 +203,7 @@ func copyTable(ctx context.Context, stx, dtx *Tx, table string) (int64, error) {
 // verifyCopy compares the row counts of every table, the in-flight sums (rows whose counts
 // are all zero aside: SQLite keeps an account's row after its last transaction left flight)
 // and the products' derived chain_id and sold.
-func verifyCopy(ctx context.Context, stx, dtx *Tx) error {
+func verifyCopy(ctx context.Context, stx, dtx *DBTx) error {
 	for _, table := range copyOrder {
 		var a, b int64
 		if err := stx.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+table).Scan(&a); err != nil {

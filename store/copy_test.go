@@ -42,55 +42,55 @@ func populate(t *testing.T, db *DB) {
 	chainRows(t, db, 6, addrN(101))
 	addr := func(c byte) string { return "0x" + strings.Repeat(string(c), 40) }
 	ten := int64(10)
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(dbtx *DBTx) error {
 		// An endpoint of the transactions' principal: the mined change below writes an
 		// event and a delivery.
-		if err := tx.InsertWebhook(ctx, testWebhook("wh_1", "p", "https://hooks.example/")); err != nil {
+		if err := dbtx.InsertWebhook(ctx, testWebhook("wh_1", "p", "https://hooks.example/")); err != nil {
 			return err
 		}
 		// Transactions through the lifecycle calls, on a third account.
 		r := testRecord(5, addrN(102), 0)
 		r.Request, r.Filled, r.Error = []byte(`{"from":"x"}`), []string{"gas", "maxFeePerGas"}, ""
-		if err := tx.InsertTx(ctx, r); err != nil {
+		if err := dbtx.InsertTx(ctx, r); err != nil {
 			return err
 		}
-		if err := tx.SetSigned(ctx, r.ID, []byte{1, 2, 3}, common.HexToHash("0xabc"), StateSigned); err != nil {
+		if err := dbtx.SetSigned(ctx, r.ID, []byte{1, 2, 3}, common.HexToHash("0xabc"), StateSigned); err != nil {
 			return err
 		}
-		if _, err := tx.SetMined(ctx, 5, common.HexToHash("0xabc"), 7, common.HexToHash("0xb7")); err != nil {
+		if _, err := dbtx.SetMined(ctx, 5, common.HexToHash("0xabc"), 7, common.HexToHash("0xb7")); err != nil {
 			return err
 		}
 		// A request with a bump (fee bumping, tx_versions), stuck.
 		r3 := testRecord(5, addrN(102), 2)
 		r3.FeeBump = FeeBumpAllow
-		if err := tx.InsertTx(ctx, r3); err != nil {
+		if err := dbtx.InsertTx(ctx, r3); err != nil {
 			return err
 		}
-		if err := tx.SetSigned(ctx, r3.ID, []byte{5}, common.HexToHash("0xab3"), StateBroadcast); err != nil {
+		if err := dbtx.SetSigned(ctx, r3.ID, []byte{5}, common.HexToHash("0xab3"), StateBroadcast); err != nil {
 			return err
 		}
-		if err := tx.AddVersion(ctx, r3, &TxVersion{Kind: VersionBump, Fields: []byte(`{"b":1}`), MaxCost: big.NewInt(77),
+		if err := dbtx.AddVersion(ctx, r3, &TxVersion{Kind: VersionBump, Fields: []byte(`{"b":1}`), MaxCost: big.NewInt(77),
 			Raw: []byte{6}, Hash: common.HexToHash("0xab4")}); err != nil {
 			return err
 		}
-		if err := tx.SetState(ctx, r3.ID, []string{StateBroadcast}, StateStuck, ""); err != nil {
+		if err := dbtx.SetState(ctx, r3.ID, []string{StateBroadcast}, StateStuck, ""); err != nil {
 			return err
 		}
 		r2 := testRecord(5, addrN(102), 1)
-		if err := tx.InsertTx(ctx, r2); err != nil {
+		if err := dbtx.InsertTx(ctx, r2); err != nil {
 			return err
 		}
-		if err := tx.SetHandedOut(ctx, r2.ID, []byte{4}, common.HexToHash("0xdef"), time.Now().Add(time.Hour)); err != nil {
+		if err := dbtx.SetHandedOut(ctx, r2.ID, []byte{4}, common.HexToHash("0xdef"), time.Now().Add(time.Hour)); err != nil {
 			return err
 		}
-		if err := tx.RaiseNextNonce(ctx, 5, addrN(102), 3); err != nil {
+		if err := dbtx.RaiseNextNonce(ctx, 5, addrN(102), 3); err != nil {
 			return err
 		}
-		if err := tx.RecordChainGenesis(ctx, 5, common.HexToHash("0x5555")); err != nil {
+		if err := dbtx.RecordChainGenesis(ctx, 5, common.HexToHash("0x5555")); err != nil {
 			return err
 		}
 		for i, id := range []string{"", "0x1", "0xff"} {
-			if err := tx.PutMetadata(ctx, &MetadataRecord{ChainID: 1, Address: addrN(200), TokenID: id,
+			if err := dbtx.PutMetadata(ctx, &MetadataRecord{ChainID: 1, Address: addrN(200), TokenID: id,
 				Body: []byte(fmt.Sprintf(`{"n":%d}`, i)), Failures: i, UpdatedAt: time.Now()}); err != nil {
 				return err
 			}
@@ -99,25 +99,25 @@ func populate(t *testing.T, db *DB) {
 			balance(common.HexToAddress(addr('a')), "0x1", addrN(1), "0x1", StandardERC721),
 			balance(common.HexToAddress(addr('b')), "0x10000", addrN(2), "0x5", StandardERC1155),
 		}
-		if err := tx.PutNFTBalances(ctx, 1, bal); err != nil {
+		if err := dbtx.PutNFTBalances(ctx, 1, bal); err != nil {
 			return err
 		}
-		if err := tx.AddNFTMinted(ctx, 1, common.HexToAddress(addr('a')), 12); err != nil {
+		if err := dbtx.AddNFTMinted(ctx, 1, common.HexToAddress(addr('a')), 12); err != nil {
 			return err
 		}
-		if err := tx.AddNFTMinted(ctx, 137, common.HexToAddress(addr('d')), 3); err != nil {
+		if err := dbtx.AddNFTMinted(ctx, 137, common.HexToAddress(addr('d')), 3); err != nil {
 			return err
 		}
-		if err := tx.PutNFTIndexProgress(ctx, &NFTIndexProgress{ChainID: 1, Scope: "s", Block: 9, Hash: common.HexToHash("0x99"), UpdatedAt: time.Now()}); err != nil {
+		if err := dbtx.PutNFTIndexProgress(ctx, &NFTIndexProgress{ChainID: 1, Scope: "s", Block: 9, Hash: common.HexToHash("0x99"), UpdatedAt: time.Now()}); err != nil {
 			return err
 		}
-		if err := tx.PutNFTIndexBlocks(ctx, 1, []NFTIndexBlock{{Number: 8, Hash: common.HexToHash("0x88"), Undo: true}, {Number: 9, Hash: common.HexToHash("0x99")}}); err != nil {
+		if err := dbtx.PutNFTIndexBlocks(ctx, 1, []NFTIndexBlock{{Number: 8, Hash: common.HexToHash("0x88"), Undo: true}, {Number: 9, Hash: common.HexToHash("0x99")}}); err != nil {
 			return err
 		}
 		prev := int64(4)
 		owner := addrN(3)
 		amount := uint256.NewInt(2)
-		return tx.PutNFTUndo(ctx, 1, []NFTUndo{
+		return dbtx.PutNFTUndo(ctx, 1, []NFTUndo{
 			{Block: 8, Seq: 0, Kind: NFTUndoOwner, Contract: common.HexToAddress(addr('a')), ID: *uint256.NewInt(1), Owner: &owner},
 			{Block: 8, Seq: 1, Kind: NFTUndoBalance, Contract: common.HexToAddress(addr('b')), ID: *uint256.NewInt(16), Owner: &owner, Amount: amount},
 			{Block: 8, Seq: 2, Kind: NFTUndoMinted, Contract: common.HexToAddress(addr('a')), Minted: &prev},
@@ -130,7 +130,7 @@ func populate(t *testing.T, db *DB) {
 		{Network: "polygon", ChainID: 137, Contracts: []string{addr('d')}}}); err != nil {
 		t.Fatal(err)
 	}
-	err = db.Write(ctx, func(tx *Tx) error {
+	err = db.Write(ctx, func(dbtx *DBTx) error {
 		for _, r := range []*ProductRow{
 			productRow("m-a", func(r *ProductRow) { r.TokenContract, r.TotalSold, r.TotalAvailable = addr('a'), 2, &ten }),
 			productRow("p-d", func(r *ProductRow) { r.Network, r.TokenContract, r.TotalAvailable = "polygon", addr('d'), &ten }),
@@ -138,7 +138,7 @@ func populate(t *testing.T, db *DB) {
 				r.Network, r.TokenContract, r.TotalSold, r.Creator = "base", addr('a'), 4, "carol"
 			}),
 		} {
-			if _, err := tx.PutProduct(ctx, r); err != nil {
+			if _, err := dbtx.PutProduct(ctx, r); err != nil {
 				return err
 			}
 		}
@@ -147,10 +147,10 @@ func populate(t *testing.T, db *DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Write(ctx, func(tx *Tx) error {
+	err = db.Write(ctx, func(dbtx *DBTx) error {
 		day := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 		for _, k := range []UsageKey{{"c1", UsageDay, day}, {"c1", UsageMonth, day.AddDate(0, 0, -26)}, {"c2", UsageDay, day}} {
-			if _, err := tx.AddUsage(ctx, k, 1234, day.Add(time.Hour)); err != nil {
+			if _, err := dbtx.AddUsage(ctx, k, 1234, day.Add(time.Hour)); err != nil {
 				return err
 			}
 		}
@@ -166,8 +166,8 @@ func dump(t *testing.T, db *DB, table string, cols []string) []string {
 	t.Helper()
 	ctx := context.Background()
 	var out []string
-	err := db.Read(ctx, func(tx *Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+strings.Join(cols, ", ")+` FROM `+table)
+	err := db.Read(ctx, func(dbtx *DBTx) error {
+		rows, err := dbtx.QueryContext(ctx, `SELECT `+strings.Join(cols, ", ")+` FROM `+table)
 		if err != nil {
 			return err
 		}
@@ -206,9 +206,9 @@ func dump(t *testing.T, db *DB, table string, cols []string) []string {
 func tableColumns(t *testing.T, db *DB, table string) []string {
 	t.Helper()
 	var cols []string
-	err := db.Read(context.Background(), func(tx *Tx) error {
+	err := db.Read(context.Background(), func(dbtx *DBTx) error {
 		var err error
-		cols, err = tx.strings(context.Background(), `SELECT column_name FROM information_schema.columns
+		cols, err = dbtx.strings(context.Background(), `SELECT column_name FROM information_schema.columns
 			WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position`, table)
 		return err
 	})
@@ -251,11 +251,11 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	}
 	// The id sequence continues after the copied ids.
 	var maxID int64
-	if err := src.Read(ctx, func(tx *Tx) error { return tx.QueryRowContext(ctx, `SELECT MAX(id) FROM txs`).Scan(&maxID) }); err != nil {
+	if err := src.Read(ctx, func(dbtx *DBTx) error { return dbtx.QueryRowContext(ctx, `SELECT MAX(id) FROM txs`).Scan(&maxID) }); err != nil {
 		t.Fatal(err)
 	}
 	r := testRecord(9, addrN(9), 0)
-	if err := dst.Write(ctx, func(tx *Tx) error { return tx.InsertTx(ctx, r) }); err != nil {
+	if err := dst.Write(ctx, func(dbtx *DBTx) error { return dbtx.InsertTx(ctx, r) }); err != nil {
 		t.Fatal(err)
 	}
 	if r.ID != maxID+1 {
@@ -267,21 +267,21 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 		`SELECT MAX(seq) FROM webhook_events`, `SELECT MAX(id) FROM webhook_deliveries`}
 	before := make([]int64, len(queries))
 	for i, q := range queries {
-		if err := dst.Read(ctx, func(tx *Tx) error { return tx.QueryRowContext(ctx, q).Scan(&before[i]) }); err != nil {
+		if err := dst.Read(ctx, func(dbtx *DBTx) error { return dbtx.QueryRowContext(ctx, q).Scan(&before[i]) }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := dst.Write(ctx, func(tx *Tx) error {
-		if err := tx.SetSigned(ctx, r.ID, []byte{9}, common.HexToHash("0x999"), StateSigned); err != nil {
+	if err := dst.Write(ctx, func(dbtx *DBTx) error {
+		if err := dbtx.SetSigned(ctx, r.ID, []byte{9}, common.HexToHash("0x999"), StateSigned); err != nil {
 			return err
 		}
-		return tx.SetState(ctx, r.ID, []string{StateSigned}, StateBroadcast, "")
+		return dbtx.SetState(ctx, r.ID, []string{StateSigned}, StateBroadcast, "")
 	}); err != nil {
 		t.Fatal(err)
 	}
 	for i, q := range queries {
 		var n int64
-		if err := dst.Read(ctx, func(tx *Tx) error { return tx.QueryRowContext(ctx, q).Scan(&n) }); err != nil {
+		if err := dst.Read(ctx, func(dbtx *DBTx) error { return dbtx.QueryRowContext(ctx, q).Scan(&n) }); err != nil {
 			t.Fatal(err)
 		}
 		if before[i] == 0 || n != before[i]+1 {
@@ -302,8 +302,8 @@ func TestCopyFailureLeavesTargetEmpty(t *testing.T) {
 	ctx := context.Background()
 	src := openBackend(t, sqliteBackend)
 	populate(t, src)
-	if err := src.Write(ctx, func(tx *Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE txs SET principal = 'a' || char(0) || 'b' WHERE id = (SELECT MAX(id) FROM txs)`)
+	if err := src.Write(ctx, func(dbtx *DBTx) error {
+		_, err := dbtx.ExecContext(ctx, `UPDATE txs SET principal = 'a' || char(0) || 'b' WHERE id = (SELECT MAX(id) FROM txs)`)
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 var migrationFiles embed.FS
 
 // dialect is everything that differs between SQL databases. Repository code is written once,
-// with `?` placeholders, against Tx; each dialect supplies its placeholder rebinding, its
+// with `?` placeholders, against DBTx; each dialect supplies its placeholder rebinding, its
 // driver, how it reports a unique violation and its own migrations directory, and the few
 // behaviours below that repositories read instead of testing the database's name.
 type dialect struct {

@@ -62,7 +62,7 @@ var ErrFilterLimit = errors.New("too many filters")
 // An id in use is ErrExists. It reads the owner's count and then writes, so it needs a
 // transaction of Write (on PostgreSQL it locks the owner first, so two creations of one owner
 // on two replicas count one after the other).
-func (t *Tx) CreateFilter(ctx context.Context, f *Filter, maxPerOwner int, now time.Time) error {
+func (t *DBTx) CreateFilter(ctx context.Context, f *Filter, maxPerOwner int, now time.Time) error {
 	switch {
 	case f.ID == "" || f.Owner == "":
 		return errors.New("create filter: id and owner must not be empty")
@@ -100,7 +100,7 @@ func (t *Tx) CreateFilter(ctx context.Context, f *Filter, maxPerOwner int, now t
 }
 
 // Filter is the filter of k, dropped or not, unless it expired by now: else ErrNotFound.
-func (t *Tx) Filter(ctx context.Context, k FilterKey, now time.Time) (*Filter, error) {
+func (t *DBTx) Filter(ctx context.Context, k FilterKey, now time.Time) (*Filter, error) {
 	if !validText(k.ID) || !validText(k.Owner) {
 		return nil, fmt.Errorf("filter: %w", ErrNotFound)
 	}
@@ -117,7 +117,7 @@ func (t *Tx) Filter(ctx context.Context, k FilterKey, now time.Time) (*Filter, e
 // AdvanceFilter moves the cursor of the live filter k to c, its seq by one and its expiry to
 // expires, if its seq is still seq. ok is false when it is not (another poll moved it since
 // seq was read, or dropped it), or when the filter is gone (expired by now, uninstalled).
-func (t *Tx) AdvanceFilter(ctx context.Context, k FilterKey, seq int64, c FilterCursor, expires, now time.Time) (ok bool, err error) {
+func (t *DBTx) AdvanceFilter(ctx context.Context, k FilterKey, seq int64, c FilterCursor, expires, now time.Time) (ok bool, err error) {
 	if !validText(k.ID) || !validText(k.Owner) {
 		return false, nil
 	}
@@ -132,7 +132,7 @@ func (t *Tx) AdvanceFilter(ctx context.Context, k FilterKey, seq int64, c Filter
 // DropFilter marks the live filter k dropped, for reason, if its seq is still seq (as
 // AdvanceFilter); ok is false when it is not, or when the filter is gone. The row stays,
 // found by Filter, until its expiry.
-func (t *Tx) DropFilter(ctx context.Context, k FilterKey, seq int64, reason string, now time.Time) (ok bool, err error) {
+func (t *DBTx) DropFilter(ctx context.Context, k FilterKey, seq int64, reason string, now time.Time) (ok bool, err error) {
 	if !validText(k.ID) || !validText(k.Owner) {
 		return false, nil
 	}
@@ -145,7 +145,7 @@ func (t *Tx) DropFilter(ctx context.Context, k FilterKey, seq int64, reason stri
 
 // DeleteFilter deletes the live filter k (eth_uninstallFilter); ok is false when there was
 // none: never created, another owner's or chain's, expired by now, dropped or deleted.
-func (t *Tx) DeleteFilter(ctx context.Context, k FilterKey, now time.Time) (ok bool, err error) {
+func (t *DBTx) DeleteFilter(ctx context.Context, k FilterKey, now time.Time) (ok bool, err error) {
 	if !validText(k.ID) || !validText(k.Owner) {
 		return false, nil
 	}
@@ -154,7 +154,7 @@ func (t *Tx) DeleteFilter(ctx context.Context, k FilterKey, now time.Time) (ok b
 }
 
 // SweepFilters deletes every filter that expired by now, dropped or not, and returns how many.
-func (t *Tx) SweepFilters(ctx context.Context, now time.Time) (int64, error) {
+func (t *DBTx) SweepFilters(ctx context.Context, now time.Time) (int64, error) {
 	res, err := t.ExecContext(ctx, qSweepFilters, formatTime(now))
 	if err != nil {
 		return 0, fmt.Errorf("sweep filters: %w", err)
@@ -168,7 +168,7 @@ func (t *Tx) SweepFilters(ctx context.Context, now time.Time) (int64, error) {
 
 // LiveFilters counts the live filters (not expired by now, not dropped) of each chain that
 // has any.
-func (t *Tx) LiveFilters(ctx context.Context, now time.Time) (map[uint64]int, error) {
+func (t *DBTx) LiveFilters(ctx context.Context, now time.Time) (map[uint64]int, error) {
 	rows, err := t.QueryContext(ctx, qLiveFilters, formatTime(now))
 	if err != nil {
 		return nil, fmt.Errorf("count filters: %w", err)

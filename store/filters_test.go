@@ -21,15 +21,15 @@ func filterID(n int) string { return fmt.Sprintf("0x%032x", n) }
 func createFilter(ctx context.Context, db *DB, chain uint64, n int, owner string, max int, now, expires time.Time) (*Filter, error) {
 	f := &Filter{FilterKey: FilterKey{ChainID: chain, ID: filterID(n), Owner: owner}, Kind: FilterBlocks,
 		Cursor: FilterCursor{Number: 7, Hash: common.HexToHash("0xAB")}, ExpiresAt: expires}
-	err := db.Write(ctx, func(tx *Tx) error { return tx.CreateFilter(ctx, f, max, now) })
+	err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.CreateFilter(ctx, f, max, now) })
 	return f, err
 }
 
 func getFilter(ctx context.Context, db *DB, k FilterKey, now time.Time) (*Filter, error) {
 	var f *Filter
-	err := db.ReadOne(ctx, func(tx *Tx) error {
+	err := db.ReadOne(ctx, func(dbtx *DBTx) error {
 		var err error
-		f, err = tx.Filter(ctx, k, now)
+		f, err = dbtx.Filter(ctx, k, now)
 		return err
 	})
 	return f, err
@@ -38,9 +38,9 @@ func getFilter(ctx context.Context, db *DB, k FilterKey, now time.Time) (*Filter
 func liveFilters(t *testing.T, db *DB, now time.Time) map[uint64]int {
 	t.Helper()
 	var m map[uint64]int
-	if err := db.ReadOne(context.Background(), func(tx *Tx) error {
+	if err := db.ReadOne(context.Background(), func(dbtx *DBTx) error {
 		var err error
-		m, err = tx.LiveFilters(context.Background(), now)
+		m, err = dbtx.LiveFilters(context.Background(), now)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func TestFilterLifecycle(t *testing.T) {
 		logs := &Filter{FilterKey: FilterKey{ChainID: 1337, ID: filterID(1), Owner: "alice"}, Kind: FilterLogs,
 			Criteria: `{"address":["0x00000000000000000000000000000000000000aa"]}`,
 			Cursor:   FilterCursor{Number: 1 << 40, Hash: common.HexToHash("0x01")}, ExpiresAt: now.Add(ttl)}
-		if err := db.Write(ctx, func(tx *Tx) error { return tx.CreateFilter(ctx, logs, 3, now) }); err != nil {
+		if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.CreateFilter(ctx, logs, 3, now) }); err != nil {
 			t.Fatalf("create: %v", err)
 		}
 		if _, err := createFilter(ctx, db, 1, 2, "alice", 3, now, now.Add(ttl)); err != nil {
@@ -110,9 +110,9 @@ func TestFilterLifecycle(t *testing.T) {
 		advance := func(k FilterKey, seq int64, c FilterCursor, expires, at time.Time) bool {
 			t.Helper()
 			var ok bool
-			if err := db.WriteOne(ctx, func(tx *Tx) error {
+			if err := db.WriteOne(ctx, func(dbtx *DBTx) error {
 				var err error
-				ok, err = tx.AdvanceFilter(ctx, k, seq, c, expires, at)
+				ok, err = dbtx.AdvanceFilter(ctx, k, seq, c, expires, at)
 				return err
 			}); err != nil {
 				t.Fatalf("advance: %v", err)
@@ -159,9 +159,9 @@ func TestFilterLifecycle(t *testing.T) {
 		drop := func(k FilterKey, seq int64) bool {
 			t.Helper()
 			var ok bool
-			if err := db.WriteOne(ctx, func(tx *Tx) error {
+			if err := db.WriteOne(ctx, func(dbtx *DBTx) error {
 				var err error
-				ok, err = tx.DropFilter(ctx, k, seq, "too many logs", past)
+				ok, err = dbtx.DropFilter(ctx, k, seq, "too many logs", past)
 				return err
 			}); err != nil {
 				t.Fatalf("drop: %v", err)
@@ -192,9 +192,9 @@ func TestFilterLifecycle(t *testing.T) {
 		del := func(k FilterKey) bool {
 			t.Helper()
 			var ok bool
-			if err := db.WriteOne(ctx, func(tx *Tx) error {
+			if err := db.WriteOne(ctx, func(dbtx *DBTx) error {
 				var err error
-				ok, err = tx.DeleteFilter(ctx, k, past)
+				ok, err = dbtx.DeleteFilter(ctx, k, past)
 				return err
 			}); err != nil {
 				t.Fatalf("delete: %v", err)
@@ -216,9 +216,9 @@ func TestFilterLifecycle(t *testing.T) {
 		var swept int64
 		sweep := func(at time.Time) int64 {
 			t.Helper()
-			if err := db.WriteOne(ctx, func(tx *Tx) error {
+			if err := db.WriteOne(ctx, func(dbtx *DBTx) error {
 				var err error
-				swept, err = tx.SweepFilters(ctx, at)
+				swept, err = dbtx.SweepFilters(ctx, at)
 				return err
 			}); err != nil {
 				t.Fatalf("sweep: %v", err)
@@ -233,8 +233,8 @@ func TestFilterLifecycle(t *testing.T) {
 			t.Fatalf("swept %d at the dropped filter's expiry, want 1", n)
 		}
 		var left int
-		if err := db.ReadOne(ctx, func(tx *Tx) error {
-			return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM filters`).Scan(&left)
+		if err := db.ReadOne(ctx, func(dbtx *DBTx) error {
+			return dbtx.QueryRowContext(ctx, `SELECT COUNT(*) FROM filters`).Scan(&left)
 		}); err != nil || left != 0 {
 			t.Fatalf("rows left = %d, %v; want 0", left, err)
 		}
@@ -258,7 +258,7 @@ func TestFilterCreateRefuses(t *testing.T) {
 		{"cursor out of range", Filter{FilterKey: FilterKey{ID: filterID(1), Owner: "a"}, Kind: FilterBlocks, Cursor: FilterCursor{Number: 1 << 63}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := db.Write(ctx, func(tx *Tx) error { return tx.CreateFilter(ctx, &tc.f, 10, now) }); err == nil {
+			if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.CreateFilter(ctx, &tc.f, 10, now) }); err == nil {
 				t.Fatal("accepted")
 			}
 		})
@@ -282,8 +282,8 @@ func TestFilterConcurrency(t *testing.T) {
 	errs := make(chan error, 2*n)
 	for i := range n {
 		wg.Go(func() {
-			err := db.WriteOne(ctx, func(tx *Tx) error {
-				ok, err := tx.AdvanceFilter(ctx, f.FilterKey, 0, FilterCursor{Number: uint64(100 + i)}, now.Add(time.Hour), now)
+			err := db.WriteOne(ctx, func(dbtx *DBTx) error {
+				ok, err := dbtx.AdvanceFilter(ctx, f.FilterKey, 0, FilterCursor{Number: uint64(100 + i)}, now.Add(time.Hour), now)
 				if ok {
 					won.Add(1)
 				}
@@ -310,8 +310,8 @@ func TestFilterConcurrency(t *testing.T) {
 		t.Fatalf("%d concurrent advances from one seq succeeded, want 1", won.Load())
 	}
 	var bobs int
-	if err := db.ReadOne(ctx, func(tx *Tx) error {
-		return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM filters WHERE owner = 'bob'`).Scan(&bobs)
+	if err := db.ReadOne(ctx, func(dbtx *DBTx) error {
+		return dbtx.QueryRowContext(ctx, `SELECT COUNT(*) FROM filters WHERE owner = 'bob'`).Scan(&bobs)
 	}); err != nil {
 		t.Fatal(err)
 	}

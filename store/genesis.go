@@ -14,7 +14,7 @@ import (
 // the same chain id is told from the one the stored nonces and transactions belong to.
 
 // ChainGenesis is the genesis hash recorded for chainID; ok is false when none is.
-func (t *Tx) ChainGenesis(ctx context.Context, chainID uint64) (hash common.Hash, ok bool, err error) {
+func (t *DBTx) ChainGenesis(ctx context.Context, chainID uint64) (hash common.Hash, ok bool, err error) {
 	var h string
 	err = t.QueryRowContext(ctx, qChainGenesis, int64(chainID)).Scan(&h)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -27,7 +27,7 @@ func (t *Tx) ChainGenesis(ctx context.Context, chainID uint64) (hash common.Hash
 }
 
 // RecordChainGenesis records hash as the genesis of chainID, replacing any recorded before.
-func (t *Tx) RecordChainGenesis(ctx context.Context, chainID uint64, hash common.Hash) error {
+func (t *DBTx) RecordChainGenesis(ctx context.Context, chainID uint64, hash common.Hash) error {
 	if _, err := t.ExecContext(ctx, qRecordChainGenesis, int64(chainID), hashKey(hash), formatTime(time.Now())); err != nil {
 		return fmt.Errorf("record chain genesis: %w", err)
 	}

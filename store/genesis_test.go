@@ -38,7 +38,7 @@ func chainRows(t *testing.T, db *DB, chain uint64, addr common.Address) map[stri
 	ctx := context.Background()
 	states := []string{StateReserved, StateSigned, StateBroadcast, StateMined, StateConfirmed, StateFailed, StateHandedOut, StateReleased}
 	out := map[string]*TxRecord{}
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(dbtx *DBTx) error {
 		for i, st := range states {
 			r := testRecord(chain, addr, uint64(i))
 			r.IdempotencyKey = fmt.Sprintf("key-%d-%d", chain, i)
@@ -50,18 +50,18 @@ func chainRows(t *testing.T, db *DB, chain uint64, addr common.Address) map[stri
 			if st == StateMined || st == StateConfirmed {
 				r.BlockNumber, r.BlockHash = uint64(i), common.HexToHash("0xb1")
 			}
-			if err := insertV8(ctx, tx, r); err != nil {
+			if err := insertV8(ctx, dbtx, r); err != nil {
 				return err
 			}
 			if r.BlockNumber != 0 {
-				if _, err := tx.ExecContext(ctx, `UPDATE txs SET block_number = ?, block_hash = ? WHERE id = ?`,
+				if _, err := dbtx.ExecContext(ctx, `UPDATE txs SET block_number = ?, block_hash = ? WHERE id = ?`,
 					int64(r.BlockNumber), hashKey(r.BlockHash), r.ID); err != nil {
 					return err
 				}
 			}
 			out[st] = r
 		}
-		return tx.RaiseNextNonce(ctx, chain, addr, uint64(len(states)))
+		return dbtx.RaiseNextNonce(ctx, chain, addr, uint64(len(states)))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -75,9 +75,9 @@ func inFlight(t *testing.T, db *DB, chain uint64, addr common.Address) (int, *bi
 	ctx := context.Background()
 	var n int
 	var sum *big.Int
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(dbtx *DBTx) error {
 		var err error
-		n, sum, err = tx.InFlight(ctx, chain, addr)
+		n, sum, err = dbtx.InFlight(ctx, chain, addr)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ var v8Columns = []string{"id", "chain_id", "address", "nonce", "principal", "kin
 
 // insertV8 records r with the columns of schema version 8 only (InsertTx writes the newest
 // schema's), and sets r.ID.
-func insertV8(ctx context.Context, tx *Tx, r *TxRecord) error {
+func insertV8(ctx context.Context, dbtx *DBTx, r *TxRecord) error {
 	l, err := costLimbs(r.MaxCost)
 	if err != nil {
 		return err
@@ -102,7 +102,7 @@ func insertV8(ctx context.Context, tx *Tx, r *TxRecord) error {
 		hash = nullString(hashKey(r.Hash))
 	}
 	now := formatTime(time.Now())
-	return tx.QueryRowContext(ctx, `INSERT INTO txs (`+strings.Join(v8Columns[1:], ", ")+`)
+	return dbtx.QueryRowContext(ctx, `INSERT INTO txs (`+strings.Join(v8Columns[1:], ", ")+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		int64(r.ChainID), addressKey(r.Address), int64(r.Nonce), r.Principal, r.Kind, r.State, string(r.Fields),
 		r.MaxCost.String(), l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7], r.Raw, hash, nullString(r.IdempotencyKey),
@@ -119,8 +119,8 @@ func allTxs(t *testing.T, db *DB) map[int64]string {
 		quoted[i] = "quote(" + c + ")"
 	}
 	out := map[int64]string{}
-	if err := db.Read(ctx, func(tx *Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT id, `+strings.Join(quoted, " || ',' || ")+` FROM txs`)
+	if err := db.Read(ctx, func(dbtx *DBTx) error {
+		rows, err := dbtx.QueryContext(ctx, `SELECT id, `+strings.Join(quoted, " || ',' || ")+` FROM txs`)
 		if err != nil {
 			return err
 		}
@@ -145,8 +145,8 @@ func schemaObjects(t *testing.T, db *DB) string {
 	t.Helper()
 	ctx := context.Background()
 	var names []string
-	if err := db.Read(ctx, func(tx *Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT type || ':' || name FROM sqlite_schema
+	if err := db.Read(ctx, func(dbtx *DBTx) error {
+		rows, err := dbtx.QueryContext(ctx, `SELECT type || ':' || name FROM sqlite_schema
 			WHERE tbl_name = 'txs' AND type IN ('index', 'trigger') AND name NOT LIKE 'sqlite_%' ORDER BY type, name`)
 		if err != nil {
 			return err
@@ -209,18 +209,18 @@ func TestMigration0009KeepsTransactions(t *testing.T) {
 		t.Errorf("in flight after the migration %d costing %v, before %d costing %v (want 4)", n, c, n5, c5)
 	}
 	// The triggers still work on the rebuilt table, and the CHECK knows the new state only.
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(dbtx *DBTx) error {
 		r := testRecord(5, addr, 100)
-		if err := tx.InsertTx(ctx, r); err != nil {
+		if err := dbtx.InsertTx(ctx, r); err != nil {
 			return err
 		}
-		if err := tx.SetState(ctx, r.ID, []string{StateReserved}, StateAbandoned, "x"); err != nil {
+		if err := dbtx.SetState(ctx, r.ID, []string{StateReserved}, StateAbandoned, "x"); err != nil {
 			return fmt.Errorf("abandoned refused: %w", err)
 		}
-		if err := tx.SetState(ctx, r.ID, []string{StateAbandoned}, "bogus", ""); err == nil {
+		if err := dbtx.SetState(ctx, r.ID, []string{StateAbandoned}, "bogus", ""); err == nil {
 			t.Error("the state bogus was accepted")
 		}
-		return tx.InsertTx(ctx, testRecord(5, addr, 101))
+		return dbtx.InsertTx(ctx, testRecord(5, addr, 101))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -247,9 +247,9 @@ func testAbandonChain(t *testing.T, be backend) {
 	}
 
 	var abandoned int64
-	if err := db.Write(ctx, func(tx *Tx) error {
+	if err := db.Write(ctx, func(dbtx *DBTx) error {
 		var err error
-		abandoned, err = tx.AbandonChain(ctx, 5, "chain 5 started over")
+		abandoned, err = dbtx.AbandonChain(ctx, 5, "chain 5 started over")
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -263,9 +263,9 @@ func testAbandonChain(t *testing.T, be backend) {
 	if n, _ := inFlight(t, db, 6, addr); n != 4 {
 		t.Errorf("chain 6 in flight %d, want 4 (untouched)", n)
 	}
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(dbtx *DBTx) error {
 		for st, r := range rows {
-			got, err := tx.TxByID(ctx, r.ID)
+			got, err := dbtx.TxByID(ctx, r.ID)
 			if err != nil {
 				return err
 			}
@@ -273,22 +273,22 @@ func testAbandonChain(t *testing.T, be backend) {
 				t.Errorf("%s row after abandoning: state %s, error %q, key %q", st, got.State, got.Error, got.IdempotencyKey)
 			}
 		}
-		if _, ok, err := tx.NextNonce(ctx, 5, addr); err != nil || ok {
+		if _, ok, err := dbtx.NextNonce(ctx, 5, addr); err != nil || ok {
 			t.Errorf("nonce head of chain 5 still there (%v)", err)
 		}
-		if next, ok, err := tx.NextNonce(ctx, 6, addr); err != nil || !ok || next != 8 {
+		if next, ok, err := dbtx.NextNonce(ctx, 6, addr); err != nil || !ok || next != 8 {
 			t.Errorf("nonce head of chain 6: %d %v %v, want 8", next, ok, err)
 		}
-		if m, ok, err := tx.MaxStoredNonce(ctx, 5, addr); err != nil || ok {
+		if m, ok, err := dbtx.MaxStoredNonce(ctx, 5, addr); err != nil || ok {
 			t.Errorf("max stored nonce of chain 5: %d %v %v, want none", m, ok, err)
 		}
-		if s, ok, err := tx.ReusableSlot(ctx, 5, addr, 0); err != nil || ok {
+		if s, ok, err := dbtx.ReusableSlot(ctx, 5, addr, 0); err != nil || ok {
 			t.Errorf("reusable slot of chain 5: %d %v %v, want none (the released row is abandoned)", s, ok, err)
 		}
-		if open, err := tx.HasOpenTxs(ctx, 5); err != nil || open {
+		if open, err := dbtx.HasOpenTxs(ctx, 5); err != nil || open {
 			t.Errorf("chain 5 has open rows: %v %v", open, err)
 		}
-		if stale, err := tx.StaleTxs(ctx, 5, []string{StateReserved, StateSigned, StateBroadcast}, rows[StateBroadcast].UpdatedAt.Add(1e12), 10); err != nil || len(stale) != 0 {
+		if stale, err := dbtx.StaleTxs(ctx, 5, []string{StateReserved, StateSigned, StateBroadcast}, rows[StateBroadcast].UpdatedAt.Add(1e12), 10); err != nil || len(stale) != 0 {
 			t.Errorf("rows for recovery on chain 5: %d (%v)", len(stale), err)
 		}
 		return nil
@@ -302,32 +302,32 @@ func testAbandonChain(t *testing.T, be backend) {
 	again := testRecord(5, addr, 0)
 	again.IdempotencyKey = rows[StateReserved].IdempotencyKey
 	shared := rows[StateBroadcast].Hash
-	err = db.Write(ctx, func(tx *Tx) error {
-		if err := tx.InsertTx(ctx, again); err != nil {
+	err = db.Write(ctx, func(dbtx *DBTx) error {
+		if err := dbtx.InsertTx(ctx, again); err != nil {
 			return fmt.Errorf("nonce 0 after abandoning: %w", err)
 		}
-		if err := tx.SetSigned(ctx, again.ID, []byte{9}, shared, StateBroadcast); err != nil {
+		if err := dbtx.SetSigned(ctx, again.ID, []byte{9}, shared, StateBroadcast); err != nil {
 			return err
 		}
-		n, err := tx.SetMined(ctx, 5, shared, 1, common.HexToHash("0xb2"))
+		n, err := dbtx.SetMined(ctx, 5, shared, 1, common.HexToHash("0xb2"))
 		if err != nil || n != 1 {
 			t.Errorf("SetMined moved %d rows (%v), want 1: the new one", n, err)
 		}
-		recs, err := tx.TxsByHash(ctx, shared)
+		recs, err := dbtx.TxsByHash(ctx, shared)
 		if err != nil || len(recs) != 2 || recs[0].ID != again.ID || recs[0].State != StateMined || recs[1].State != StateAbandoned {
 			t.Errorf("rows by the shared hash: %+v %v", recs, err)
 		}
 		// A slot released on the new chain is reusable though an abandoned row has its nonce.
 		released := testRecord(5, addr, 1)
 		released.Kind, released.State = KindSign, StateReleased
-		if err := tx.InsertTx(ctx, released); err != nil {
+		if err := dbtx.InsertTx(ctx, released); err != nil {
 			return err
 		}
-		if s, ok, err := tx.ReusableSlot(ctx, 5, addr, 0); err != nil || !ok || s != 1 {
+		if s, ok, err := dbtx.ReusableSlot(ctx, 5, addr, 0); err != nil || !ok || s != 1 {
 			t.Errorf("reusable slot %d %v %v, want 1", s, ok, err)
 		}
 		// Abandoning again touches nothing abandoned already.
-		n, err = tx.AbandonChain(ctx, 5, "again")
+		n, err = dbtx.AbandonChain(ctx, 5, "again")
 		if err != nil || n != 2 {
 			t.Errorf("second AbandonChain: %d rows (%v), want 2 (the new rows)", n, err)
 		}
@@ -336,14 +336,14 @@ func testAbandonChain(t *testing.T, be backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.RaiseNextNonce(ctx, 5, addr, 3) }); err != nil {
+	if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.RaiseNextNonce(ctx, 5, addr, 3) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Write(ctx, func(tx *Tx) error { _, err := tx.AbandonChain(ctx, 5, "x"); return err }); err != nil {
+	if err := db.Write(ctx, func(dbtx *DBTx) error { _, err := dbtx.AbandonChain(ctx, 5, "x"); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Read(ctx, func(tx *Tx) error {
-		_, ok, err := tx.NextNonce(ctx, 5, addr)
+	if err := db.Read(ctx, func(dbtx *DBTx) error {
+		_, ok, err := dbtx.NextNonce(ctx, 5, addr)
 		if ok {
 			return errors.New("a nonce head survived AbandonChain on a chain whose rows were all abandoned")
 		}
@@ -364,9 +364,9 @@ func testChainGenesisRecord(t *testing.T, be backend) {
 		t.Helper()
 		var h common.Hash
 		var ok bool
-		if err := db.Read(ctx, func(tx *Tx) error {
+		if err := db.Read(ctx, func(dbtx *DBTx) error {
 			var err error
-			h, ok, err = tx.ChainGenesis(ctx, chain)
+			h, ok, err = dbtx.ChainGenesis(ctx, chain)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -377,7 +377,7 @@ func testChainGenesisRecord(t *testing.T, be backend) {
 		t.Fatal("a genesis recorded on a new store")
 	}
 	for _, h := range []common.Hash{a, b} {
-		if err := db.Write(ctx, func(tx *Tx) error { return tx.RecordChainGenesis(ctx, 1, h) }); err != nil {
+		if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.RecordChainGenesis(ctx, 1, h) }); err != nil {
 			t.Fatal(err)
 		}
 		if got, ok := read(1); !ok || got != h {

@@ -35,7 +35,7 @@ const maxGroup = 512
 
 type groupOp struct {
 	ctx   context.Context
-	fn    func(tx *Tx) error
+	fn    func(dbtx *DBTx) error
 	done  chan error // buffered: the committer never blocks on it
 	later bool       // nobody waits: log a failure
 }
@@ -58,7 +58,7 @@ var errClosed = errors.New("store: closed")
 // ctx bounds the wait for a place in a group; a function that has started is always waited
 // for, so that the caller never leaves while its write may still commit. fn must not keep
 // state outside the transaction that a failed commit would leave wrong.
-func (db *DB) WriteGrouped(ctx context.Context, fn func(tx *Tx) error) error {
+func (db *DB) WriteGrouped(ctx context.Context, fn func(dbtx *DBTx) error) error {
 	g := &db.group
 	if !db.d.groupCommit {
 		return db.writeAlone(ctx, fn)
@@ -89,7 +89,7 @@ func (db *DB) WriteGrouped(ctx context.Context, fn func(tx *Tx) error) error {
 // for writes whose loss in a crash is harmless (they are redone from other state). A
 // failure is logged. After Close the write is dropped. On PostgreSQL fn makes one statement,
 // which commits on its own (see above).
-func (db *DB) WriteGroupedLater(fn func(tx *Tx) error) {
+func (db *DB) WriteGroupedLater(fn func(dbtx *DBTx) error) {
 	g := &db.group
 	op := groupOp{ctx: context.Background(), fn: fn, done: make(chan error, 1), later: true}
 	select {
@@ -100,7 +100,7 @@ func (db *DB) WriteGroupedLater(fn func(tx *Tx) error) {
 
 // writeAlone is WriteGrouped without a group: fn in a write transaction of its own, waited
 // for even when ctx ends once it started (fn's own statements still see ctx).
-func (db *DB) writeAlone(ctx context.Context, fn func(tx *Tx) error) (err error) {
+func (db *DB) writeAlone(ctx context.Context, fn func(dbtx *DBTx) error) (err error) {
 	select {
 	case <-db.group.quit:
 		return errClosed
@@ -108,13 +108,13 @@ func (db *DB) writeAlone(ctx context.Context, fn func(tx *Tx) error) (err error)
 		return ctx.Err()
 	default:
 	}
-	return db.Write(context.WithoutCancel(ctx), func(tx *Tx) (err error) {
+	return db.Write(context.WithoutCancel(ctx), func(dbtx *DBTx) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("store: grouped write panicked: %v", r)
 			}
 		}()
-		return fn(tx)
+		return fn(dbtx)
 	})
 }
 
@@ -128,13 +128,13 @@ func (db *DB) laterLoop() {
 	for {
 		select {
 		case op := <-g.ops:
-			err := db.runOne(context.Background(), func(tx *Tx) (err error) {
+			err := db.runOne(context.Background(), func(dbtx *DBTx) (err error) {
 				defer func() {
 					if r := recover(); r != nil {
 						err = fmt.Errorf("store: deferred write panicked: %v", r)
 					}
 				}()
-				return op.fn(tx)
+				return op.fn(dbtx)
 			})
 			if err != nil {
 				db.log.Warn("store: a deferred write failed", zap.Error(err))
@@ -174,13 +174,13 @@ func (db *DB) commitLoop() {
 		}
 		// The transaction itself runs without a deadline: the functions in it were accepted,
 		// and their callers wait for the outcome.
-		err := db.Write(context.Background(), func(tx *Tx) error {
+		err := db.Write(context.Background(), func(dbtx *DBTx) error {
 			for i, op := range batch {
 				if err := op.ctx.Err(); err != nil {
 					errs[i] = err
 					continue
 				}
-				errs[i] = savepoint(tx, op)
+				errs[i] = savepoint(dbtx, op)
 			}
 			return nil
 		})
@@ -197,10 +197,10 @@ func (db *DB) commitLoop() {
 	}
 }
 
-// savepoint runs op.fn inside a savepoint of tx and undoes it when fn fails or panics.
-func savepoint(tx *Tx, op groupOp) (err error) {
+// savepoint runs op.fn inside a savepoint of dbtx and undoes it when fn fails or panics.
+func savepoint(dbtx *DBTx, op groupOp) (err error) {
 	ctx := context.Background()
-	if _, err := tx.ExecContext(ctx, qSavepoint); err != nil {
+	if _, err := dbtx.ExecContext(ctx, qSavepoint); err != nil {
 		return err
 	}
 	ok := false
@@ -211,17 +211,17 @@ func savepoint(tx *Tx, op groupOp) (err error) {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("store: grouped write panicked: %v", r)
 		}
-		if _, rerr := tx.ExecContext(ctx, qRollbackTo); rerr != nil {
+		if _, rerr := dbtx.ExecContext(ctx, qRollbackTo); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
-		if _, rerr := tx.ExecContext(ctx, qRelease); rerr != nil {
+		if _, rerr := dbtx.ExecContext(ctx, qRelease); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 	}()
-	if err := op.fn(tx); err != nil {
+	if err := op.fn(dbtx); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, qRelease); err != nil {
+	if _, err := dbtx.ExecContext(ctx, qRelease); err != nil {
 		return err
 	}
 	ok = true

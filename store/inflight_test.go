@@ -21,8 +21,8 @@ func testInFlightGroupedWrites(t *testing.T, be backend) {
 	a, b := addrN(21), addrN(22)
 	expect := func(step string, addr common.Address, n int, sum int64) {
 		t.Helper()
-		err := db.Read(ctx, func(tx *Tx) error {
-			gn, gs, err := tx.InFlight(ctx, 1, addr)
+		err := db.Read(ctx, func(dbtx *DBTx) error {
+			gn, gs, err := dbtx.InFlight(ctx, 1, addr)
 			if err != nil {
 				return err
 			}
@@ -35,7 +35,7 @@ func testInFlightGroupedWrites(t *testing.T, be backend) {
 			t.Fatal(err)
 		}
 	}
-	write := func(fn func(tx *Tx) error) {
+	write := func(fn func(dbtx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, fn); err != nil {
 			t.Fatal(err)
@@ -54,37 +54,37 @@ func testInFlightGroupedWrites(t *testing.T, be backend) {
 	failed := testRecord(1, a, 10)
 	failed.State = StateFailed
 	recs = append(recs, failed)
-	write(func(tx *Tx) error { return tx.InsertTxs(ctx, recs) })
+	write(func(dbtx *DBTx) error { return dbtx.InsertTxs(ctx, recs) })
 	expect("one insert", a, 10, 55)
 	expect("one insert", b, 5, 15)
 
 	// Two more groups of a, the second in the same transaction as a row leaving flight.
 	more := []*TxRecord{testRecord(1, a, 11), testRecord(1, a, 12)}
-	write(func(tx *Tx) error { return tx.InsertTxs(ctx, more) })
+	write(func(dbtx *DBTx) error { return dbtx.InsertTxs(ctx, more) })
 	expect("second insert", a, 12, 55+12+13)
-	write(func(tx *Tx) error {
-		if err := tx.SetState(ctx, recs[0].ID, []string{StateReserved}, StateFailed, "x"); err != nil {
+	write(func(dbtx *DBTx) error {
+		if err := dbtx.SetState(ctx, recs[0].ID, []string{StateReserved}, StateFailed, "x"); err != nil {
 			return err
 		}
-		return tx.InsertTxs(ctx, []*TxRecord{testRecord(1, a, 13)})
+		return dbtx.InsertTxs(ctx, []*TxRecord{testRecord(1, a, 13)})
 	})
 	expect("a row out, a row in", a, 12, 55+12+13-1+14)
 
 	// Signed, then mined in one transaction one statement each, as the confirmer does:
 	// nonces 1-9 of a and 0-4 of b.
 	hash := func(i int) common.Hash { return common.BigToHash(big.NewInt(int64(1000 + i))) }
-	write(func(tx *Tx) error {
+	write(func(dbtx *DBTx) error {
 		for i, r := range recs[1:15] {
-			if err := tx.SetSigned(ctx, r.ID, []byte{1}, hash(i), StateSigned); err != nil {
+			if err := dbtx.SetSigned(ctx, r.ID, []byte{1}, hash(i), StateSigned); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	expect("signed", a, 12, 55+12+13-1+14)
-	write(func(tx *Tx) error {
+	write(func(dbtx *DBTx) error {
 		for i := range recs[1:15] {
-			if _, err := tx.SetMined(ctx, 1, hash(i), 7, common.HexToHash("0x7")); err != nil {
+			if _, err := dbtx.SetMined(ctx, 1, hash(i), 7, common.HexToHash("0x7")); err != nil {
 				return err
 			}
 		}
@@ -94,11 +94,11 @@ func testInFlightGroupedWrites(t *testing.T, be backend) {
 	expect("mined", b, 0, 0)
 
 	// A transaction that fails after moving rows into and out of flight changes nothing.
-	err := db.Write(ctx, func(tx *Tx) error {
-		if n, err := tx.Unmine(ctx, 1, 7, common.HexToHash("0x7")); err != nil || n != 14 {
+	err := db.Write(ctx, func(dbtx *DBTx) error {
+		if n, err := dbtx.Unmine(ctx, 1, 7, common.HexToHash("0x7")); err != nil || n != 14 {
 			t.Errorf("unmined %d rows (%v), want 14", n, err)
 		}
-		if err := tx.SetState(ctx, more[0].ID, []string{StateReserved}, StateFailed, "x"); err != nil {
+		if err := dbtx.SetState(ctx, more[0].ID, []string{StateReserved}, StateFailed, "x"); err != nil {
 			return err
 		}
 		return errRollback
@@ -111,19 +111,23 @@ func testInFlightGroupedWrites(t *testing.T, be backend) {
 
 	// stuck counts in flight (a request whose fee bumps reached a cap): into it and back to
 	// broadcast change nothing; mined from it, it leaves flight once.
-	write(func(tx *Tx) error { return tx.SetSigned(ctx, more[0].ID, []byte{1}, hash(100), StateSigned) })
-	write(func(tx *Tx) error {
-		return tx.SetState(ctx, more[0].ID, []string{StateSigned}, StateBroadcast, "")
+	write(func(dbtx *DBTx) error { return dbtx.SetSigned(ctx, more[0].ID, []byte{1}, hash(100), StateSigned) })
+	write(func(dbtx *DBTx) error {
+		return dbtx.SetState(ctx, more[0].ID, []string{StateSigned}, StateBroadcast, "")
 	})
-	write(func(tx *Tx) error {
-		return tx.SetState(ctx, more[0].ID, []string{StateBroadcast}, StateStuck, "cap")
+	write(func(dbtx *DBTx) error {
+		return dbtx.SetState(ctx, more[0].ID, []string{StateBroadcast}, StateStuck, "cap")
 	})
 	expect("stuck", a, 3, 12+13+14)
-	write(func(tx *Tx) error { return tx.SetState(ctx, more[0].ID, []string{StateStuck}, StateBroadcast, "") })
-	write(func(tx *Tx) error { return tx.SetState(ctx, more[0].ID, []string{StateBroadcast}, StateStuck, "cap") })
+	write(func(dbtx *DBTx) error {
+		return dbtx.SetState(ctx, more[0].ID, []string{StateStuck}, StateBroadcast, "")
+	})
+	write(func(dbtx *DBTx) error {
+		return dbtx.SetState(ctx, more[0].ID, []string{StateBroadcast}, StateStuck, "cap")
+	})
 	expect("stuck again", a, 3, 12+13+14)
-	write(func(tx *Tx) error {
-		_, err := tx.SetMined(ctx, 1, hash(100), 8, common.HexToHash("0x8"))
+	write(func(dbtx *DBTx) error {
+		_, err := dbtx.SetMined(ctx, 1, hash(100), 8, common.HexToHash("0x8"))
 		return err
 	})
 	expect("mined from stuck", a, 2, 13+14)

@@ -34,8 +34,8 @@ func (db *DB) AddKey(ctx context.Context, k StoredKey) error {
 	if k.CreatedAt.IsZero() {
 		k.CreatedAt = time.Now()
 	}
-	err := db.Write(ctx, func(tx *Tx) error {
-		_, err := tx.ExecContext(ctx, qAddKey, addressKey(k.Address), string(k.JSON), formatTime(k.CreatedAt))
+	err := db.Write(ctx, func(dbtx *DBTx) error {
+		_, err := dbtx.ExecContext(ctx, qAddKey, addressKey(k.Address), string(k.JSON), formatTime(k.CreatedAt))
 		return err
 	})
 	if err != nil {
@@ -47,9 +47,9 @@ func (db *DB) AddKey(ctx context.Context, k StoredKey) error {
 // Key is the stored key of address, or ErrNotFound.
 func (db *DB) Key(ctx context.Context, address common.Address) (StoredKey, error) {
 	var k StoredKey
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(dbtx *DBTx) error {
 		var err error
-		k, err = scanKey(tx.QueryRowContext(ctx, qKey, addressKey(address)))
+		k, err = scanKey(dbtx.QueryRowContext(ctx, qKey, addressKey(address)))
 		return err
 	})
 	if err != nil {
@@ -61,8 +61,8 @@ func (db *DB) Key(ctx context.Context, address common.Address) (StoredKey, error
 // AllKeys are every stored key, oldest first (ties by address).
 func (db *DB) AllKeys(ctx context.Context) ([]StoredKey, error) {
 	var keys []StoredKey
-	err := db.Read(ctx, func(tx *Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT address, key_json, created_at FROM account_keys ORDER BY created_at, address`)
+	err := db.Read(ctx, func(dbtx *DBTx) error {
+		rows, err := dbtx.QueryContext(ctx, `SELECT address, key_json, created_at FROM account_keys ORDER BY created_at, address`)
 		if err != nil {
 			return err
 		}
@@ -85,8 +85,8 @@ func (db *DB) AllKeys(ctx context.Context) ([]StoredKey, error) {
 // HasKeys reports whether the store holds any key.
 func (db *DB) HasKeys(ctx context.Context) (bool, error) {
 	var n int
-	err := db.Read(ctx, func(tx *Tx) error {
-		return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT address FROM account_keys LIMIT 1) AS k`).Scan(&n)
+	err := db.Read(ctx, func(dbtx *DBTx) error {
+		return dbtx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT address FROM account_keys LIMIT 1) AS k`).Scan(&n)
 	})
 	if err != nil {
 		return false, fmt.Errorf("any key: %w", err)

@@ -44,8 +44,8 @@ func testKeyRoundTrip(t *testing.T, be backend) {
 		t.Fatalf("HasKeys = %v, %v; want true, nil", has, err)
 	}
 	var stored string
-	err = db.Read(ctx, func(tx *Tx) error {
-		return tx.QueryRowContext(ctx, `SELECT address FROM account_keys WHERE key_json = ?`, string(a.JSON)).Scan(&stored)
+	err = db.Read(ctx, func(dbtx *DBTx) error {
+		return dbtx.QueryRowContext(ctx, `SELECT address FROM account_keys WHERE key_json = ?`, string(a.JSON)).Scan(&stored)
 	})
 	if err != nil || stored != "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed" {
 		t.Fatalf("stored address = %q, %v; want lowercase hex", stored, err)
@@ -85,8 +85,8 @@ func testKeyErrors(t *testing.T, be backend) {
 		})
 	}
 	// The table refuses an address that is not lowercase hex, whoever writes it.
-	err = db.Write(ctx, func(tx *Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO account_keys (address, key_json, created_at) VALUES (?, '{}', '2025-01-01T00:00:00.000000000Z')`,
+	err = db.Write(ctx, func(dbtx *DBTx) error {
+		_, err := dbtx.ExecContext(ctx, `INSERT INTO account_keys (address, key_json, created_at) VALUES (?, '{}', '2025-01-01T00:00:00.000000000Z')`,
 			"0x5AAEB6053F3E94C9B9A09F33669435E7EF1BEAED")
 		return err
 	})

@@ -32,14 +32,14 @@ type Lease struct {
 // AcquireLease takes the lease name for holder until expires, when no row exists, when its
 // expiry is not after now, or when holder holds it already; the epoch grows by one. ok is
 // false when another holder's unexpired lease stands; l is then that lease.
-func (t *Tx) AcquireLease(ctx context.Context, name, holder string, now, expires time.Time) (l *Lease, ok bool, err error) {
+func (t *DBTx) AcquireLease(ctx context.Context, name, holder string, now, expires time.Time) (l *Lease, ok bool, err error) {
 	return t.AcquireLeaseFrom(ctx, name, holder, "", now, expires)
 }
 
 // AcquireLeaseFrom is AcquireLease that also takes an unexpired lease whose holder starts
 // with predecessors (when not empty): an earlier process of the same replica, which a crash
 // left holding it.
-func (t *Tx) AcquireLeaseFrom(ctx context.Context, name, holder, predecessors string, now, expires time.Time) (l *Lease, ok bool, err error) {
+func (t *DBTx) AcquireLeaseFrom(ctx context.Context, name, holder, predecessors string, now, expires time.Time) (l *Lease, ok bool, err error) {
 	if name == "" || holder == "" {
 		return nil, false, errors.New("acquire lease: name and holder must not be empty")
 	}
@@ -75,7 +75,7 @@ func (t *Tx) AcquireLeaseFrom(ctx context.Context, name, holder, predecessors st
 
 // RenewLease moves the expiry of the lease name that holder took at epoch to expires;
 // ErrNotFound when holder does not hold it at that epoch (any more).
-func (t *Tx) RenewLease(ctx context.Context, name, holder string, epoch int64, now, expires time.Time) error {
+func (t *DBTx) RenewLease(ctx context.Context, name, holder string, epoch int64, now, expires time.Time) error {
 	res, err := t.ExecContext(ctx, qRenewLease, formatTime(expires), formatTime(now), name, holder, epoch)
 	return oneRow(res, err, "renew lease "+name)
 }
@@ -83,13 +83,13 @@ func (t *Tx) RenewLease(ctx context.Context, name, holder string, epoch int64, n
 // ReleaseLease ends the hold that holder took on name at epoch: the lease expires at now, and
 // the next process asking takes it at once. ErrNotFound when holder does not hold it at that
 // epoch (any more).
-func (t *Tx) ReleaseLease(ctx context.Context, name, holder string, epoch int64, now time.Time) error {
+func (t *DBTx) ReleaseLease(ctx context.Context, name, holder string, epoch int64, now time.Time) error {
 	res, err := t.ExecContext(ctx, qRenewLease, formatTime(now), formatTime(now), name, holder, epoch)
 	return oneRow(res, err, "release lease "+name)
 }
 
 // Lease is the row of name, or ErrNotFound.
-func (t *Tx) Lease(ctx context.Context, name string) (*Lease, error) {
+func (t *DBTx) Lease(ctx context.Context, name string) (*Lease, error) {
 	l, err := scanLease(t.QueryRowContext(ctx, qLease, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("lease %s: %w", name, ErrNotFound)
@@ -101,7 +101,7 @@ func (t *Tx) Lease(ctx context.Context, name string) (*Lease, error) {
 }
 
 // Leases are every lease row, by name.
-func (t *Tx) Leases(ctx context.Context) ([]*Lease, error) {
+func (t *DBTx) Leases(ctx context.Context) ([]*Lease, error) {
 	rows, err := t.QueryContext(ctx, `SELECT `+leaseColumns+` FROM leases ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("leases: %w", err)

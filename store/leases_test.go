@@ -17,9 +17,9 @@ func TestLeaseAcquireRenewRelease(t *testing.T) {
 			l  *Lease
 			ok bool
 		)
-		err := db.Write(ctx, func(tx *Tx) error {
+		err := db.Write(ctx, func(dbtx *DBTx) error {
 			var err error
-			l, ok, err = tx.AcquireLease(ctx, name, holder, at, at.Add(ttl))
+			l, ok, err = dbtx.AcquireLease(ctx, name, holder, at, at.Add(ttl))
 			return err
 		})
 		if err != nil {
@@ -27,7 +27,7 @@ func TestLeaseAcquireRenewRelease(t *testing.T) {
 		}
 		return l, ok
 	}
-	write := func(fn func(tx *Tx) error) error { return db.Write(ctx, fn) }
+	write := func(fn func(dbtx *DBTx) error) error { return db.Write(ctx, fn) }
 
 	l, ok := acquire("confirmer/1", "a/1", now, 10*time.Second)
 	if !ok || l.Epoch != 1 || l.Holder != "a/1" || !l.ExpiresAt.Equal(now.Add(10*time.Second)) {
@@ -42,8 +42,8 @@ func TestLeaseAcquireRenewRelease(t *testing.T) {
 		t.Fatal("another lease name was refused")
 	}
 	// The holder renews; a renewal at another epoch or by another holder is refused.
-	if err := write(func(tx *Tx) error {
-		return tx.RenewLease(ctx, "confirmer/1", "a/1", 1, now.Add(5*time.Second), now.Add(15*time.Second))
+	if err := write(func(dbtx *DBTx) error {
+		return dbtx.RenewLease(ctx, "confirmer/1", "a/1", 1, now.Add(5*time.Second), now.Add(15*time.Second))
 	}); err != nil {
 		t.Fatalf("renew: %v", err)
 	}
@@ -51,8 +51,8 @@ func TestLeaseAcquireRenewRelease(t *testing.T) {
 		holder string
 		epoch  int64
 	}{{"a/1", 2}, {"b/1", 1}} {
-		err := write(func(tx *Tx) error {
-			return tx.RenewLease(ctx, "confirmer/1", c.holder, c.epoch, now, now.Add(time.Hour))
+		err := write(func(dbtx *DBTx) error {
+			return dbtx.RenewLease(ctx, "confirmer/1", c.holder, c.epoch, now, now.Add(time.Hour))
 		})
 		if !errors.Is(err, ErrNotFound) {
 			t.Fatalf("renew by %s at epoch %d = %v, want ErrNotFound", c.holder, c.epoch, err)
@@ -66,7 +66,7 @@ func TestLeaseAcquireRenewRelease(t *testing.T) {
 	if !ok || l.Epoch != 2 || l.Holder != "b/1" {
 		t.Fatalf("takeover after the expiry = %+v, %v; want b/1 at epoch 2", l, ok)
 	}
-	if err := write(func(tx *Tx) error { return tx.RenewLease(ctx, "confirmer/1", "a/1", 1, now, now.Add(time.Hour)) }); !errors.Is(err, ErrNotFound) {
+	if err := write(func(dbtx *DBTx) error { return dbtx.RenewLease(ctx, "confirmer/1", "a/1", 1, now, now.Add(time.Hour)) }); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("renewal by the former holder = %v, want ErrNotFound", err)
 	}
 	// The holder takes its own lease again (a new epoch) before the expiry.
@@ -74,23 +74,27 @@ func TestLeaseAcquireRenewRelease(t *testing.T) {
 		t.Fatalf("re-acquisition by the holder = %+v, %v; want epoch 3", l, ok)
 	}
 	// A release lets the next one in at once.
-	if err := write(func(tx *Tx) error { return tx.ReleaseLease(ctx, "confirmer/1", "b/1", 3, now.Add(17*time.Second)) }); err != nil {
+	if err := write(func(dbtx *DBTx) error {
+		return dbtx.ReleaseLease(ctx, "confirmer/1", "b/1", 3, now.Add(17*time.Second))
+	}); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	if err := write(func(tx *Tx) error { return tx.ReleaseLease(ctx, "confirmer/1", "b/1", 3, now.Add(17*time.Second)) }); err != nil {
+	if err := write(func(dbtx *DBTx) error {
+		return dbtx.ReleaseLease(ctx, "confirmer/1", "b/1", 3, now.Add(17*time.Second))
+	}); err != nil {
 		t.Fatalf("a second release by the same holder: %v", err)
 	}
 	if l, ok = acquire("confirmer/1", "a/2", now.Add(17*time.Second), 10*time.Second); !ok || l.Epoch != 4 || l.Holder != "a/2" {
 		t.Fatalf("acquisition after the release = %+v, %v; want a/2 at epoch 4", l, ok)
 	}
-	if err := write(func(tx *Tx) error { return tx.ReleaseLease(ctx, "confirmer/1", "b/1", 3, now) }); !errors.Is(err, ErrNotFound) {
+	if err := write(func(dbtx *DBTx) error { return dbtx.ReleaseLease(ctx, "confirmer/1", "b/1", 3, now) }); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("release by the former holder = %v, want ErrNotFound", err)
 	}
 
 	var all []*Lease
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(dbtx *DBTx) error {
 		var err error
-		all, err = tx.Leases(ctx)
+		all, err = dbtx.Leases(ctx)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -99,10 +103,10 @@ func TestLeaseAcquireRenewRelease(t *testing.T) {
 		all[1].Name != "owners-indexer/1" || all[1].Holder != "b/1" {
 		t.Fatalf("leases = %+v %+v", all[0], all[1])
 	}
-	if err := db.Read(ctx, func(tx *Tx) error { _, err := tx.Lease(ctx, "nope"); return err }); !errors.Is(err, ErrNotFound) {
+	if err := db.Read(ctx, func(dbtx *DBTx) error { _, err := dbtx.Lease(ctx, "nope"); return err }); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing lease = %v, want ErrNotFound", err)
 	}
-	if err := write(func(tx *Tx) error { _, _, err := tx.AcquireLease(ctx, "", "a", now, now); return err }); err == nil {
+	if err := write(func(dbtx *DBTx) error { _, _, err := dbtx.AcquireLease(ctx, "", "a", now, now); return err }); err == nil {
 		t.Fatal("an empty lease name was accepted")
 	}
 }

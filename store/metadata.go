@@ -30,7 +30,7 @@ var (
 )
 
 // Metadata returns the record of (chainID, addr, tokenID), or ErrNotFound.
-func (t *Tx) Metadata(ctx context.Context, chainID uint64, addr common.Address, tokenID string) (*MetadataRecord, error) {
+func (t *DBTx) Metadata(ctx context.Context, chainID uint64, addr common.Address, tokenID string) (*MetadataRecord, error) {
 	r := MetadataRecord{ChainID: chainID, Address: addr, TokenID: tokenID}
 	var (
 		failures int64
@@ -51,7 +51,7 @@ func (t *Tx) Metadata(ctx context.Context, chainID uint64, addr common.Address, 
 }
 
 // PutMetadata inserts r or replaces the record it updates.
-func (t *Tx) PutMetadata(ctx context.Context, r *MetadataRecord) error {
+func (t *DBTx) PutMetadata(ctx context.Context, r *MetadataRecord) error {
 	if r.Failures < 0 {
 		return fmt.Errorf("metadata record: failures %d < 0", r.Failures)
 	}
@@ -69,7 +69,7 @@ func (t *Tx) PutMetadata(ctx context.Context, r *MetadataRecord) error {
 var qDeleteMetadata = prepared(`DELETE FROM metadata_records WHERE chain_id = ? AND address = ? AND token_id = ?`)
 
 // DeleteMetadata removes the record of (chainID, addr, tokenID), if any.
-func (t *Tx) DeleteMetadata(ctx context.Context, chainID uint64, addr common.Address, tokenID string) error {
+func (t *DBTx) DeleteMetadata(ctx context.Context, chainID uint64, addr common.Address, tokenID string) error {
 	if _, err := t.ExecContext(ctx, qDeleteMetadata, int64(chainID), addressKey(addr), tokenID); err != nil {
 		return fmt.Errorf("delete metadata record: %w", err)
 	}
@@ -79,7 +79,7 @@ func (t *Tx) DeleteMetadata(ctx context.Context, chainID uint64, addr common.Add
 var qDeleteChainMetadata = prepared(`DELETE FROM metadata_records WHERE chain_id = ?`)
 
 // DeleteChainMetadata removes every record of chainID and returns how many there were.
-func (t *Tx) DeleteChainMetadata(ctx context.Context, chainID uint64) (int64, error) {
+func (t *DBTx) DeleteChainMetadata(ctx context.Context, chainID uint64) (int64, error) {
 	res, err := t.ExecContext(ctx, qDeleteChainMetadata, int64(chainID))
 	if err != nil {
 		return 0, fmt.Errorf("delete metadata records of chain %d: %w", chainID, err)

@@ -78,7 +78,7 @@ type execQuerier interface {
 // write; on PostgreSQL q and write are one connection holding the migration lock
 // (migratePostgres).
 func (db *DB) migrateWith(ctx context.Context, q execQuerier, migs []migration,
-	write func(ctx context.Context, fn func(tx *Tx) error) error) (int, error) {
+	write func(ctx context.Context, fn func(dbtx *DBTx) error) error) (int, error) {
 	known := 0
 	if len(migs) > 0 {
 		known = migs[len(migs)-1].version
@@ -128,9 +128,9 @@ func (db *DB) migrateWith(ctx context.Context, q execQuerier, migs []migration,
 			continue
 		}
 		applied := false
-		err := write(ctx, func(tx *Tx) error {
+		err := write(ctx, func(dbtx *DBTx) error {
 			// Another process may have migrated since we looked; the write lock is ours now.
-			v, err := schemaVersion(ctx, tx)
+			v, err := schemaVersion(ctx, dbtx)
 			if err != nil {
 				return err
 			}
@@ -139,10 +139,10 @@ func (db *DB) migrateWith(ctx context.Context, q execQuerier, migs []migration,
 			}
 			// The migration's text as it is: no placeholders, and PostgreSQL bodies in
 			// dollar quotes.
-			if _, err := tx.tx.ExecContext(ctx, m.sql); err != nil {
+			if _, err := dbtx.sqlTx.ExecContext(ctx, m.sql); err != nil {
 				return err
 			}
-			_, err = tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+			_, err = dbtx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
 				m.version, m.name, formatTime(time.Now()))
 			applied = err == nil
 			return err

@@ -16,7 +16,7 @@ const qSetMinedMany = setMinedSet + `WHERE hash = ANY(CAST(? AS text[])) AND cha
 // transactions in one transaction, and each statement is a round trip and an executor start
 // of its own (under a stream of sends a block holds tens of them). On SQLite, whose
 // statements cost no round trip, it is SetMined for each hash.
-func (t *Tx) SetMinedMany(ctx context.Context, chainID uint64, hashes []common.Hash, number uint64, blockHash common.Hash) (int64, error) {
+func (t *DBTx) SetMinedMany(ctx context.Context, chainID uint64, hashes []common.Hash, number uint64, blockHash common.Hash) (int64, error) {
 	if t.d != postgresDialect {
 		var n int64
 		for _, h := range hashes {

@@ -26,45 +26,45 @@ func testSetMinedMany(t *testing.T, be backend) {
 		recs = append(recs, testRecord(1, addr, n))
 	}
 	recs = append(recs, testRecord(2, addr, 0))
-	write := func(fn func(tx *Tx) error) {
+	write := func(fn func(dbtx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(func(tx *Tx) error {
-		if err := tx.InsertTxs(ctx, recs); err != nil {
+	write(func(dbtx *DBTx) error {
+		if err := dbtx.InsertTxs(ctx, recs); err != nil {
 			return err
 		}
 		for i, r := range recs[:5] {
-			if err := tx.SetSigned(ctx, r.ID, []byte{1}, hash(i), StateSigned); err != nil {
+			if err := dbtx.SetSigned(ctx, r.ID, []byte{1}, hash(i), StateSigned); err != nil {
 				return err
 			}
 		}
-		if err := tx.SetSigned(ctx, recs[6].ID, []byte{1}, hash(6), StateSigned); err != nil {
+		if err := dbtx.SetSigned(ctx, recs[6].ID, []byte{1}, hash(6), StateSigned); err != nil {
 			return err
 		}
 		// Row 1 broadcast, row 2 mined in another block, row 3 mined in this block, row 4
 		// confirmed; row 5 stays reserved.
-		if err := tx.SetState(ctx, recs[1].ID, []string{StateSigned}, StateBroadcast, ""); err != nil {
+		if err := dbtx.SetState(ctx, recs[1].ID, []string{StateSigned}, StateBroadcast, ""); err != nil {
 			return err
 		}
-		if _, err := tx.SetMined(ctx, 1, hash(2), 9, other); err != nil {
+		if _, err := dbtx.SetMined(ctx, 1, hash(2), 9, other); err != nil {
 			return err
 		}
-		if _, err := tx.SetMined(ctx, 1, hash(3), 10, block); err != nil {
+		if _, err := dbtx.SetMined(ctx, 1, hash(3), 10, block); err != nil {
 			return err
 		}
-		if _, err := tx.SetMined(ctx, 1, hash(4), 8, other); err != nil {
+		if _, err := dbtx.SetMined(ctx, 1, hash(4), 8, other); err != nil {
 			return err
 		}
-		_, err := tx.Confirm(ctx, 1, 8)
+		_, err := dbtx.Confirm(ctx, 1, 8)
 		return err
 	})
 
 	var changed int64
-	write(func(tx *Tx) (err error) {
-		changed, err = tx.SetMinedMany(ctx, 1, []common.Hash{hash(0), hash(1), hash(2), hash(3), hash(4), hash(5), hash(6), hash(7)}, 10, block)
+	write(func(dbtx *DBTx) (err error) {
+		changed, err = dbtx.SetMinedMany(ctx, 1, []common.Hash{hash(0), hash(1), hash(2), hash(3), hash(4), hash(5), hash(6), hash(7)}, 10, block)
 		return err
 	})
 	if changed != 3 {
@@ -74,9 +74,9 @@ func testSetMinedMany(t *testing.T, be backend) {
 		state string
 		block common.Hash
 	}{{StateMined, block}, {StateMined, block}, {StateMined, block}, {StateMined, block}, {StateConfirmed, other}, {StateReserved, common.Hash{}}, {StateSigned, common.Hash{}}}
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(dbtx *DBTx) error {
 		for i, r := range recs {
-			got, err := tx.TxByID(ctx, r.ID)
+			got, err := dbtx.TxByID(ctx, r.ID)
 			if err != nil {
 				return err
 			}
@@ -84,7 +84,7 @@ func testSetMinedMany(t *testing.T, be backend) {
 				t.Errorf("row %d: %s in block %s, want %s in block %s", i, got.State, got.BlockHash, want[i].state, want[i].block)
 			}
 		}
-		n, cost, err := tx.InFlight(ctx, 1, addr)
+		n, cost, err := dbtx.InFlight(ctx, 1, addr)
 		if err != nil {
 			return err
 		}
@@ -96,8 +96,8 @@ func testSetMinedMany(t *testing.T, be backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	write(func(tx *Tx) (err error) {
-		changed, err = tx.SetMinedMany(ctx, 1, nil, 11, block)
+	write(func(dbtx *DBTx) (err error) {
+		changed, err = dbtx.SetMinedMany(ctx, 1, nil, 11, block)
 		return err
 	})
 	if changed != 0 {

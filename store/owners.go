@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -67,101 +66,6 @@ func parseUintKey(b []byte) (uint256.Int, error) {
 	return v, nil
 }
 
-// The sizes of the multi-row statements. A chunk of n items runs the smallest statement that
-// holds them, the last item repeated to fill it: a repeated key changes nothing in an upsert,
-// a delete or a lookup, and the statements stay few enough to prepare once. A dialect that
-// prepares nothing itself (PostgreSQL, whose driver caches statements per connection) runs a
-// statement of the chunk's exact size instead: PostgreSQL refuses an upsert that names one
-// key twice.
-var chunkSizes = [...]int{1, 8, 32, 128}
-
-// chunkedQuery is one statement per chunk size, built by build(rows), registered with
-// prepared.
-type chunkedQuery struct {
-	sized map[int]string
-	build func(rows int) string
-}
-
-func chunked(build func(rows int) string) chunkedQuery {
-	q := chunkedQuery{sized: map[int]string{}, build: build}
-	for _, n := range chunkSizes {
-		q.sized[n] = prepared(build(n))
-	}
-	return q
-}
-
-// tuples is n parenthesized groups of k placeholders, comma separated.
-func tuples(n, k int) string {
-	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", k), ", ") + ")"
-	return strings.TrimSuffix(strings.Repeat(one+", ", n), ", ")
-}
-
-// blobTuples is tuples with each placeholder cast to BLOB: in a VALUES list compared with
-// BLOB columns, PostgreSQL cannot infer a parameter's type from the comparison (it would take
-// text).
-func blobTuples(n, k int) string {
-	one := "(" + strings.TrimSuffix(strings.Repeat("CAST(? AS BLOB), ", k), ", ") + ")"
-	return strings.TrimSuffix(strings.Repeat(one+", ", n), ", ")
-}
-
-// chunks calls run for each chunk of n items with the statement for it and the arguments:
-// lead, then add's arguments for each item (the last repeated to the statement's size).
-func chunks(d *dialect, q chunkedQuery, lead []any, n int, add func(args []any, i int) []any, run func(query string, args []any) error) error {
-	largest := chunkSizes[len(chunkSizes)-1]
-	var args []any
-	for start := 0; start < n; start += largest {
-		m := min(n-start, largest)
-		size := largest
-		for _, s := range chunkSizes {
-			if s >= m {
-				size = s
-				break
-			}
-		}
-		query := q.sized[size]
-		if !d.prepare && size != m {
-			size, query = m, q.build(m)
-		}
-		args = append(args[:0], lead...)
-		for i := range size {
-			args = add(args, start+min(i, m-1))
-		}
-		if err := run(query, args); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// lastWins drops every item whose key a later item has: an upsert given one key twice keeps
-// the last (as SQLite, writing row by row, does; PostgreSQL refuses such a statement).
-func lastWins[T any, K comparable](items []T, key func(*T) K) []T {
-	if len(items) < 2 {
-		return items
-	}
-	last := make(map[K]int, len(items))
-	for i := range items {
-		last[key(&items[i])] = i
-	}
-	if len(last) == len(items) {
-		return items
-	}
-	out := make([]T, 0, len(last))
-	for i := range items {
-		if last[key(&items[i])] == i {
-			out = append(out, items[i])
-		}
-	}
-	return out
-}
-
-func (t *Tx) execChunks(ctx context.Context, q chunkedQuery, lead []any, n int, add func(args []any, i int) []any) error {
-	return chunks(t.d, q, lead, n, add, func(query string, args []any) error {
-		_, err := t.ExecContext(ctx, query, args...)
-		return err
-	})
-}
-
 var (
 	qNFTBalancesByKey = chunked(func(n int) string {
 		return `SELECT contract, token_id, owner, amount, standard FROM nft_balances
@@ -184,7 +88,7 @@ var (
 )
 
 // NFTBalancesByKey returns the rows of keys that exist, in no particular order.
-func (t *Tx) NFTBalancesByKey(ctx context.Context, chainID uint64, keys []NFTBalanceKey) ([]NFTBalance, error) {
+func (t *DBTx) NFTBalancesByKey(ctx context.Context, chainID uint64, keys []NFTBalanceKey) ([]NFTBalance, error) {
 	var out []NFTBalance
 	err := chunks(t.d, qNFTBalancesByKey, []any{int64(chainID)}, len(keys), func(args []any, i int) []any {
 		k := &keys[i]
@@ -201,7 +105,7 @@ func (t *Tx) NFTBalancesByKey(ctx context.Context, chainID uint64, keys []NFTBal
 }
 
 // NFTBalancesByToken returns every row of the tokens, in no particular order.
-func (t *Tx) NFTBalancesByToken(ctx context.Context, chainID uint64, tokens []NFTToken) ([]NFTBalance, error) {
+func (t *DBTx) NFTBalancesByToken(ctx context.Context, chainID uint64, tokens []NFTToken) ([]NFTBalance, error) {
 	var out []NFTBalance
 	err := chunks(t.d, qNFTBalancesByToken, []any{int64(chainID)}, len(tokens), func(args []any, i int) []any {
 		return append(args, tokens[i].Contract.Bytes(), uintKey(&tokens[i].ID))
@@ -233,7 +137,7 @@ func dedupBalances(rows []NFTBalance) []NFTBalance {
 	return out
 }
 
-func (t *Tx) scanBalances(ctx context.Context, out []NFTBalance, query string, args []any) ([]NFTBalance, error) {
+func (t *DBTx) scanBalances(ctx context.Context, out []NFTBalance, query string, args []any) ([]NFTBalance, error) {
 	rows, err := t.QueryContext(ctx, query, args...)
 	if err != nil {
 		return out, err
@@ -272,7 +176,7 @@ func balanceRow(contract, id, owner, amount []byte, standard int64) (NFTBalance,
 
 // PutNFTBalances inserts rows or replaces the amounts of the existing ones. Amounts must not
 // be zero (a zero balance is deleted, not stored).
-func (t *Tx) PutNFTBalances(ctx context.Context, chainID uint64, rows []NFTBalance) error {
+func (t *DBTx) PutNFTBalances(ctx context.Context, chainID uint64, rows []NFTBalance) error {
 	for i := range rows {
 		if rows[i].Amount.IsZero() {
 			return fmt.Errorf("put nft balances: zero amount for %x/%s/%x", rows[i].Contract, rows[i].ID.Hex(), rows[i].Owner)
@@ -290,7 +194,7 @@ func (t *Tx) PutNFTBalances(ctx context.Context, chainID uint64, rows []NFTBalan
 }
 
 // DeleteNFTBalances removes the rows of keys, where they exist.
-func (t *Tx) DeleteNFTBalances(ctx context.Context, chainID uint64, keys []NFTBalanceKey) error {
+func (t *DBTx) DeleteNFTBalances(ctx context.Context, chainID uint64, keys []NFTBalanceKey) error {
 	err := t.execChunks(ctx, qDeleteNFTBalances, []any{int64(chainID)}, len(keys), func(args []any, i int) []any {
 		k := &keys[i]
 		return append(args, k.Contract.Bytes(), uintKey(&k.ID), k.Owner.Bytes())
@@ -302,7 +206,7 @@ func (t *Tx) DeleteNFTBalances(ctx context.Context, chainID uint64, keys []NFTBa
 }
 
 // DeleteNFTTokens removes the ERC721 rows of the tokens (whoever holds them).
-func (t *Tx) DeleteNFTTokens(ctx context.Context, chainID uint64, tokens []NFTToken) error {
+func (t *DBTx) DeleteNFTTokens(ctx context.Context, chainID uint64, tokens []NFTToken) error {
 	err := t.execChunks(ctx, qDeleteNFTTokens, []any{int64(chainID)}, len(tokens), func(args []any, i int) []any {
 		return append(args, tokens[i].Contract.Bytes(), uintKey(&tokens[i].ID))
 	})
@@ -322,7 +226,7 @@ var (
 // NFTBalancesPage appends to dst up to limit rows of contract on chainID, in the order of
 // token id then owner: every token's, or with id only that token's. With after, only the
 // rows after it in that order (after.Contract is not consulted; with id, only after.Owner).
-func (t *Tx) NFTBalancesPage(ctx context.Context, chainID uint64, contract common.Address, id *uint256.Int, after *NFTBalanceKey, limit int, dst []NFTBalance) ([]NFTBalance, error) {
+func (t *DBTx) NFTBalancesPage(ctx context.Context, chainID uint64, contract common.Address, id *uint256.Int, after *NFTBalanceKey, limit int, dst []NFTBalance) ([]NFTBalance, error) {
 	var (
 		afterID    = []byte{}
 		afterOwner = []byte{}
@@ -355,7 +259,7 @@ var (
 
 // NFTMinted returns the tokens minted by contract on chainID as nft_minted counts them; ok is
 // false when it has no row.
-func (t *Tx) NFTMinted(ctx context.Context, chainID uint64, contract common.Address) (n int64, ok bool, err error) {
+func (t *DBTx) NFTMinted(ctx context.Context, chainID uint64, contract common.Address) (n int64, ok bool, err error) {
 	err = t.QueryRowContext(ctx, qNFTMinted, int64(chainID), addressKey(contract)).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
@@ -367,7 +271,7 @@ func (t *Tx) NFTMinted(ctx context.Context, chainID uint64, contract common.Addr
 }
 
 // AddNFTMinted adds n to contract's count, which saturates at 2^63-1.
-func (t *Tx) AddNFTMinted(ctx context.Context, chainID uint64, contract common.Address, n uint64) error {
+func (t *DBTx) AddNFTMinted(ctx context.Context, chainID uint64, contract common.Address, n uint64) error {
 	if _, err := t.ExecContext(ctx, qAddNFTMinted, int64(chainID), addressKey(contract), int64(min(n, math.MaxInt64))); err != nil {
 		return fmt.Errorf("add nft minted: %w", err)
 	}
@@ -375,7 +279,7 @@ func (t *Tx) AddNFTMinted(ctx context.Context, chainID uint64, contract common.A
 }
 
 // SetNFTMinted sets contract's count to n; ok false removes its row.
-func (t *Tx) SetNFTMinted(ctx context.Context, chainID uint64, contract common.Address, n int64, ok bool) error {
+func (t *DBTx) SetNFTMinted(ctx context.Context, chainID uint64, contract common.Address, n int64, ok bool) error {
 	var err error
 	if ok {
 		_, err = t.ExecContext(ctx, qSetNFTMinted, int64(chainID), addressKey(contract), n)
@@ -391,7 +295,7 @@ func (t *Tx) SetNFTMinted(ctx context.Context, chainID uint64, contract common.A
 // LockNFTIndex serializes the writers of chainID's index until the end of the transaction
 // (see LockAccount): on PostgreSQL, where several processes may index one chain at once, the
 // one that takes it second reads the progress the first stored before deciding anything.
-func (t *Tx) LockNFTIndex(ctx context.Context, chainID uint64) error {
+func (t *DBTx) LockNFTIndex(ctx context.Context, chainID uint64) error {
 	if err := t.lock(ctx, "nft index", strconv.FormatUint(chainID, 10)); err != nil {
 		return fmt.Errorf("lock the nft index of chain %d: %w", chainID, err)
 	}
@@ -415,7 +319,7 @@ var (
 )
 
 // NFTIndexProgress returns the progress of chainID, or ErrNotFound when nothing is indexed.
-func (t *Tx) NFTIndexProgress(ctx context.Context, chainID uint64) (*NFTIndexProgress, error) {
+func (t *DBTx) NFTIndexProgress(ctx context.Context, chainID uint64) (*NFTIndexProgress, error) {
 	p := NFTIndexProgress{ChainID: chainID}
 	var (
 		block   int64
@@ -440,7 +344,7 @@ func (t *Tx) NFTIndexProgress(ctx context.Context, chainID uint64) (*NFTIndexPro
 }
 
 // PutNFTIndexProgress records p.
-func (t *Tx) PutNFTIndexProgress(ctx context.Context, p *NFTIndexProgress) error {
+func (t *DBTx) PutNFTIndexProgress(ctx context.Context, p *NFTIndexProgress) error {
 	if p.Block > math.MaxInt64 {
 		return fmt.Errorf("nft index progress: block %d out of range", p.Block)
 	}
@@ -472,7 +376,7 @@ var (
 )
 
 // PutNFTIndexBlocks records the hashes of blocks.
-func (t *Tx) PutNFTIndexBlocks(ctx context.Context, chainID uint64, blocks []NFTIndexBlock) error {
+func (t *DBTx) PutNFTIndexBlocks(ctx context.Context, chainID uint64, blocks []NFTIndexBlock) error {
 	blocks = lastWins(blocks, func(b *NFTIndexBlock) uint64 { return b.Number })
 	err := t.execChunks(ctx, qPutNFTIndexBlocks, nil, len(blocks), func(args []any, i int) []any {
 		b := &blocks[i]
@@ -490,7 +394,7 @@ func (t *Tx) PutNFTIndexBlocks(ctx context.Context, chainID uint64, blocks []NFT
 
 // NFTIndexBlocks returns the recorded blocks of chainID above block number above, newest
 // first.
-func (t *Tx) NFTIndexBlocks(ctx context.Context, chainID uint64, above uint64) ([]NFTIndexBlock, error) {
+func (t *DBTx) NFTIndexBlocks(ctx context.Context, chainID uint64, above uint64) ([]NFTIndexBlock, error) {
 	rows, err := t.QueryContext(ctx, qNFTIndexBlocks, int64(chainID), int64(min(above, math.MaxInt64)))
 	if err != nil {
 		return nil, fmt.Errorf("nft index blocks: %w", err)
@@ -545,7 +449,7 @@ var (
 
 // PutNFTUndo records before-images. Each (Block, Seq) must be new: a record whose key exists
 // is not written.
-func (t *Tx) PutNFTUndo(ctx context.Context, chainID uint64, undo []NFTUndo) error {
+func (t *DBTx) PutNFTUndo(ctx context.Context, chainID uint64, undo []NFTUndo) error {
 	for i := range undo {
 		u := &undo[i]
 		if u.Kind < NFTUndoOwner || u.Kind > NFTUndoMinted || (u.Kind == NFTUndoBalance && u.Owner == nil) {
@@ -577,7 +481,7 @@ func (t *Tx) PutNFTUndo(ctx context.Context, chainID uint64, undo []NFTUndo) err
 
 // NFTUndo returns the before-images of chainID's blocks above block number above, newest
 // first (the order that undoes them).
-func (t *Tx) NFTUndo(ctx context.Context, chainID uint64, above uint64) ([]NFTUndo, error) {
+func (t *DBTx) NFTUndo(ctx context.Context, chainID uint64, above uint64) ([]NFTUndo, error) {
 	rows, err := t.QueryContext(ctx, qNFTUndo, int64(chainID), int64(min(above, math.MaxInt64)))
 	if err != nil {
 		return nil, fmt.Errorf("nft undo: %w", err)
@@ -635,7 +539,7 @@ var (
 
 // RewindNFTIndex removes the block hashes and before-images of chainID's blocks above block
 // number to (after a rollback has restored them).
-func (t *Tx) RewindNFTIndex(ctx context.Context, chainID, to uint64) error {
+func (t *DBTx) RewindNFTIndex(ctx context.Context, chainID, to uint64) error {
 	for _, q := range []string{qRewindNFTBlocks, qRewindNFTUndo} {
 		if _, err := t.ExecContext(ctx, q, int64(chainID), int64(min(to, math.MaxInt64))); err != nil {
 			return fmt.Errorf("rewind nft index: %w", err)
@@ -646,7 +550,7 @@ func (t *Tx) RewindNFTIndex(ctx context.Context, chainID, to uint64) error {
 
 // PruneNFTIndex removes the block hashes and before-images of chainID's blocks below block
 // number below: blocks too deep for a reorg to reach.
-func (t *Tx) PruneNFTIndex(ctx context.Context, chainID, below uint64) error {
+func (t *DBTx) PruneNFTIndex(ctx context.Context, chainID, below uint64) error {
 	for _, q := range []string{qPruneNFTBlocks, qPruneNFTUndo} {
 		if _, err := t.ExecContext(ctx, q, int64(chainID), int64(min(below, math.MaxInt64))); err != nil {
 			return fmt.Errorf("prune nft index: %w", err)
@@ -657,7 +561,7 @@ func (t *Tx) PruneNFTIndex(ctx context.Context, chainID, below uint64) error {
 
 // DeleteNFTIndex removes everything indexed of chainID: balances, nft_minted, progress, block
 // hashes and before-images. It returns how many balance rows there were.
-func (t *Tx) DeleteNFTIndex(ctx context.Context, chainID uint64) (int64, error) {
+func (t *DBTx) DeleteNFTIndex(ctx context.Context, chainID uint64) (int64, error) {
 	res, err := t.ExecContext(ctx, `DELETE FROM nft_balances WHERE chain_id = ?`, int64(chainID))
 	if err != nil {
 		return 0, fmt.Errorf("delete nft index of chain %d: %w", chainID, err)

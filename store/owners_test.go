@@ -66,15 +66,15 @@ func testNFTBalancesWriteReadPage(t *testing.T, be backend) {
 	}
 	rows = append(rows, balance(c2, "0x0", b, big, StandardERC1155), balance(c2, "0x0", a, "0x5", StandardERC1155),
 		balance(c2, big, c, "0x2", StandardERC1155))
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.PutNFTBalances(ctx, 7, rows) }); err != nil {
+	if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.PutNFTBalances(ctx, 7, rows) }); err != nil {
 		t.Fatal(err)
 	}
 	page := func(contract common.Address, id *uint256.Int, after *NFTBalanceKey, limit int) []NFTBalance {
 		t.Helper()
 		var out []NFTBalance
-		if err := db.Read(ctx, func(tx *Tx) error {
+		if err := db.Read(ctx, func(dbtx *DBTx) error {
 			var err error
-			out, err = tx.NFTBalancesPage(ctx, 7, contract, id, after, limit, nil)
+			out, err = dbtx.NFTBalancesPage(ctx, 7, contract, id, after, limit, nil)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -115,16 +115,16 @@ func testNFTBalancesWriteReadPage(t *testing.T, be backend) {
 	}
 
 	// Lookups by key and by token; deletes.
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(dbtx *DBTx) error {
 		keys := []NFTBalanceKey{rows[0].NFTBalanceKey, {Contract: c2, ID: zero, Owner: c}, rows[0].NFTBalanceKey}
-		got, err := tx.NFTBalancesByKey(ctx, 7, keys)
+		got, err := dbtx.NFTBalancesByKey(ctx, 7, keys)
 		if err != nil {
 			return err
 		}
 		if len(got) != 1 || got[0] != rows[0] {
 			t.Errorf("NFTBalancesByKey = %+v, want only %+v", got, rows[0])
 		}
-		byToken, err := tx.NFTBalancesByToken(ctx, 7, []NFTToken{{Contract: c2, ID: zero}, {Contract: c1, ID: u256("0x2")}})
+		byToken, err := dbtx.NFTBalancesByToken(ctx, 7, []NFTToken{{Contract: c2, ID: zero}, {Contract: c1, ID: u256("0x2")}})
 		if err != nil {
 			return err
 		}
@@ -132,10 +132,10 @@ func testNFTBalancesWriteReadPage(t *testing.T, be backend) {
 			t.Errorf("NFTBalancesByToken = %+v, want 3 rows", byToken)
 		}
 		// ERC721 rows only: the ERC1155 rows of c2/0 stay.
-		if err := tx.DeleteNFTTokens(ctx, 7, []NFTToken{{Contract: c2, ID: zero}, {Contract: c1, ID: u256("0x2")}}); err != nil {
+		if err := dbtx.DeleteNFTTokens(ctx, 7, []NFTToken{{Contract: c2, ID: zero}, {Contract: c1, ID: u256("0x2")}}); err != nil {
 			return err
 		}
-		return tx.DeleteNFTBalances(ctx, 7, []NFTBalanceKey{rows[0].NFTBalanceKey})
+		return dbtx.DeleteNFTBalances(ctx, 7, []NFTBalanceKey{rows[0].NFTBalanceKey})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -148,15 +148,15 @@ func testNFTBalancesWriteReadPage(t *testing.T, be backend) {
 	}
 	// Another chain sees nothing.
 	var other []NFTBalance
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(dbtx *DBTx) error {
 		var err error
-		other, err = tx.NFTBalancesPage(ctx, 8, c1, nil, nil, 10, nil)
+		other, err = dbtx.NFTBalancesPage(ctx, 8, c1, nil, nil, 10, nil)
 		return err
 	}); err != nil || len(other) != 0 {
 		t.Fatalf("chain 8: %+v, %v", other, err)
 	}
-	if err := db.Write(ctx, func(tx *Tx) error {
-		return tx.PutNFTBalances(ctx, 7, []NFTBalance{balance(c1, "0x1", a, "0x0", StandardERC721)})
+	if err := db.Write(ctx, func(dbtx *DBTx) error {
+		return dbtx.PutNFTBalances(ctx, 7, []NFTBalance{balance(c1, "0x1", a, "0x0", StandardERC721)})
 	}); err == nil {
 		t.Fatal("a zero amount was stored")
 	}
@@ -190,9 +190,9 @@ func testNFTMintedSaturatesAndSets(t *testing.T, be backend) {
 			n  int64
 			ok bool
 		)
-		if err := db.Read(ctx, func(tx *Tx) error {
+		if err := db.Read(ctx, func(dbtx *DBTx) error {
 			var err error
-			n, ok, err = tx.NFTMinted(ctx, 3, c)
+			n, ok, err = dbtx.NFTMinted(ctx, 3, c)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -202,30 +202,30 @@ func testNFTMintedSaturatesAndSets(t *testing.T, be backend) {
 	if _, ok := read(); ok {
 		t.Fatal("a row before any mint")
 	}
-	write := func(fn func(tx *Tx) error) {
+	write := func(fn func(dbtx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(func(tx *Tx) error { return tx.AddNFTMinted(ctx, 3, c, 5) })
-	write(func(tx *Tx) error { return tx.AddNFTMinted(ctx, 3, c, 2) })
+	write(func(dbtx *DBTx) error { return dbtx.AddNFTMinted(ctx, 3, c, 5) })
+	write(func(dbtx *DBTx) error { return dbtx.AddNFTMinted(ctx, 3, c, 2) })
 	if n, ok := read(); !ok || n != 7 {
 		t.Fatalf("minted = %d %v, want 7", n, ok)
 	}
-	write(func(tx *Tx) error { return tx.AddNFTMinted(ctx, 3, c, math.MaxUint64) })
+	write(func(dbtx *DBTx) error { return dbtx.AddNFTMinted(ctx, 3, c, math.MaxUint64) })
 	if n, _ := read(); n != math.MaxInt64 {
 		t.Fatalf("minted = %d, want saturated at 2^63-1", n)
 	}
-	write(func(tx *Tx) error { return tx.AddNFTMinted(ctx, 3, c, 1) })
+	write(func(dbtx *DBTx) error { return dbtx.AddNFTMinted(ctx, 3, c, 1) })
 	if n, _ := read(); n != math.MaxInt64 {
 		t.Fatalf("minted = %d after adding to a saturated count", n)
 	}
-	write(func(tx *Tx) error { return tx.SetNFTMinted(ctx, 3, c, 4, true) })
+	write(func(dbtx *DBTx) error { return dbtx.SetNFTMinted(ctx, 3, c, 4, true) })
 	if n, ok := read(); !ok || n != 4 {
 		t.Fatalf("minted = %d %v, want 4", n, ok)
 	}
-	write(func(tx *Tx) error { return tx.SetNFTMinted(ctx, 3, c, 0, false) })
+	write(func(dbtx *DBTx) error { return dbtx.SetNFTMinted(ctx, 3, c, 0, false) })
 	if _, ok := read(); ok {
 		t.Fatal("row left after SetNFTMinted(ok=false)")
 	}
@@ -238,8 +238,8 @@ func testNFTIndexProgressBlocksUndo(t *testing.T, be backend) {
 	ctx := context.Background()
 	c, a := addrN(0xc1), addrN(0xa)
 	hash := func(n byte) common.Hash { return common.Hash{n} }
-	err := db.Read(ctx, func(tx *Tx) error {
-		_, err := tx.NFTIndexProgress(ctx, 5)
+	err := db.Read(ctx, func(dbtx *DBTx) error {
+		_, err := dbtx.NFTIndexProgress(ctx, 5)
 		return err
 	})
 	if !errors.Is(err, ErrNotFound) {
@@ -254,18 +254,18 @@ func testNFTIndexProgressBlocksUndo(t *testing.T, be backend) {
 		{Block: 12, Seq: 1, Kind: NFTUndoOwner, Contract: c, ID: u256("0x1"), Owner: &a},
 		{Block: 13, Seq: 0, Kind: NFTUndoMinted, Contract: c},
 	}
-	err = db.Write(ctx, func(tx *Tx) error {
-		if err := tx.PutNFTIndexProgress(ctx, &NFTIndexProgress{ChainID: 5, Scope: "s", Block: 13, Hash: hash(13)}); err != nil {
+	err = db.Write(ctx, func(dbtx *DBTx) error {
+		if err := dbtx.PutNFTIndexProgress(ctx, &NFTIndexProgress{ChainID: 5, Scope: "s", Block: 13, Hash: hash(13)}); err != nil {
 			return err
 		}
 		var blocks []NFTIndexBlock
 		for n := byte(1); n <= 13; n++ {
 			blocks = append(blocks, NFTIndexBlock{Number: uint64(n), Hash: hash(n), Undo: n > 10})
 		}
-		if err := tx.PutNFTIndexBlocks(ctx, 5, blocks); err != nil {
+		if err := dbtx.PutNFTIndexBlocks(ctx, 5, blocks); err != nil {
 			return err
 		}
-		return tx.PutNFTUndo(ctx, 5, undo)
+		return dbtx.PutNFTUndo(ctx, 5, undo)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -277,15 +277,15 @@ func testNFTIndexProgressBlocksUndo(t *testing.T, be backend) {
 	)
 	read := func() {
 		t.Helper()
-		if err := db.Read(ctx, func(tx *Tx) error {
+		if err := db.Read(ctx, func(dbtx *DBTx) error {
 			var err error
-			if p, err = tx.NFTIndexProgress(ctx, 5); err != nil {
+			if p, err = dbtx.NFTIndexProgress(ctx, 5); err != nil {
 				return err
 			}
-			if blocks, err = tx.NFTIndexBlocks(ctx, 5, 0); err != nil {
+			if blocks, err = dbtx.NFTIndexBlocks(ctx, 5, 0); err != nil {
 				return err
 			}
-			got, err = tx.NFTUndo(ctx, 5, 10)
+			got, err = dbtx.NFTUndo(ctx, 5, 10)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -316,11 +316,11 @@ func testNFTIndexProgressBlocksUndo(t *testing.T, be backend) {
 	}
 
 	// Rewind to 11 drops 12 and 13; prune below 5 drops 1-4.
-	if err := db.Write(ctx, func(tx *Tx) error {
-		if err := tx.RewindNFTIndex(ctx, 5, 11); err != nil {
+	if err := db.Write(ctx, func(dbtx *DBTx) error {
+		if err := dbtx.RewindNFTIndex(ctx, 5, 11); err != nil {
 			return err
 		}
-		return tx.PruneNFTIndex(ctx, 5, 5)
+		return dbtx.PruneNFTIndex(ctx, 5, 5)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -330,17 +330,17 @@ func testNFTIndexProgressBlocksUndo(t *testing.T, be backend) {
 	}
 
 	// DeleteNFTIndex leaves nothing of the chain, and other chains untouched.
-	if err := db.Write(ctx, func(tx *Tx) error {
-		if err := tx.PutNFTBalances(ctx, 5, []NFTBalance{balance(c, "0x1", a, "0x1", StandardERC721)}); err != nil {
+	if err := db.Write(ctx, func(dbtx *DBTx) error {
+		if err := dbtx.PutNFTBalances(ctx, 5, []NFTBalance{balance(c, "0x1", a, "0x1", StandardERC721)}); err != nil {
 			return err
 		}
-		if err := tx.PutNFTBalances(ctx, 6, []NFTBalance{balance(c, "0x1", a, "0x1", StandardERC721)}); err != nil {
+		if err := dbtx.PutNFTBalances(ctx, 6, []NFTBalance{balance(c, "0x1", a, "0x1", StandardERC721)}); err != nil {
 			return err
 		}
-		if err := tx.AddNFTMinted(ctx, 5, c, 1); err != nil {
+		if err := dbtx.AddNFTMinted(ctx, 5, c, 1); err != nil {
 			return err
 		}
-		n, err := tx.DeleteNFTIndex(ctx, 5)
+		n, err := dbtx.DeleteNFTIndex(ctx, 5)
 		if n != 1 {
 			t.Errorf("DeleteNFTIndex removed %d balances, want 1", n)
 		}
@@ -349,16 +349,16 @@ func testNFTIndexProgressBlocksUndo(t *testing.T, be backend) {
 		t.Fatal(err)
 	}
 	counts := map[string]int{}
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(dbtx *DBTx) error {
 		for _, table := range []string{"nft_balances", "nft_minted", "nft_index_progress", "nft_index_blocks", "nft_undo"} {
 			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+table+` WHERE chain_id = 5`).Scan(&n); err != nil {
+			if err := dbtx.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+table+` WHERE chain_id = 5`).Scan(&n); err != nil {
 				return err
 			}
 			counts[table] = n
 		}
 		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM nft_balances WHERE chain_id = 6`).Scan(&n); err != nil {
+		if err := dbtx.QueryRowContext(ctx, `SELECT COUNT(*) FROM nft_balances WHERE chain_id = 6`).Scan(&n); err != nil {
 			return err
 		}
 		counts["chain 6"] = n

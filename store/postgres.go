@@ -23,7 +23,7 @@ import (
 // web3gate as wanted on one database. Writes are READ COMMITTED transactions; what SQLite's
 // single writer serialized for free is serialized here by row locks (upserts, conditional
 // updates) or, where a decision reads before it writes (a nonce reservation), by an advisory
-// lock of the transaction (Tx.LockAccount). Reads are READ ONLY REPEATABLE READ transactions:
+// lock of the transaction (DBTx.LockAccount). Reads are READ ONLY REPEATABLE READ transactions:
 // one snapshot, as a SQLite reader in WAL mode has.
 
 var postgresDialect = &dialect{
@@ -273,12 +273,12 @@ func (db *DB) migratePostgres(ctx context.Context, migs []migration) (int, error
 	defer func() {
 		_, _ = conn.ExecContext(context.Background(), `SELECT pg_advisory_unlock($1)`, int64(migrationLockKey))
 	}()
-	return db.migrateWith(ctx, conn, migs, func(ctx context.Context, fn func(tx *Tx) error) error {
+	return db.migrateWith(ctx, conn, migs, func(ctx context.Context, fn func(dbtx *DBTx) error) error {
 		stx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
-		if err := fn(&Tx{tx: stx, d: db.d}); err != nil {
+		if err := fn(&DBTx{sqlTx: stx, d: db.d}); err != nil {
 			_ = stx.Rollback()
 			return err
 		}

@@ -86,8 +86,8 @@ func queryStrings(t *testing.T, db *DB, q string) []string {
 	t.Helper()
 	ctx := context.Background()
 	var out []string
-	err := db.Read(ctx, func(tx *Tx) error {
-		rows, err := tx.QueryContext(ctx, q)
+	err := db.Read(ctx, func(dbtx *DBTx) error {
+		rows, err := dbtx.QueryContext(ctx, q)
 		if err != nil {
 			return err
 		}
@@ -191,8 +191,8 @@ func TestPostgresStatementTimeout(t *testing.T) {
 	cfg.StatementTimeout = 50 * time.Millisecond
 	db := openTest(t, cfg, options{})
 	ctx := context.Background()
-	err := db.Read(ctx, func(tx *Tx) error {
-		_, err := tx.ExecContext(ctx, `SELECT pg_sleep(5)`)
+	err := db.Read(ctx, func(dbtx *DBTx) error {
+		_, err := dbtx.ExecContext(ctx, `SELECT pg_sleep(5)`)
 		return err
 	})
 	if err == nil || !strings.Contains(err.Error(), "statement timeout") {
@@ -209,19 +209,19 @@ func testReadIsASnapshot(t *testing.T, be backend) {
 	if err := db.AddAccount(ctx, Account{Address: addrN(1), Owner: "a", Source: SourceDev}); err != nil {
 		t.Fatal(err)
 	}
-	count := func(tx *Tx) int {
+	count := func(dbtx *DBTx) int {
 		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM accounts`).Scan(&n); err != nil {
+		if err := dbtx.QueryRowContext(ctx, `SELECT COUNT(*) FROM accounts`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
-	err := db.Read(ctx, func(tx *Tx) error {
-		before := count(tx)
+	err := db.Read(ctx, func(dbtx *DBTx) error {
+		before := count(dbtx)
 		if err := db.AddAccount(ctx, Account{Address: addrN(2), Owner: "a", Source: SourceDev}); err != nil {
 			return err
 		}
-		if after := count(tx); after != before {
+		if after := count(dbtx); after != before {
 			return fmt.Errorf("the read saw %d accounts, then %d", before, after)
 		}
 		return nil
@@ -251,24 +251,24 @@ func testLockAccountAcrossHandles(t *testing.T, be backend) {
 			addr := accounts[i%2]
 			wg.Go(func() {
 				var nonce uint64
-				err := db.WriteGrouped(ctx, func(tx *Tx) error {
-					if err := tx.LockAccount(ctx, 1, addr); err != nil {
+				err := db.WriteGrouped(ctx, func(dbtx *DBTx) error {
+					if err := dbtx.LockAccount(ctx, 1, addr); err != nil {
 						return err
 					}
-					next, _, err := tx.NextNonce(ctx, 1, addr)
+					next, _, err := dbtx.NextNonce(ctx, 1, addr)
 					if err != nil {
 						return err
 					}
-					if slot, ok, err := tx.ReusableSlot(ctx, 1, addr, 0); err != nil {
+					if slot, ok, err := dbtx.ReusableSlot(ctx, 1, addr, 0); err != nil {
 						return err
 					} else if ok && slot < next {
 						return fmt.Errorf("unexpected released slot %d", slot)
 					}
-					if err := tx.RaiseNextNonce(ctx, 1, addr, next+1); err != nil {
+					if err := dbtx.RaiseNextNonce(ctx, 1, addr, next+1); err != nil {
 						return err
 					}
 					nonce = next
-					return tx.InsertTx(ctx, testRecord(1, addr, next))
+					return dbtx.InsertTx(ctx, testRecord(1, addr, next))
 				})
 				mu.Lock()
 				defer mu.Unlock()
@@ -356,11 +356,11 @@ func TestPostgresTLSConnects(t *testing.T) {
 	db := openTest(t, cfg, options{})
 	var serverSSL string
 	var ssl bool
-	if err := db.Read(ctx, func(tx *Tx) error {
-		if err := tx.QueryRowContext(ctx, `SHOW ssl`).Scan(&serverSSL); err != nil {
+	if err := db.Read(ctx, func(dbtx *DBTx) error {
+		if err := dbtx.QueryRowContext(ctx, `SHOW ssl`).Scan(&serverSSL); err != nil {
 			return err
 		}
-		return tx.QueryRowContext(ctx, `SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).Scan(&ssl)
+		return dbtx.QueryRowContext(ctx, `SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).Scan(&ssl)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -380,8 +380,8 @@ func TestPostgresTLSConnects(t *testing.T) {
 		t.Fatalf("tls.mode require: %v", err)
 	}
 	defer req.Close()
-	if err := req.Read(ctx, func(tx *Tx) error {
-		return tx.QueryRowContext(ctx, `SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).Scan(&ssl)
+	if err := req.Read(ctx, func(dbtx *DBTx) error {
+		return dbtx.QueryRowContext(ctx, `SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`).Scan(&ssl)
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func (p *ProductRow) check() error {
 }
 
 // InsertProduct inserts p; ErrExists when a product has its id.
-func (t *Tx) InsertProduct(ctx context.Context, p *ProductRow) error {
+func (t *DBTx) InsertProduct(ctx context.Context, p *ProductRow) error {
 	if err := p.check(); err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (t *Tx) InsertProduct(ctx context.Context, p *ProductRow) error {
 }
 
 // PutProduct inserts p or replaces the product with its id, and says which it did.
-func (t *Tx) PutProduct(ctx context.Context, p *ProductRow) (PutResult, error) {
+func (t *DBTx) PutProduct(ctx context.Context, p *ProductRow) (PutResult, error) {
 	if err := p.check(); err != nil {
 		return 0, err
 	}
@@ -95,7 +95,7 @@ func (t *Tx) PutProduct(ctx context.Context, p *ProductRow) (PutResult, error) {
 }
 
 // DeleteProduct removes the product id; ErrNotFound when there is none.
-func (t *Tx) DeleteProduct(ctx context.Context, id string) error {
+func (t *DBTx) DeleteProduct(ctx context.Context, id string) error {
 	if !validText(id) {
 		return ErrNotFound
 	}
@@ -110,7 +110,7 @@ func (t *Tx) DeleteProduct(ctx context.Context, id string) error {
 }
 
 // Product returns the stored JSON of the product id; ErrNotFound when there is none.
-func (t *Tx) Product(ctx context.Context, id string) ([]byte, error) {
+func (t *DBTx) Product(ctx context.Context, id string) ([]byte, error) {
 	if !validText(id) {
 		return nil, ErrNotFound
 	}
@@ -167,12 +167,12 @@ func (db *DB) SetProductSoldScope(ctx context.Context, indexed []IndexedNetwork)
 			return false, err
 		}
 	}
-	err = db.Write(ctx, func(tx *Tx) error {
+	err = db.Write(ctx, func(dbtx *DBTx) error {
 		// Replicas starting at once each compare and rewrite the scope: one after the other.
-		if err := tx.lock(ctx, "products sold scope"); err != nil {
+		if err := dbtx.lock(ctx, "products sold scope"); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, qProductSoldScope)
+		rows, err := dbtx.QueryContext(ctx, qProductSoldScope)
 		if err != nil {
 			return err
 		}
@@ -192,21 +192,21 @@ func (db *DB) SetProductSoldScope(ctx context.Context, indexed []IndexedNetwork)
 		if changed = !slices.Equal(have, want); !changed {
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM products_sold_scope`); err != nil {
+		if _, err := dbtx.ExecContext(ctx, `DELETE FROM products_sold_scope`); err != nil {
 			return err
 		}
 		for _, r := range want {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO products_sold_scope (network, chain_id, contract) VALUES (?, ?, ?)`,
+			if _, err := dbtx.ExecContext(ctx, `INSERT INTO products_sold_scope (network, chain_id, contract) VALUES (?, ?, ?)`,
 				r.network, r.chainID, r.contract); err != nil {
 				return err
 			}
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE products SET chain_id = (SELECT s.chain_id FROM products_sold_scope s
+		_, err = dbtx.ExecContext(ctx, `UPDATE products SET chain_id = (SELECT s.chain_id FROM products_sold_scope s
 				WHERE s.network = products.network AND s.contract IN ('', products.token_contract) LIMIT 1)`)
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE products SET sold = CASE WHEN chain_id IS NULL THEN total_sold
+		_, err = dbtx.ExecContext(ctx, `UPDATE products SET sold = CASE WHEN chain_id IS NULL THEN total_sold
 				ELSE COALESCE((SELECT m.minted FROM nft_minted m
 					WHERE m.chain_id = products.chain_id AND m.contract = products.token_contract), 0) END`)
 		return err

@@ -25,13 +25,13 @@ func testProductsFilterAndOrder(t *testing.T, be backend) {
 		{ID: "p5", Creator: "bob", SaleType: "LIMITED_EDITION", LiveAt: at(-9), SalesEndAt: at(-3)}, // ended
 		{ID: "p6", SaleType: "OPEN_EDITION"}, // never scheduled
 	}
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(dbtx *DBTx) error {
 		for i := range rows {
 			r := rows[i]
 			r.ID = fmt.Sprintf("%-36s", r.ID) // the schema wants a UUID's length
 			r.Network, r.TokenContract, r.CreatedAt = "mainnet", "0x"+strings.Repeat("a", 40), now
 			r.Body = []byte(`{"id":"` + strings.TrimSpace(r.ID) + `"}`)
-			if _, err := tx.PutProduct(ctx, &r); err != nil {
+			if _, err := dbtx.PutProduct(ctx, &r); err != nil {
 				return err
 			}
 		}
@@ -78,7 +78,7 @@ func testProductsFilterAndOrder(t *testing.T, be backend) {
 	// Delete removes one product; deleting it again is ErrNotFound.
 	p2 := fmt.Sprintf("%-36s", "p2")
 	for _, want := range []error{nil, ErrNotFound} {
-		if err := db.Write(ctx, func(tx *Tx) error { return tx.DeleteProduct(ctx, p2) }); !errors.Is(err, want) {
+		if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.DeleteProduct(ctx, p2) }); !errors.Is(err, want) {
 			t.Fatalf("DeleteProduct = %v, want %v", err, want)
 		}
 	}
@@ -106,9 +106,9 @@ func testPutInsertGetProduct(t *testing.T, be backend) {
 	put := func(r *ProductRow) PutResult {
 		t.Helper()
 		var res PutResult
-		if err := db.Write(ctx, func(tx *Tx) error {
+		if err := db.Write(ctx, func(dbtx *DBTx) error {
 			var err error
-			res, err = tx.PutProduct(ctx, r)
+			res, err = dbtx.PutProduct(ctx, r)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -117,9 +117,9 @@ func testPutInsertGetProduct(t *testing.T, be backend) {
 	}
 	body := func(id string) (string, error) {
 		var b []byte
-		err := db.Read(ctx, func(tx *Tx) error {
+		err := db.Read(ctx, func(dbtx *DBTx) error {
 			var err error
-			b, err = tx.Product(ctx, fmt.Sprintf("%-36s", id))
+			b, err = dbtx.Product(ctx, fmt.Sprintf("%-36s", id))
 			return err
 		})
 		return string(b), err
@@ -140,11 +140,11 @@ func testPutInsertGetProduct(t *testing.T, be backend) {
 	if _, err := body("nope"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Product(nope) = %v, want ErrNotFound", err)
 	}
-	err := db.Write(ctx, func(tx *Tx) error { return tx.InsertProduct(ctx, productRow("p1", nil)) })
+	err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.InsertProduct(ctx, productRow("p1", nil)) })
 	if !errors.Is(err, ErrExists) {
 		t.Errorf("InsertProduct of an existing id = %v, want ErrExists", err)
 	}
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertProduct(ctx, productRow("p2", nil)) }); err != nil {
+	if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.InsertProduct(ctx, productRow("p2", nil)) }); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := body("p2"); err != nil || b != `{"id":"p2"}` {
@@ -178,9 +178,9 @@ func testChainSold(t *testing.T, be backend) {
 		// base is not indexed at all, though its chain has rows.
 		productRow("b-not-indexed", func(r *ProductRow) { r.Network, r.TokenContract, r.TotalSold = "base", addr('a'), 4 }),
 	}
-	if err := db.Write(ctx, func(tx *Tx) error {
+	if err := db.Write(ctx, func(dbtx *DBTx) error {
 		for _, r := range rows {
-			if _, err := tx.PutProduct(ctx, r); err != nil {
+			if _, err := dbtx.PutProduct(ctx, r); err != nil {
 				return err
 			}
 		}
@@ -189,7 +189,7 @@ func testChainSold(t *testing.T, be backend) {
 			contract string
 			minted   int64
 		}{{1, addr('a'), 12}, {1, addr('b'), 3}, {137, addr('d'), 10}, {137, addr('e'), 1}, {8453, addr('a'), 99}} {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO nft_minted (chain_id, contract, minted) VALUES (?, ?, ?)`, m.chain, m.contract, m.minted); err != nil {
+			if _, err := dbtx.ExecContext(ctx, `INSERT INTO nft_minted (chain_id, contract, minted) VALUES (?, ?, ?)`, m.chain, m.contract, m.minted); err != nil {
 				return err
 			}
 		}
@@ -204,7 +204,7 @@ func testChainSold(t *testing.T, be backend) {
 			t.Fatalf("SetProductSoldScope = %v, %v; want %v", changed, err, want)
 		}
 	}
-	write := func(f func(tx *Tx) error) {
+	write := func(f func(dbtx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, f); err != nil {
 			t.Fatal(err)
@@ -253,30 +253,30 @@ func testChainSold(t *testing.T, be backend) {
 	setScope(scope, false) // the same scope again: nothing to recompute
 
 	// The triggers: the indexer's writes of nft_minted move the products of the contract...
-	write(func(tx *Tx) error {
-		if _, err := tx.ExecContext(ctx, `UPDATE nft_minted SET minted = 1 WHERE chain_id = 1 AND contract = ?`, addr('a')); err != nil {
+	write(func(dbtx *DBTx) error {
+		if _, err := dbtx.ExecContext(ctx, `UPDATE nft_minted SET minted = 1 WHERE chain_id = 1 AND contract = ?`, addr('a')); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM nft_minted WHERE chain_id = 137 AND contract = ?`, addr('d')); err != nil {
+		if _, err := dbtx.ExecContext(ctx, `DELETE FROM nft_minted WHERE chain_id = 137 AND contract = ?`, addr('d')); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO nft_minted (chain_id, contract, minted) VALUES (1, ?, 10)`, addr('c'))
+		_, err := dbtx.ExecContext(ctx, `INSERT INTO nft_minted (chain_id, contract, minted) VALUES (1, ?, 10)`, addr('c'))
 		return err
 	})
 	check("after mints",
 		tc{ProductFilter{}, "b-not-indexed=4/4 m-minted-few=3/10 m-minted-out=1/2 m-no-row=10/10 p-indexed=0/0 p-not-indexed=10/10"},
 		tc{ProductFilter{Sold: &yes}, "m-no-row=10/10 p-not-indexed=10/10"})
 	// ... and a product written (import, admin API) takes its figure at once.
-	write(func(tx *Tx) error {
+	write(func(dbtx *DBTx) error {
 		r := productRow("m-new", func(r *ProductRow) { r.TokenContract, r.TotalSold, r.TotalAvailable = addr('b'), 0, &ten })
-		if _, err := tx.PutProduct(ctx, r); err != nil {
+		if _, err := dbtx.PutProduct(ctx, r); err != nil {
 			return err
 		}
 		r = productRow("p-not-indexed", func(r *ProductRow) {
 			r.Network, r.TokenContract, r.TotalSold, r.TotalAvailable = "polygon", addr('d'), 10, &ten // moves into scope
 			r.Body = []byte(`{"id":"p-not-indexed","tokenContractAddress":"` + addr('d') + `"}`)
 		})
-		_, err := tx.PutProduct(ctx, r)
+		_, err := dbtx.PutProduct(ctx, r)
 		return err
 	})
 	check("after writes",

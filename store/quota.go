@@ -43,7 +43,7 @@ const maxUnits = math.MaxInt64
 // AddUsage adds units to the row of k (created at 0 when missing) and returns its total after
 // the addition, which includes what other replicas added before. The total saturates at
 // 2^63-1. One statement: use it in any write transaction, or WriteOne.
-func (t *Tx) AddUsage(ctx context.Context, k UsageKey, units uint64, now time.Time) (total uint64, err error) {
+func (t *DBTx) AddUsage(ctx context.Context, k UsageKey, units uint64, now time.Time) (total uint64, err error) {
 	if err := k.check("add usage"); err != nil {
 		return 0, err
 	}
@@ -57,7 +57,7 @@ func (t *Tx) AddUsage(ctx context.Context, k UsageKey, units uint64, now time.Ti
 
 // Usage is the total of the row of k, 0 when there is none (nothing was recorded, or the
 // client id cannot be stored).
-func (t *Tx) Usage(ctx context.Context, k UsageKey) (uint64, error) {
+func (t *DBTx) Usage(ctx context.Context, k UsageKey) (uint64, error) {
 	if k.check("usage") != nil {
 		return 0, nil
 	}
@@ -74,7 +74,7 @@ func (t *Tx) Usage(ctx context.Context, k UsageKey) (uint64, error) {
 
 // PruneUsage deletes the rows of every period that started before before, and returns how
 // many.
-func (t *Tx) PruneUsage(ctx context.Context, before time.Time) (int64, error) {
+func (t *DBTx) PruneUsage(ctx context.Context, before time.Time) (int64, error) {
 	res, err := t.ExecContext(ctx, qPruneUsage, formatTime(before))
 	if err != nil {
 		return 0, fmt.Errorf("prune usage: %w", err)

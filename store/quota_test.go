@@ -23,8 +23,8 @@ func testUsage(t *testing.T, be backend) {
 	add := func(k UsageKey, n uint64) uint64 {
 		t.Helper()
 		var total uint64
-		if err := db.WriteOne(ctx, func(tx *Tx) (err error) {
-			total, err = tx.AddUsage(ctx, k, n, now)
+		if err := db.WriteOne(ctx, func(dbtx *DBTx) (err error) {
+			total, err = dbtx.AddUsage(ctx, k, n, now)
 			return err
 		}); err != nil {
 			t.Fatalf("AddUsage(%v, %d): %v", k, n, err)
@@ -34,8 +34,8 @@ func testUsage(t *testing.T, be backend) {
 	usage := func(k UsageKey) uint64 {
 		t.Helper()
 		var n uint64
-		if err := db.ReadOne(ctx, func(tx *Tx) (err error) {
-			n, err = tx.Usage(ctx, k)
+		if err := db.ReadOne(ctx, func(dbtx *DBTx) (err error) {
+			n, err = dbtx.Usage(ctx, k)
 			return err
 		}); err != nil {
 			t.Fatalf("Usage(%v): %v", k, err)
@@ -69,7 +69,7 @@ func testUsage(t *testing.T, be backend) {
 
 	// Refused keys.
 	for _, k := range []UsageKey{{"", UsageDay, day}, {"a", "week", day}, {"a\xff", UsageDay, day}} {
-		err := db.WriteOne(ctx, func(tx *Tx) error { _, err := tx.AddUsage(ctx, k, 1, now); return err })
+		err := db.WriteOne(ctx, func(dbtx *DBTx) error { _, err := dbtx.AddUsage(ctx, k, 1, now); return err })
 		if err == nil {
 			t.Errorf("AddUsage(%q) accepted", k)
 		}
@@ -79,8 +79,8 @@ func testUsage(t *testing.T, be backend) {
 	old := UsageKey{"a", UsageMonth, month.AddDate(0, -14, 0)}
 	add(old, 99)
 	var pruned int64
-	if err := db.Write(ctx, func(tx *Tx) (err error) {
-		pruned, err = tx.PruneUsage(ctx, month.AddDate(0, -13, 0))
+	if err := db.Write(ctx, func(dbtx *DBTx) (err error) {
+		pruned, err = dbtx.PruneUsage(ctx, month.AddDate(0, -13, 0))
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -112,8 +112,8 @@ func TestUsageConcurrentAdds(t *testing.T) {
 			defer wg.Done()
 			for range adds {
 				var total uint64
-				err := dbs[w%2].WriteOne(ctx, func(tx *Tx) (err error) {
-					total, err = tx.AddUsage(ctx, k, 1, time.Now())
+				err := dbs[w%2].WriteOne(ctx, func(dbtx *DBTx) (err error) {
+					total, err = dbtx.AddUsage(ctx, k, 1, time.Now())
 					return err
 				})
 				if err != nil {
@@ -135,7 +135,7 @@ func TestUsageConcurrentAdds(t *testing.T) {
 		t.Fatalf("%d distinct totals seen, want %d", len(seen), writers*adds)
 	}
 	var n uint64
-	if err := dbs[0].ReadOne(ctx, func(tx *Tx) (err error) { n, err = tx.Usage(ctx, k); return err }); err != nil {
+	if err := dbs[0].ReadOne(ctx, func(dbtx *DBTx) (err error) { n, err = dbtx.Usage(ctx, k); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if n != writers*adds {

@@ -21,20 +21,20 @@ func testReservationState(t *testing.T, be backend) {
 	addr := addrN(3)
 	check := func(step string) {
 		t.Helper()
-		err := db.Read(ctx, func(tx *Tx) error {
-			got, err := tx.ReservationState(ctx, 5, addr)
+		err := db.Read(ctx, func(dbtx *DBTx) error {
+			got, err := dbtx.ReservationState(ctx, 5, addr)
 			if err != nil {
 				return err
 			}
-			next, ok, err := tx.NextNonce(ctx, 5, addr)
+			next, ok, err := dbtx.NextNonce(ctx, 5, addr)
 			if err != nil {
 				return err
 			}
-			_, released, err := tx.ReusableSlot(ctx, 5, addr, 0)
+			_, released, err := dbtx.ReusableSlot(ctx, 5, addr, 0)
 			if err != nil {
 				return err
 			}
-			n, cost, err := tx.InFlight(ctx, 5, addr)
+			n, cost, err := dbtx.InFlight(ctx, 5, addr)
 			if err != nil {
 				return err
 			}
@@ -50,15 +50,15 @@ func testReservationState(t *testing.T, be backend) {
 	}
 	check("no head")
 	var recs []*TxRecord
-	if err := db.Write(ctx, func(tx *Tx) error {
+	if err := db.Write(ctx, func(dbtx *DBTx) error {
 		for n := range uint64(3) {
 			recs = append(recs, testRecord(5, addr, n))
 		}
 		recs[1].IdempotencyKey = "k"
-		if err := tx.InsertTxs(ctx, recs); err != nil {
+		if err := dbtx.InsertTxs(ctx, recs); err != nil {
 			return err
 		}
-		return tx.RaiseNextNonce(ctx, 5, addr, 3)
+		return dbtx.RaiseNextNonce(ctx, 5, addr, 3)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -67,30 +67,30 @@ func testReservationState(t *testing.T, be backend) {
 			t.Fatalf("InsertTxs: row %d has id %d, created %v: want ids in order", i, r.ID, r.CreatedAt)
 		}
 		var got *TxRecord
-		if err := db.Read(ctx, func(tx *Tx) (err error) { got, err = tx.TxByID(ctx, r.ID); return err }); err != nil ||
+		if err := db.Read(ctx, func(dbtx *DBTx) (err error) { got, err = dbtx.TxByID(ctx, r.ID); return err }); err != nil ||
 			got.Nonce != r.Nonce || got.IdempotencyKey != r.IdempotencyKey || got.MaxCost.Cmp(r.MaxCost) != 0 {
 			t.Fatalf("row %d stored as %+v (%v)", i, got, err)
 		}
 	}
 	check("three in flight")
 	expires := time.Now().Add(-time.Second)
-	if err := db.Write(ctx, func(tx *Tx) error {
-		if err := tx.SetHandedOut(ctx, recs[1].ID, []byte{1}, hashN(1), expires); err != nil {
+	if err := db.Write(ctx, func(dbtx *DBTx) error {
+		if err := dbtx.SetHandedOut(ctx, recs[1].ID, []byte{1}, hashN(1), expires); err != nil {
 			return err
 		}
-		return tx.SetState(ctx, recs[1].ID, []string{StateHandedOut}, StateReleased, "")
+		return dbtx.SetState(ctx, recs[1].ID, []string{StateHandedOut}, StateReleased, "")
 	}); err != nil {
 		t.Fatal(err)
 	}
 	check("a released slot")
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertTxs(ctx, []*TxRecord{testRecord(5, addr, 1)}) }); err != nil {
+	if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.InsertTxs(ctx, []*TxRecord{testRecord(5, addr, 1)}) }); err != nil {
 		t.Fatal(err)
 	}
 	check("the slot taken again")
 
 	// A conflicting row fails the whole statement with ErrExists, and records nothing.
-	err := db.Write(ctx, func(tx *Tx) error {
-		return tx.InsertTxs(ctx, []*TxRecord{testRecord(5, addr, 7), testRecord(5, addr, 0)})
+	err := db.Write(ctx, func(dbtx *DBTx) error {
+		return dbtx.InsertTxs(ctx, []*TxRecord{testRecord(5, addr, 7), testRecord(5, addr, 0)})
 	})
 	if !errors.Is(err, ErrExists) {
 		t.Fatalf("InsertTxs with a live nonce taken: %v, want ErrExists", err)
@@ -107,29 +107,29 @@ func testReadOneWriteOne(t *testing.T, be backend) {
 	db := openBackend(t, be)
 	addr := addrN(4)
 	rec := testRecord(5, addr, 0)
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertTx(ctx, rec) }); err != nil {
+	if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.InsertTx(ctx, rec) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.WriteOne(ctx, func(tx *Tx) error { return tx.SetSigned(ctx, rec.ID, []byte{2}, hashN(2), StateSigned) }); err != nil {
+	if err := db.WriteOne(ctx, func(dbtx *DBTx) error { return dbtx.SetSigned(ctx, rec.ID, []byte{2}, hashN(2), StateSigned) }); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.WriteOne(ctx, func(tx *Tx) error { return tx.SetSigned(ctx, rec.ID, []byte{3}, hashN(3), StateSigned) }); !errors.Is(err, ErrNotFound) {
+	if err := db.WriteOne(ctx, func(dbtx *DBTx) error { return dbtx.SetSigned(ctx, rec.ID, []byte{3}, hashN(3), StateSigned) }); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a second SetSigned: %v, want ErrNotFound", err)
 	}
 	var got *TxRecord
-	if err := db.ReadOne(ctx, func(tx *Tx) (err error) { got, err = tx.TxByID(ctx, rec.ID); return err }); err != nil ||
+	if err := db.ReadOne(ctx, func(dbtx *DBTx) (err error) { got, err = dbtx.TxByID(ctx, rec.ID); return err }); err != nil ||
 		got.State != StateSigned || got.Hash != hashN(2) {
 		t.Fatalf("ReadOne: %+v, %v", got, err)
 	}
 	var n int
 	var cost *big.Int
-	if err := db.ReadOne(ctx, func(tx *Tx) (err error) { n, cost, err = tx.InFlight(ctx, 5, addr); return err }); err != nil ||
+	if err := db.ReadOne(ctx, func(dbtx *DBTx) (err error) { n, cost, err = dbtx.InFlight(ctx, 5, addr); return err }); err != nil ||
 		n != 1 || cost.Cmp(rec.MaxCost) != 0 {
 		t.Fatalf("ReadOne in flight: %d %v %v", n, cost, err)
 	}
 	done := make(chan error, 1)
-	db.WriteGroupedLater(func(tx *Tx) error {
-		err := tx.SetState(context.Background(), rec.ID, []string{StateSigned}, StateBroadcast, "")
+	db.WriteGroupedLater(func(dbtx *DBTx) error {
+		err := dbtx.SetState(context.Background(), rec.ID, []string{StateSigned}, StateBroadcast, "")
 		done <- err
 		return err
 	})
@@ -138,7 +138,7 @@ func testReadOneWriteOne(t *testing.T, be backend) {
 	}
 	// Its commit follows (SQLite: the group's).
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if err := db.ReadOne(ctx, func(tx *Tx) (err error) { got, err = tx.TxByID(ctx, rec.ID); return err }); err != nil {
+		if err := db.ReadOne(ctx, func(dbtx *DBTx) (err error) { got, err = dbtx.TxByID(ctx, rec.ID); return err }); err != nil {
 			t.Fatal(err)
 		}
 		if got.State == StateBroadcast {
@@ -149,7 +149,7 @@ func testReadOneWriteOne(t *testing.T, be backend) {
 		}
 	}
 	if be == postgresBackend {
-		err := db.WriteOne(ctx, func(tx *Tx) error { return tx.LockAccount(ctx, 5, addr) })
+		err := db.WriteOne(ctx, func(dbtx *DBTx) error { return dbtx.LockAccount(ctx, 5, addr) })
 		if err == nil {
 			t.Fatal("LockAccount outside a transaction succeeded")
 		}

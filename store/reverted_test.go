@@ -29,85 +29,85 @@ func testRevertedRows(t *testing.T, be backend) {
 	recs[0].Principal, recs[1].Principal = "alice", "alice"
 	released := testRecord(1, addr, 0)
 	released.Kind = KindSign
-	write := func(fn func(tx *Tx) error) {
+	write := func(fn func(dbtx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(func(tx *Tx) error {
-		if err := tx.InsertWebhook(ctx, testWebhook("wh_a", "alice", "https://a.example/1")); err != nil {
+	write(func(dbtx *DBTx) error {
+		if err := dbtx.InsertWebhook(ctx, testWebhook("wh_a", "alice", "https://a.example/1")); err != nil {
 			return err
 		}
-		if err := tx.InsertTx(ctx, released); err != nil {
+		if err := dbtx.InsertTx(ctx, released); err != nil {
 			return err
 		}
-		if err := tx.SetHandedOut(ctx, released.ID, []byte{1}, hash(9), released.CreatedAt); err != nil {
+		if err := dbtx.SetHandedOut(ctx, released.ID, []byte{1}, hash(9), released.CreatedAt); err != nil {
 			return err
 		}
-		if err := tx.SetState(ctx, released.ID, []string{StateHandedOut}, StateReleased, ""); err != nil {
+		if err := dbtx.SetState(ctx, released.ID, []string{StateHandedOut}, StateReleased, ""); err != nil {
 			return err
 		}
-		if err := tx.InsertTxs(ctx, recs); err != nil {
+		if err := dbtx.InsertTxs(ctx, recs); err != nil {
 			return err
 		}
 		for i, r := range recs {
-			if err := tx.SetSigned(ctx, r.ID, []byte{1}, hash(i), StateSigned); err != nil {
+			if err := dbtx.SetSigned(ctx, r.ID, []byte{1}, hash(i), StateSigned); err != nil {
 				return err
 			}
 		}
-		if err := tx.SetState(ctx, recs[1].ID, []string{StateSigned}, StateFailed, "rejected by the node: fee too low"); err != nil {
+		if err := dbtx.SetState(ctx, recs[1].ID, []string{StateSigned}, StateFailed, "rejected by the node: fee too low"); err != nil {
 			return err
 		}
-		_, err := tx.SetMined(ctx, 1, hash(0), 10, block)
+		_, err := dbtx.SetMined(ctx, 1, hash(0), 10, block)
 		return err
 	})
 	var changed []bool
-	write(func(tx *Tx) error {
+	write(func(dbtx *DBTx) error {
 		for _, bh := range []common.Hash{other, block, block} { // another block: no; then once
-			ok, err := tx.SetReverted(ctx, recs[0].ID, bh, reason)
+			ok, err := dbtx.SetReverted(ctx, recs[0].ID, bh, reason)
 			if err != nil {
 				return err
 			}
 			changed = append(changed, ok)
 		}
-		if ok, err := tx.SetReverted(ctx, recs[1].ID, block, reason); err != nil || ok {
+		if ok, err := dbtx.SetReverted(ctx, recs[1].ID, block, reason); err != nil || ok {
 			t.Errorf("SetReverted of a row never mined: %v %v", ok, err)
 		}
-		_, err := tx.Confirm(ctx, 1, 20)
+		_, err := dbtx.Confirm(ctx, 1, 20)
 		return err
 	})
 	if !slices.Equal(changed, []bool{false, true, false}) {
 		t.Errorf("SetReverted in another block, in its block, again: %v, want [false true false]", changed)
 	}
-	read := func(fn func(tx *Tx) error) {
+	read := func(fn func(dbtx *DBTx) error) {
 		t.Helper()
 		if err := db.Read(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	read(func(tx *Tx) error {
-		got, err := tx.TxByID(ctx, recs[0].ID)
+	read(func(dbtx *DBTx) error {
+		got, err := dbtx.TxByID(ctx, recs[0].ID)
 		if err != nil {
 			return err
 		}
 		if got.State != StateFailed || got.Error != reason || got.BlockNumber != 10 || got.BlockHash != block || got.MinedHash != hash(0) {
 			t.Errorf("reverted row after Confirm: state %s, error %q, block %d %s, mined hash %s", got.State, got.Error, got.BlockNumber, got.BlockHash.Hex(), got.MinedHash.Hex())
 		}
-		ms, err := tx.MinedSince(ctx, 1, 0)
+		ms, err := dbtx.MinedSince(ctx, 1, 0)
 		if err != nil {
 			return err
 		}
 		if len(ms) != 1 || ms[0].ID != recs[0].ID {
 			t.Errorf("MinedSince: %d rows, want the reverted one only", len(ms))
 		}
-		if n, ok, err := tx.ReusableSlot(ctx, 1, addr, 0); err != nil || ok {
+		if n, ok, err := dbtx.ReusableSlot(ctx, 1, addr, 0); err != nil || ok {
 			t.Errorf("ReusableSlot over the reverted row: %d %v %v", n, ok, err)
 		}
-		if n, _, err := tx.InFlight(ctx, 1, addr); err != nil || n != 0 {
+		if n, _, err := dbtx.InFlight(ctx, 1, addr); err != nil || n != 0 {
 			t.Errorf("in flight with the reverted row: %d %v", n, err)
 		}
-		evs, err := tx.WebhookEvents(ctx, recs[0].ID)
+		evs, err := dbtx.WebhookEvents(ctx, recs[0].ID)
 		if err != nil {
 			return err
 		}
@@ -121,29 +121,29 @@ func testRevertedRows(t *testing.T, be backend) {
 		return nil
 	})
 	var n int64
-	write(func(tx *Tx) (err error) {
-		n, err = tx.Unmine(ctx, 1, 10, block)
+	write(func(dbtx *DBTx) (err error) {
+		n, err = dbtx.Unmine(ctx, 1, 10, block)
 		return err
 	})
 	if n != 1 {
 		t.Errorf("Unmine changed %d rows, want 1", n)
 	}
-	read(func(tx *Tx) error {
-		got, err := tx.TxByID(ctx, recs[0].ID)
+	read(func(dbtx *DBTx) error {
+		got, err := dbtx.TxByID(ctx, recs[0].ID)
 		if err != nil {
 			return err
 		}
 		if got.State != StateBroadcast || got.Error != "" || got.BlockNumber != 0 || got.MinedHash != (common.Hash{}) {
 			t.Errorf("reverted row after Unmine: state %s, error %q, block %d", got.State, got.Error, got.BlockNumber)
 		}
-		never, err := tx.TxByID(ctx, recs[1].ID)
+		never, err := dbtx.TxByID(ctx, recs[1].ID)
 		if err != nil {
 			return err
 		}
 		if never.State != StateFailed || never.Error != "rejected by the node: fee too low" {
 			t.Errorf("row failed before mining: state %s, error %q", never.State, never.Error)
 		}
-		if n, _, err := tx.InFlight(ctx, 1, addr); err != nil || n != 1 {
+		if n, _, err := dbtx.InFlight(ctx, 1, addr); err != nil || n != 1 {
 			t.Errorf("in flight after Unmine: %d %v, want 1", n, err)
 		}
 		return nil

@@ -1,7 +1,7 @@
 // Package store is web3gate's SQL persistence: accounts, OAuth clients, nonces and transaction
 // records, keys, metadata, products and the owners index. SQLite, in one file, is the embedded
 // default; PostgreSQL serves several replicas of web3gate on one database. Repositories are
-// written once against Tx with `?` placeholders, and everything that differs between databases
+// written once against DBTx with `?` placeholders, and everything that differs between databases
 // (driver, placeholders, how a duplicate key is reported, the migrations directory, locking)
 // is one dialect value (dialect.go; SQLite's and its connection settings in sqlite.go,
 // PostgreSQL's in postgres.go).
@@ -389,8 +389,8 @@ func (db *DB) Close() error {
 // Ping checks that the database answers a query within ctx (for /readyz), as any store call
 // does: an unavailable PostgreSQL is ErrUnavailable, its outage logged once.
 func (db *DB) Ping(ctx context.Context) error {
-	return db.ReadOne(ctx, func(tx *Tx) error {
+	return db.ReadOne(ctx, func(dbtx *DBTx) error {
 		var one int
-		return tx.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+		return dbtx.QueryRowContext(ctx, "SELECT 1").Scan(&one)
 	})
 }

@@ -231,8 +231,8 @@ func TestOpenMigrateReopenKeepsData(t *testing.T) {
 		t.Fatalf("Account after reopen = %+v, want %+v", got, acct)
 	}
 	var n int
-	if err := db.Read(ctx, func(tx *Tx) error {
-		return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n)
+	if err := db.Read(ctx, func(dbtx *DBTx) error {
+		return dbtx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&n)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -246,22 +246,22 @@ func TestOpenSetsPragmas(t *testing.T) {
 	db := openTest(t, testConfig(t), options{})
 	for _, pool := range []struct {
 		name string
-		run  func(context.Context, func(*Tx) error) error
+		run  func(context.Context, func(*DBTx) error) error
 	}{{"write", db.Write}, {"read", db.Read}} {
 		t.Run(pool.name, func(t *testing.T) {
 			var mode string
 			var fk, sync, busy int
-			err := pool.run(ctx, func(tx *Tx) error {
-				if err := tx.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+			err := pool.run(ctx, func(dbtx *DBTx) error {
+				if err := dbtx.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
 					return err
 				}
-				if err := tx.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil {
+				if err := dbtx.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil {
 					return err
 				}
-				if err := tx.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync); err != nil {
+				if err := dbtx.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&sync); err != nil {
 					return err
 				}
-				return tx.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&busy)
+				return dbtx.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&busy)
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -437,12 +437,12 @@ func tableNames(t *testing.T, db *DB) string {
 	t.Helper()
 	ctx := context.Background()
 	var names []string
-	err := db.Read(ctx, func(tx *Tx) error {
+	err := db.Read(ctx, func(dbtx *DBTx) error {
 		q := `SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name`
 		if db.d == postgresDialect {
 			q = `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name`
 		}
-		rows, err := tx.QueryContext(ctx, q)
+		rows, err := dbtx.QueryContext(ctx, q)
 		if err != nil {
 			return err
 		}
@@ -484,8 +484,8 @@ func testConcurrentOpenMigratesOnce(t *testing.T, be backend) {
 		defer dbs[i].Close()
 	}
 	var rows int
-	if err := dbs[0].Read(ctx, func(tx *Tx) error {
-		return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&rows)
+	if err := dbs[0].Read(ctx, func(dbtx *DBTx) error {
+		return dbtx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations`).Scan(&rows)
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -557,8 +557,8 @@ func queryPlan(t *testing.T, db *DB, q string, args ...any) []string {
 	t.Helper()
 	ctx := context.Background()
 	var plan []string
-	if err := db.Read(ctx, func(tx *Tx) error {
-		rows, err := tx.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+	if err := db.Read(ctx, func(dbtx *DBTx) error {
+		rows, err := dbtx.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
 		if err != nil {
 			return err
 		}

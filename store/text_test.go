@@ -38,20 +38,20 @@ func testInvalidText(t *testing.T, be backend) {
 		if err := db.AddKey(ctx, StoredKey{Address: addrN(1), JSON: []byte(`{"x":"` + s + `"}`)}); !errors.Is(err, ErrInvalidText) {
 			t.Errorf("AddKey(%q) = %v, want ErrInvalidText", s, err)
 		}
-		err := db.Write(ctx, func(tx *Tx) error {
+		err := db.Write(ctx, func(dbtx *DBTx) error {
 			r := testRecord(1, addrN(1), 0)
 			r.Principal = s
-			if err := tx.InsertTx(ctx, r); !errors.Is(err, ErrInvalidText) {
+			if err := dbtx.InsertTx(ctx, r); !errors.Is(err, ErrInvalidText) {
 				t.Errorf("InsertTx(principal %q) = %v, want ErrInvalidText", s, err)
 			}
-			if _, err := tx.TxByIdempotencyKey(ctx, s, "k"); !errors.Is(err, ErrNotFound) {
+			if _, err := dbtx.TxByIdempotencyKey(ctx, s, "k"); !errors.Is(err, ErrNotFound) {
 				t.Errorf("TxByIdempotencyKey(%q) = %v, want ErrNotFound", s, err)
 			}
 			p := productRow("00000000-0000-0000-0000-000000000001", func(r *ProductRow) { r.Creator = s })
-			if _, err := tx.PutProduct(ctx, p); !errors.Is(err, ErrInvalidText) {
+			if _, err := dbtx.PutProduct(ctx, p); !errors.Is(err, ErrInvalidText) {
 				t.Errorf("PutProduct(creator %q) = %v, want ErrInvalidText", s, err)
 			}
-			if _, err := tx.Product(ctx, s); !errors.Is(err, ErrNotFound) {
+			if _, err := dbtx.Product(ctx, s); !errors.Is(err, ErrNotFound) {
 				t.Errorf("Product(%q) = %v, want ErrNotFound", s, err)
 			}
 			return nil
@@ -66,19 +66,19 @@ func testInvalidText(t *testing.T, be backend) {
 
 	// A node's message with a NUL and a stray byte: stored, with U+FFFD in their place.
 	var id int64
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(dbtx *DBTx) error {
 		r := testRecord(1, addrN(2), 0)
-		if err := tx.InsertTx(ctx, r); err != nil {
+		if err := dbtx.InsertTx(ctx, r); err != nil {
 			return err
 		}
 		id = r.ID
-		return tx.SetState(ctx, id, []string{StateReserved}, StateFailed, "rejected: \x00 bad \xff end")
+		return dbtx.SetState(ctx, id, []string{StateReserved}, StateFailed, "rejected: \x00 bad \xff end")
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Read(ctx, func(tx *Tx) error {
-		r, err := tx.TxByID(ctx, id)
+	err = db.Read(ctx, func(dbtx *DBTx) error {
+		r, err := dbtx.TxByID(ctx, id)
 		if err != nil {
 			return err
 		}

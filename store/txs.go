@@ -12,6 +12,10 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 )
 
+// The transaction rows (txs): their states and kinds, inserting, reading and moving them
+// through their states. The nonce heads and the reads a reservation decides on are in
+// nonces.go.
+
 // Transaction states. The nonce manager (wallet) moves a row through them; docs/signing.md
 // draws the transitions.
 const (
@@ -150,58 +154,6 @@ func hashKey(h common.Hash) string { return strings.ToLower(h.Hex()) }
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
 
-// NextNonce is the next nonce never handed out for (chainID, addr); ok is false when the
-// account has no nonce head on that chain yet.
-func (t *Tx) NextNonce(ctx context.Context, chainID uint64, addr common.Address) (next uint64, ok bool, err error) {
-	var n int64
-	err = t.QueryRowContext(ctx, qNextNonce,
-		int64(chainID), addressKey(addr)).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("next nonce: %w", err)
-	}
-	return uint64(n), true, nil
-}
-
-// RaiseNextNonce sets the nonce head of (chainID, addr) to next, creating it, unless it is
-// higher already: a head never goes down, because lower nonces may have been handed out.
-func (t *Tx) RaiseNextNonce(ctx context.Context, chainID uint64, addr common.Address, next uint64) error {
-	_, err := t.ExecContext(ctx, qRaiseNextNonce,
-		int64(chainID), addressKey(addr), int64(next))
-	if err != nil {
-		return fmt.Errorf("raise next nonce: %w", err)
-	}
-	return nil
-}
-
-// MaxStoredNonce is the highest nonce of any recorded transaction of (chainID, addr), abandoned
-// ones left out (they belong to a chain that started over); ok is false when there is none.
-func (t *Tx) MaxStoredNonce(ctx context.Context, chainID uint64, addr common.Address) (uint64, bool, error) {
-	var n sql.NullInt64
-	if err := t.QueryRowContext(ctx, qMaxStoredNonce,
-		int64(chainID), addressKey(addr)).Scan(&n); err != nil {
-		return 0, false, fmt.Errorf("max stored nonce: %w", err)
-	}
-	return uint64(n.Int64), n.Valid, nil
-}
-
-// ReusableSlot is the lowest released nonce of (chainID, addr) at or above minNonce that no
-// live transaction holds (released, failed and abandoned ones hold none); ok is false when
-// there is none.
-func (t *Tx) ReusableSlot(ctx context.Context, chainID uint64, addr common.Address, minNonce uint64) (uint64, bool, error) {
-	var n int64
-	err := t.QueryRowContext(ctx, qReusableSlot, int64(chainID), addressKey(addr), int64(minNonce)).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("reusable slot: %w", err)
-	}
-	return uint64(n), true, nil
-}
-
 // costLimbs are the eight 32-bit limbs of a non-negative cost below 2^256, least
 // significant first.
 func costLimbs(c *big.Int) ([8]int64, error) {
@@ -219,68 +171,11 @@ func costLimbs(c *big.Int) ([8]int64, error) {
 	return l, nil
 }
 
-// InFlight is the number of transactions of (chainID, addr) in flight (reserved, signed,
-// broadcast, handed_out: they may still take funds from the account) and the sum of
-// their max costs: one row, kept by triggers (migration 0002).
-func (t *Tx) InFlight(ctx context.Context, chainID uint64, addr common.Address) (int, *big.Int, error) {
-	var n int64
-	var c [8]int64
-	err := t.QueryRowContext(ctx, qInFlight,
-		int64(chainID), addressKey(addr)).Scan(&n, &c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6], &c[7])
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, new(big.Int), nil
-	}
-	if err != nil {
-		return 0, nil, fmt.Errorf("in flight: %w", err)
-	}
-	sum := new(big.Int)
-	for i := 7; i >= 0; i-- {
-		sum.Lsh(sum, 32)
-		sum.Add(sum, big.NewInt(c[i]))
-	}
-	return int(n), sum, nil
-}
-
-// NonceState is what a nonce reservation reads of one account before it decides, in one
-// statement (ReservationState).
-type NonceState struct {
-	Next     uint64   // the nonce head
-	HasHead  bool     // false: the account has no nonce head yet (Next is 0)
-	Released bool     // a released slot no live transaction holds exists (ReusableSlot finds one)
-	InFlight int      // transactions in flight
-	Cost     *big.Int // the sum of their max costs
-}
-
-// ReservationState reads the nonce head of (chainID, addr), whether a reusable slot exists
-// and the in-flight count and cost, in one statement: what NextNonce, ReusableSlot and
-// InFlight read one by one.
-func (t *Tx) ReservationState(ctx context.Context, chainID uint64, addr common.Address) (NonceState, error) {
-	var (
-		s    NonceState
-		next sql.NullInt64
-		n    sql.NullInt64
-		c    [8]sql.NullInt64
-	)
-	a := addressKey(addr)
-	err := t.QueryRowContext(ctx, qReservationState, int64(chainID), a, int64(chainID), a, int64(chainID), a).Scan(
-		&next, &s.Released, &n, &c[0], &c[1], &c[2], &c[3], &c[4], &c[5], &c[6], &c[7])
-	if err != nil {
-		return s, fmt.Errorf("reservation state: %w", err)
-	}
-	s.Next, s.HasHead, s.InFlight = uint64(next.Int64), next.Valid, int(n.Int64)
-	s.Cost = new(big.Int)
-	for i := 7; i >= 0; i-- {
-		s.Cost.Lsh(s.Cost, 32)
-		s.Cost.Add(s.Cost, big.NewInt(c[i].Int64))
-	}
-	return s, nil
-}
-
 // InsertTxs records every row of rs in one statement, in their order, and sets their ID,
 // CreatedAt and UpdatedAt. A row that conflicts (a live row at its nonce, an idempotency key
 // used already) fails the whole statement with ErrExists: it is for rows that cannot (a
 // reservation group under the account's lock, without idempotency keys).
-func (t *Tx) InsertTxs(ctx context.Context, rs []*TxRecord) error {
+func (t *DBTx) InsertTxs(ctx context.Context, rs []*TxRecord) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -355,7 +250,7 @@ func insertTxArgs(r *TxRecord, now time.Time) ([]any, error) {
 
 // InsertTx records r and sets r.ID, r.CreatedAt and r.UpdatedAt. A live row at the same
 // nonce, or the principal's idempotency key used already, is ErrExists.
-func (t *Tx) InsertTx(ctx context.Context, r *TxRecord) error {
+func (t *DBTx) InsertTx(ctx context.Context, r *TxRecord) error {
 	now := time.Now()
 	args, err := insertTxArgs(r, now)
 	if err != nil {
@@ -372,14 +267,14 @@ func (t *Tx) InsertTx(ctx context.Context, r *TxRecord) error {
 // SetSigned stores the signed bytes and hash of row id and moves it to state (signed, or
 // handed_out for eth_signTransaction), from reserved only; ErrNotFound when it was not
 // reserved.
-func (t *Tx) SetSigned(ctx context.Context, id int64, raw []byte, hash common.Hash, state string) error {
+func (t *DBTx) SetSigned(ctx context.Context, id int64, raw []byte, hash common.Hash, state string) error {
 	res, err := t.ExecContext(ctx, qSetSigned, raw, hashKey(hash), state, formatTime(time.Now()), id)
 	return oneRow(res, err, "set signed")
 }
 
 // SetState moves row id to state, only from one of the states in from; ErrNotFound when it was
 // in none of them. errMsg, when not empty, is recorded as the row's error.
-func (t *Tx) SetState(ctx context.Context, id int64, from []string, state, errMsg string) error {
+func (t *DBTx) SetState(ctx context.Context, id int64, from []string, state, errMsg string) error {
 	q := setStateQuery(len(from))
 	args := []any{state, nullString(cleanText(errMsg)), formatTime(time.Now()), id}
 	for _, f := range from {
@@ -392,7 +287,7 @@ func (t *Tx) SetState(ctx context.Context, id int64, from []string, state, errMs
 // SetMined records that the transaction hash of chainID is in block (number, blockHash), for
 // a row that was signed, broadcast or handed out, or mined in another block (a reorg moved
 // it). It returns how many rows changed.
-func (t *Tx) SetMined(ctx context.Context, chainID uint64, hash common.Hash, number uint64, blockHash common.Hash) (int64, error) {
+func (t *DBTx) SetMined(ctx context.Context, chainID uint64, hash common.Hash, number uint64, blockHash common.Hash) (int64, error) {
 	res, err := t.ExecContext(ctx, qSetMined,
 		int64(number), hashKey(blockHash), formatTime(time.Now()), hashKey(hash), int64(chainID), hashKey(blockHash))
 	if err != nil {
@@ -406,7 +301,7 @@ func (t *Tx) SetMined(ctx context.Context, chainID uint64, hash common.Hash, num
 // failed. Its block, block hash and mined hash stay set, which tells it apart from a
 // transaction failed before it was mined (Unmine and MinedSince look at it as at a mined
 // one). It reports whether the row changed (not when it left mined or that block meanwhile).
-func (t *Tx) SetReverted(ctx context.Context, id int64, blockHash common.Hash, reason string) (bool, error) {
+func (t *DBTx) SetReverted(ctx context.Context, id int64, blockHash common.Hash, reason string) (bool, error) {
 	res, err := t.ExecContext(ctx, qSetReverted, nullString(cleanText(reason)), formatTime(time.Now()), id, hashKey(blockHash))
 	if err != nil {
 		return false, fmt.Errorf("set reverted: %w", err)
@@ -418,7 +313,7 @@ func (t *Tx) SetReverted(ctx context.Context, id int64, blockHash common.Hash, r
 // Unmine moves the mined rows of chainID in block (number, blockHash) back to broadcast: the
 // block left the canonical chain. Rows that reverted in it (failed, with that block) go back
 // too, their revert reason cleared: in another block they may not revert.
-func (t *Tx) Unmine(ctx context.Context, chainID uint64, number uint64, blockHash common.Hash) (int64, error) {
+func (t *DBTx) Unmine(ctx context.Context, chainID uint64, number uint64, blockHash common.Hash) (int64, error) {
 	res, err := t.ExecContext(ctx, qUnmine,
 		formatTime(time.Now()), int64(chainID), int64(number), hashKey(blockHash))
 	if err != nil {
@@ -428,7 +323,7 @@ func (t *Tx) Unmine(ctx context.Context, chainID uint64, number uint64, blockHas
 }
 
 // Confirm moves the mined rows of chainID at or below block number to confirmed.
-func (t *Tx) Confirm(ctx context.Context, chainID uint64, number uint64) (int64, error) {
+func (t *DBTx) Confirm(ctx context.Context, chainID uint64, number uint64) (int64, error) {
 	res, err := t.ExecContext(ctx, qConfirm,
 		formatTime(time.Now()), int64(chainID), int64(number))
 	if err != nil {
@@ -456,12 +351,12 @@ func placeholders(n int) string {
 }
 
 // TxByID is row id, or ErrNotFound.
-func (t *Tx) TxByID(ctx context.Context, id int64) (*TxRecord, error) {
+func (t *DBTx) TxByID(ctx context.Context, id int64) (*TxRecord, error) {
 	return scanTx(t.QueryRowContext(ctx, qTxByID, id))
 }
 
 // TxByIdempotencyKey is principal's row with key, or ErrNotFound.
-func (t *Tx) TxByIdempotencyKey(ctx context.Context, principal, key string) (*TxRecord, error) {
+func (t *DBTx) TxByIdempotencyKey(ctx context.Context, principal, key string) (*TxRecord, error) {
 	if !validText(principal) || !validText(key) {
 		return nil, ErrNotFound // no stored row has such text
 	}
@@ -470,25 +365,25 @@ func (t *Tx) TxByIdempotencyKey(ctx context.Context, principal, key string) (*Tx
 }
 
 // TxsByHash are the rows with hash, newest first (one, except for a slot signed again).
-func (t *Tx) TxsByHash(ctx context.Context, hash common.Hash) ([]*TxRecord, error) {
+func (t *DBTx) TxsByHash(ctx context.Context, hash common.Hash) ([]*TxRecord, error) {
 	return t.queryTxs(ctx, qTxsByHash, hashKey(hash))
 }
 
 // TxsAtNonce are the rows of (chainID, addr) at nonce, oldest first.
-func (t *Tx) TxsAtNonce(ctx context.Context, chainID uint64, addr common.Address, nonce uint64) ([]*TxRecord, error) {
+func (t *DBTx) TxsAtNonce(ctx context.Context, chainID uint64, addr common.Address, nonce uint64) ([]*TxRecord, error) {
 	return t.queryTxs(ctx, qTxsAtNonce,
 		int64(chainID), addressKey(addr), int64(nonce))
 }
 
 // MinedSince are the mined (and cancelled, and reverted: failed in a block) rows of chainID
 // in blocks at or above number.
-func (t *Tx) MinedSince(ctx context.Context, chainID uint64, number uint64) ([]*TxRecord, error) {
+func (t *DBTx) MinedSince(ctx context.Context, chainID uint64, number uint64) ([]*TxRecord, error) {
 	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ?
 		AND (state IN ('mined', 'cancelled') OR (state = 'failed' AND block_hash IS NOT NULL)) AND block_number >= ?
 		ORDER BY block_number`, int64(chainID), int64(number))
 }
 
-func (t *Tx) queryTxs(ctx context.Context, query string, args ...any) ([]*TxRecord, error) {
+func (t *DBTx) queryTxs(ctx context.Context, query string, args ...any) ([]*TxRecord, error) {
 	rows, err := t.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -507,32 +402,19 @@ func (t *Tx) queryTxs(ctx context.Context, query string, args ...any) ([]*TxReco
 
 // SetHandedOut stores the signed bytes of reserved row id for eth_signTransaction and holds the
 // nonce for the caller until expires.
-func (t *Tx) SetHandedOut(ctx context.Context, id int64, raw []byte, hash common.Hash, expires time.Time) error {
+func (t *DBTx) SetHandedOut(ctx context.Context, id int64, raw []byte, hash common.Hash, expires time.Time) error {
 	res, err := t.ExecContext(ctx, qSetHandedOut, raw, hashKey(hash), formatTime(expires), formatTime(time.Now()), id)
 	return oneRow(res, err, "set handed out")
 }
 
-// LowerNextNonce moves the nonce head of (chainID, addr) from from down to to, only when it is
-// at from: the nonces between were never handed out to anything else. It reports whether it
-// moved.
-func (t *Tx) LowerNextNonce(ctx context.Context, chainID uint64, addr common.Address, from, to uint64) (bool, error) {
-	res, err := t.ExecContext(ctx, qLowerNextNonce,
-		int64(to), int64(chainID), addressKey(addr), int64(from))
-	if err != nil {
-		return false, fmt.Errorf("lower next nonce: %w", err)
-	}
-	n, err := res.RowsAffected()
-	return n > 0, err
-}
-
 // ExpiredHandOuts are up to limit handed-out rows of chainID whose hold ended before now.
-func (t *Tx) ExpiredHandOuts(ctx context.Context, chainID uint64, now time.Time, limit int) ([]*TxRecord, error) {
+func (t *DBTx) ExpiredHandOuts(ctx context.Context, chainID uint64, now time.Time, limit int) ([]*TxRecord, error) {
 	return t.queryTxs(ctx, `SELECT `+txColumns+` FROM txs WHERE chain_id = ? AND state = 'handed_out' AND expires_at < ?
 		ORDER BY expires_at LIMIT ?`, int64(chainID), formatTime(now), limit)
 }
 
 // StaleTxs are up to limit rows of chainID in one of states not updated since before.
-func (t *Tx) StaleTxs(ctx context.Context, chainID uint64, states []string, before time.Time, limit int) ([]*TxRecord, error) {
+func (t *DBTx) StaleTxs(ctx context.Context, chainID uint64, states []string, before time.Time, limit int) ([]*TxRecord, error) {
 	args := []any{int64(chainID)}
 	for _, s := range states {
 		args = append(args, s)
@@ -543,13 +425,13 @@ func (t *Tx) StaleTxs(ctx context.Context, chainID uint64, states []string, befo
 }
 
 // ClearIdempotencyKey frees the idempotency key of row id for another row.
-func (t *Tx) ClearIdempotencyKey(ctx context.Context, id int64) error {
+func (t *DBTx) ClearIdempotencyKey(ctx context.Context, id int64) error {
 	_, err := t.ExecContext(ctx, `UPDATE txs SET idempotency_key = NULL WHERE id = ?`, id)
 	return err
 }
 
 // Touch sets the updated_at of row id to now (a rebroadcast).
-func (t *Tx) Touch(ctx context.Context, id int64) error {
+func (t *DBTx) Touch(ctx context.Context, id int64) error {
 	_, err := t.ExecContext(ctx, qTouch, formatTime(time.Now()), id)
 	return err
 }
@@ -560,7 +442,7 @@ func (t *Tx) Touch(ctx context.Context, id int64) error {
 // its former state as its error, and frees its idempotency key for a new transaction; the
 // chain's nonce heads are dropped, so the next reservation of each account takes its nonce
 // from the node again. It returns how many rows it abandoned.
-func (t *Tx) AbandonChain(ctx context.Context, chainID uint64, reason string) (int64, error) {
+func (t *DBTx) AbandonChain(ctx context.Context, chainID uint64, reason string) (int64, error) {
 	res, err := t.ExecContext(ctx, qAbandonChain, cleanText(reason), formatTime(time.Now()), int64(chainID))
 	if err != nil {
 		return 0, fmt.Errorf("abandon chain %d: %w", chainID, err)
@@ -576,7 +458,7 @@ func (t *Tx) AbandonChain(ctx context.Context, chainID uint64, reason string) (i
 }
 
 // HasOpenTxs reports whether chainID has rows the confirmer must follow.
-func (t *Tx) HasOpenTxs(ctx context.Context, chainID uint64) (bool, error) {
+func (t *DBTx) HasOpenTxs(ctx context.Context, chainID uint64) (bool, error) {
 	var one int
 	err := t.QueryRowContext(ctx, qHasOpenTxs,
 		int64(chainID)).Scan(&one)
@@ -606,28 +488,7 @@ const insertTxHead = `INSERT INTO txs (chain_id, address, nonce, principal, kind
 
 // Queries prepared once at Open (see prepared).
 var (
-	qNextNonce      = prepared(`SELECT next_nonce FROM nonce_heads WHERE chain_id = ? AND address = ?`)
-	qRaiseNextNonce = prepared(`INSERT INTO nonce_heads (chain_id, address, next_nonce) VALUES (?, ?, ?)
-		ON CONFLICT (chain_id, address) DO UPDATE SET next_nonce = CASE
-			WHEN excluded.next_nonce > nonce_heads.next_nonce THEN excluded.next_nonce ELSE nonce_heads.next_nonce END`)
-	qMaxStoredNonce = prepared(`SELECT MAX(nonce) FROM txs WHERE chain_id = ? AND address = ? AND state <> 'abandoned'`)
-	qReusableSlot   = prepared(`SELECT r.nonce FROM txs r
-		WHERE r.chain_id = ? AND r.address = ? AND r.state = 'released' AND r.nonce >= ?
-		  AND NOT EXISTS (SELECT 1 FROM txs l WHERE l.chain_id = r.chain_id AND l.address = r.address
-		                  AND l.nonce = r.nonce AND l.state NOT IN ('released', 'failed', 'abandoned')
-		                  UNION ALL SELECT 1 FROM txs f WHERE f.chain_id = r.chain_id AND f.address = r.address
-		                  AND f.nonce = r.nonce AND f.state = 'failed' AND f.block_hash IS NOT NULL)
-		ORDER BY r.nonce LIMIT 1`)
-	qInFlight         = prepared(`SELECT n, c0, c1, c2, c3, c4, c5, c6, c7 FROM inflight WHERE chain_id = ? AND address = ?`)
-	qInsertTx         = prepared(insertTxHead + `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
-	qReservationState = prepared(`SELECT (SELECT next_nonce FROM nonce_heads WHERE chain_id = ? AND address = ?),
-		EXISTS (SELECT 1 FROM txs r WHERE r.chain_id = ? AND r.address = ? AND r.state = 'released'
-		          AND NOT EXISTS (SELECT 1 FROM txs l WHERE l.chain_id = r.chain_id AND l.address = r.address
-		                          AND l.nonce = r.nonce AND l.state NOT IN ('released', 'failed', 'abandoned')
-		                  UNION ALL SELECT 1 FROM txs f WHERE f.chain_id = r.chain_id AND f.address = r.address
-		                  AND f.nonce = r.nonce AND f.state = 'failed' AND f.block_hash IS NOT NULL)),
-		i.n, i.c0, i.c1, i.c2, i.c3, i.c4, i.c5, i.c6, i.c7
-		FROM (SELECT 1 AS one) d LEFT JOIN inflight i ON i.chain_id = ? AND i.address = ?`)
+	qInsertTx  = prepared(insertTxHead + `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`)
 	qSetSigned = prepared(`UPDATE txs SET raw = ?, hash = ?, state = ?, updated_at = ?
 		WHERE id = ? AND state = 'reserved'`)
 	// +chain_id keeps the planner on txs_hash: without statistics SQLite may otherwise take
@@ -646,10 +507,9 @@ var (
 		WHERE chain_id = ? AND state = 'mined' AND block_number <= ?`)
 	qSetHandedOut = prepared(`UPDATE txs SET raw = ?, hash = ?, state = 'handed_out', expires_at = ?, updated_at = ?
 		WHERE id = ? AND state = 'reserved'`)
-	qLowerNextNonce = prepared(`UPDATE nonce_heads SET next_nonce = ? WHERE chain_id = ? AND address = ? AND next_nonce = ?`)
-	qTouch          = prepared(`UPDATE txs SET updated_at = ? WHERE id = ?`)
-	qHasOpenTxs     = prepared(`SELECT 1 FROM txs WHERE chain_id = ? AND state IN ('signed', 'broadcast', 'stuck', 'mined', 'handed_out') LIMIT 1`)
-	qAbandonChain   = prepared(`UPDATE txs SET state = 'abandoned', error = ? || ' (it was ' || state || ')',
+	qTouch        = prepared(`UPDATE txs SET updated_at = ? WHERE id = ?`)
+	qHasOpenTxs   = prepared(`SELECT 1 FROM txs WHERE chain_id = ? AND state IN ('signed', 'broadcast', 'stuck', 'mined', 'handed_out') LIMIT 1`)
+	qAbandonChain = prepared(`UPDATE txs SET state = 'abandoned', error = ? || ' (it was ' || state || ')',
 		idempotency_key = NULL, updated_at = ? WHERE chain_id = ? AND state <> 'abandoned'`)
 	qDropNonceHeads = prepared(`DELETE FROM nonce_heads WHERE chain_id = ?`)
 )

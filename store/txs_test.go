@@ -35,18 +35,18 @@ func testGroupedWritesShareCommits(t *testing.T, be backend) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			errs[i] = db.WriteGrouped(ctx, func(tx *Tx) error {
-				if err := tx.LockAccount(ctx, 1, addr); err != nil {
+			errs[i] = db.WriteGrouped(ctx, func(dbtx *DBTx) error {
+				if err := dbtx.LockAccount(ctx, 1, addr); err != nil {
 					return err
 				}
-				next, _, err := tx.NextNonce(ctx, 1, addr)
+				next, _, err := dbtx.NextNonce(ctx, 1, addr)
 				if err != nil {
 					return err
 				}
-				if err := tx.RaiseNextNonce(ctx, 1, addr, next+1); err != nil {
+				if err := dbtx.RaiseNextNonce(ctx, 1, addr, next+1); err != nil {
 					return err
 				}
-				if err := tx.InsertTx(ctx, testRecord(1, addr, next)); err != nil {
+				if err := dbtx.InsertTx(ctx, testRecord(1, addr, next)); err != nil {
 					return err
 				}
 				if i%10 == 0 {
@@ -66,17 +66,17 @@ func testGroupedWritesShareCommits(t *testing.T, be backend) {
 			failed++
 		}
 	}
-	err := db.Read(ctx, func(tx *Tx) error {
-		next, ok, err := tx.NextNonce(ctx, 1, addr)
+	err := db.Read(ctx, func(dbtx *DBTx) error {
+		next, ok, err := dbtx.NextNonce(ctx, 1, addr)
 		if err != nil || !ok || next != uint64(n-failed) {
 			t.Errorf("next nonce %d %v %v, want %d", next, ok, err, n-failed)
 		}
-		count, sum, err := tx.InFlight(ctx, 1, addr)
+		count, sum, err := dbtx.InFlight(ctx, 1, addr)
 		want := (n - failed) * (n - failed + 1) / 2 // costs nonce+1 for nonces 0..n-failed-1
 		if err != nil || count != n-failed || sum.Int64() != int64(want) {
 			t.Errorf("in flight %d rows costing %v (%v), want %d costing %d", count, sum, err, n-failed, want)
 		}
-		max, has, err := tx.MaxStoredNonce(ctx, 1, addr)
+		max, has, err := dbtx.MaxStoredNonce(ctx, 1, addr)
 		if err != nil || !has || max != uint64(n-failed-1) {
 			t.Errorf("max stored nonce %d, want %d", max, n-failed-1)
 		}
@@ -93,8 +93,8 @@ func TestGroupedWritePanicIsAnError(t *testing.T) { forEachBackend(t, testGroupe
 func testGroupedWritePanicIsAnError(t *testing.T, be backend) {
 	ctx := context.Background()
 	db := openBackend(t, be)
-	err := db.WriteGrouped(ctx, func(tx *Tx) error {
-		if err := tx.InsertTx(ctx, testRecord(1, addrN(2), 0)); err != nil {
+	err := db.WriteGrouped(ctx, func(dbtx *DBTx) error {
+		if err := dbtx.InsertTx(ctx, testRecord(1, addrN(2), 0)); err != nil {
 			return err
 		}
 		panic("boom")
@@ -102,7 +102,7 @@ func testGroupedWritePanicIsAnError(t *testing.T, be backend) {
 	if err == nil {
 		t.Fatal("panic not reported")
 	}
-	if err := db.WriteGrouped(ctx, func(tx *Tx) error { return tx.InsertTx(ctx, testRecord(1, addrN(2), 0)) }); err != nil {
+	if err := db.WriteGrouped(ctx, func(dbtx *DBTx) error { return dbtx.InsertTx(ctx, testRecord(1, addrN(2), 0)) }); err != nil {
 		t.Fatalf("the panicking function's row was kept: %v", err)
 	}
 }
@@ -116,53 +116,53 @@ func testTxLifecycle(t *testing.T, be backend) {
 	addr := addrN(3)
 	rec := testRecord(5, addr, 0)
 	rec.IdempotencyKey = "k"
-	write := func(fn func(tx *Tx) error) {
+	write := func(fn func(dbtx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(func(tx *Tx) error { return tx.InsertTx(ctx, rec) })
+	write(func(dbtx *DBTx) error { return dbtx.InsertTx(ctx, rec) })
 	// The same nonce again, or the same idempotency key: ErrExists.
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertTx(ctx, testRecord(5, addr, 0)) }); !errors.Is(err, ErrExists) {
+	if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.InsertTx(ctx, testRecord(5, addr, 0)) }); !errors.Is(err, ErrExists) {
 		t.Fatalf("second live row at a nonce: %v", err)
 	}
 	dup := testRecord(5, addr, 1)
 	dup.IdempotencyKey = "k"
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertTx(ctx, dup) }); !errors.Is(err, ErrExists) {
+	if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.InsertTx(ctx, dup) }); !errors.Is(err, ErrExists) {
 		t.Fatalf("idempotency key twice: %v", err)
 	}
 	hash := common.HexToHash("0xaa")
-	write(func(tx *Tx) error { return tx.SetSigned(ctx, rec.ID, []byte{1, 2}, hash, StateSigned) })
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.SetSigned(ctx, rec.ID, []byte{1}, hash, StateSigned) }); !errors.Is(err, ErrNotFound) {
+	write(func(dbtx *DBTx) error { return dbtx.SetSigned(ctx, rec.ID, []byte{1, 2}, hash, StateSigned) })
+	if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.SetSigned(ctx, rec.ID, []byte{1}, hash, StateSigned) }); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("signing a signed row: %v", err)
 	}
 	block := common.HexToHash("0xbb")
-	write(func(tx *Tx) error {
-		n, err := tx.SetMined(ctx, 5, hash, 7, block)
+	write(func(dbtx *DBTx) error {
+		n, err := dbtx.SetMined(ctx, 5, hash, 7, block)
 		if n != 1 {
 			t.Errorf("SetMined changed %d rows", n)
 		}
 		return err
 	})
-	write(func(tx *Tx) error {
-		n, err := tx.Unmine(ctx, 5, 7, block)
+	write(func(dbtx *DBTx) error {
+		n, err := dbtx.Unmine(ctx, 5, 7, block)
 		if n != 1 {
 			t.Errorf("Unmine changed %d rows", n)
 		}
 		return err
 	})
-	write(func(tx *Tx) error { _, err := tx.SetMined(ctx, 5, hash, 8, common.HexToHash("0xcc")); return err })
-	write(func(tx *Tx) error { _, err := tx.Confirm(ctx, 5, 8); return err })
-	err := db.Read(ctx, func(tx *Tx) error {
-		got, err := tx.TxByIdempotencyKey(ctx, "p", "k")
+	write(func(dbtx *DBTx) error { _, err := dbtx.SetMined(ctx, 5, hash, 8, common.HexToHash("0xcc")); return err })
+	write(func(dbtx *DBTx) error { _, err := dbtx.Confirm(ctx, 5, 8); return err })
+	err := db.Read(ctx, func(dbtx *DBTx) error {
+		got, err := dbtx.TxByIdempotencyKey(ctx, "p", "k")
 		if err != nil {
 			return err
 		}
 		if got.State != StateConfirmed || got.BlockNumber != 8 || got.Hash != hash || string(got.Raw) != "\x01\x02" || got.MaxCost.Int64() != 1 {
 			t.Errorf("after the walk: %+v", got)
 		}
-		byHash, err := tx.TxsByHash(ctx, hash)
+		byHash, err := dbtx.TxsByHash(ctx, hash)
 		if err != nil || len(byHash) != 1 || byHash[0].ID != rec.ID {
 			t.Errorf("by hash: %v %v", byHash, err)
 		}
@@ -187,49 +187,49 @@ func testHandOutExpiryAndReuse(t *testing.T, be backend) {
 		r.Kind = KindSign
 		recs = append(recs, r)
 	}
-	err := db.Write(ctx, func(tx *Tx) error {
+	err := db.Write(ctx, func(dbtx *DBTx) error {
 		for i, r := range recs {
-			if err := tx.InsertTx(ctx, r); err != nil {
+			if err := dbtx.InsertTx(ctx, r); err != nil {
 				return err
 			}
 			exp := time.Now().Add(time.Hour)
 			if i == 1 {
 				exp = time.Now().Add(-time.Second)
 			}
-			if err := tx.SetHandedOut(ctx, r.ID, []byte{byte(i)}, common.BigToHash(big.NewInt(int64(i+1))), exp); err != nil {
+			if err := dbtx.SetHandedOut(ctx, r.ID, []byte{byte(i)}, common.BigToHash(big.NewInt(int64(i+1))), exp); err != nil {
 				return err
 			}
 		}
-		return tx.RaiseNextNonce(ctx, 1, addr, 3)
+		return dbtx.RaiseNextNonce(ctx, 1, addr, 3)
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Write(ctx, func(tx *Tx) error {
-		expired, err := tx.ExpiredHandOuts(ctx, 1, time.Now(), 10)
+	err = db.Write(ctx, func(dbtx *DBTx) error {
+		expired, err := dbtx.ExpiredHandOuts(ctx, 1, time.Now(), 10)
 		if err != nil || len(expired) != 1 || expired[0].Nonce != 1 {
 			t.Fatalf("expired: %v %v", expired, err)
 		}
-		if err := tx.SetState(ctx, expired[0].ID, []string{StateHandedOut}, StateReleased, ""); err != nil {
+		if err := dbtx.SetState(ctx, expired[0].ID, []string{StateHandedOut}, StateReleased, ""); err != nil {
 			return err
 		}
-		slot, ok, err := tx.ReusableSlot(ctx, 1, addr, 0)
+		slot, ok, err := dbtx.ReusableSlot(ctx, 1, addr, 0)
 		if err != nil || !ok || slot != 1 {
 			t.Fatalf("reusable slot %d %v %v, want 1", slot, ok, err)
 		}
-		if err := tx.InsertTx(ctx, testRecord(1, addr, 1)); err != nil {
+		if err := dbtx.InsertTx(ctx, testRecord(1, addr, 1)); err != nil {
 			return err
 		}
-		if _, ok, _ := tx.ReusableSlot(ctx, 1, addr, 0); ok {
+		if _, ok, _ := dbtx.ReusableSlot(ctx, 1, addr, 0); ok {
 			t.Error("a slot taken by a live row is still reusable")
 		}
-		if lowered, err := tx.LowerNextNonce(ctx, 1, addr, 2, 1); err != nil || lowered {
+		if lowered, err := dbtx.LowerNextNonce(ctx, 1, addr, 2, 1); err != nil || lowered {
 			t.Errorf("lowered a head that is not at 2: %v %v", lowered, err)
 		}
-		if err := tx.RaiseNextNonce(ctx, 1, addr, 1); err != nil {
+		if err := dbtx.RaiseNextNonce(ctx, 1, addr, 1); err != nil {
 			return err
 		}
-		next, _, err := tx.NextNonce(ctx, 1, addr)
+		next, _, err := dbtx.NextNonce(ctx, 1, addr)
 		if err != nil || next != 3 {
 			t.Errorf("head went from 3 to %d", next)
 		}
@@ -252,8 +252,8 @@ func testInFlightAggregate(t *testing.T, be backend) {
 	big2 := new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 200), big.NewInt(1))     // 2^200 - 1
 	expect := func(n int, sum *big.Int) {
 		t.Helper()
-		err := db.Read(ctx, func(tx *Tx) error {
-			gn, gs, err := tx.InFlight(ctx, 1, addr)
+		err := db.Read(ctx, func(dbtx *DBTx) error {
+			gn, gs, err := dbtx.InFlight(ctx, 1, addr)
 			if err != nil {
 				return err
 			}
@@ -269,30 +269,33 @@ func testInFlightAggregate(t *testing.T, be backend) {
 	r1, r2 := testRecord(1, addr, 0), testRecord(1, addr, 1)
 	r1.MaxCost, r2.MaxCost = big1, big2
 	hash := common.HexToHash("0x77")
-	write := func(fn func(tx *Tx) error) {
+	write := func(fn func(dbtx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, fn); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(func(tx *Tx) error {
-		if err := tx.InsertTx(ctx, r1); err != nil {
+	write(func(dbtx *DBTx) error {
+		if err := dbtx.InsertTx(ctx, r1); err != nil {
 			return err
 		}
-		return tx.InsertTx(ctx, r2)
+		return dbtx.InsertTx(ctx, r2)
 	})
 	expect(2, new(big.Int).Add(big1, big2))
-	write(func(tx *Tx) error { return tx.SetSigned(ctx, r2.ID, []byte{1}, hash, StateSigned) }) // in flight → in flight
+	write(func(dbtx *DBTx) error { return dbtx.SetSigned(ctx, r2.ID, []byte{1}, hash, StateSigned) }) // in flight → in flight
 	expect(2, new(big.Int).Add(big1, big2))
-	write(func(tx *Tx) error { _, err := tx.SetMined(ctx, 1, hash, 3, common.HexToHash("0x1")); return err }) // leaves
+	write(func(dbtx *DBTx) error { _, err := dbtx.SetMined(ctx, 1, hash, 3, common.HexToHash("0x1")); return err }) // leaves
 	expect(1, big1)
-	write(func(tx *Tx) error { _, err := tx.Unmine(ctx, 1, 3, common.HexToHash("0x1")); return err }) // comes back
+	write(func(dbtx *DBTx) error { _, err := dbtx.Unmine(ctx, 1, 3, common.HexToHash("0x1")); return err }) // comes back
 	expect(2, new(big.Int).Add(big1, big2))
-	write(func(tx *Tx) error {
-		return tx.SetState(ctx, r1.ID, []string{StateReserved}, StateFailed, "x")
+	write(func(dbtx *DBTx) error {
+		return dbtx.SetState(ctx, r1.ID, []string{StateReserved}, StateFailed, "x")
 	})
 	expect(1, big2)
-	write(func(tx *Tx) error { _, err := tx.ExecContext(ctx, `DELETE FROM txs WHERE id = ?`, r2.ID); return err })
+	write(func(dbtx *DBTx) error {
+		_, err := dbtx.ExecContext(ctx, `DELETE FROM txs WHERE id = ?`, r2.ID)
+		return err
+	})
 	expect(0, new(big.Int))
 	if _, err := costLimbs(new(big.Int).Lsh(big.NewInt(1), 256)); err == nil {
 		t.Error("a cost of 2^256 was accepted")
@@ -310,7 +313,7 @@ func TestGroupedWriteAfterClose(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 200 {
 		wg.Go(func() {
-			err := db.WriteGrouped(ctx, func(tx *Tx) error { return nil })
+			err := db.WriteGrouped(ctx, func(dbtx *DBTx) error { return nil })
 			if err != nil && !errors.Is(err, errClosed) {
 				t.Errorf("grouped write at close: %v", err)
 			}
@@ -324,7 +327,7 @@ func TestGroupedWriteAfterClose(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("grouped writes still waiting 10s after Close")
 	}
-	if err := db.WriteGrouped(ctx, func(tx *Tx) error { return nil }); !errors.Is(err, errClosed) {
+	if err := db.WriteGrouped(ctx, func(dbtx *DBTx) error { return nil }); !errors.Is(err, errClosed) {
 		t.Fatalf("grouped write after Close: %v", err)
 	}
 }
@@ -364,18 +367,18 @@ func BenchmarkReservation(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					addr := addrN(int(n.Add(1) % benchAccounts))
-					err := db.WriteGrouped(ctx, func(tx *Tx) error {
-						if err := tx.LockAccount(ctx, 1, addr); err != nil {
+					err := db.WriteGrouped(ctx, func(dbtx *DBTx) error {
+						if err := dbtx.LockAccount(ctx, 1, addr); err != nil {
 							return err
 						}
-						next, _, err := tx.NextNonce(ctx, 1, addr)
+						next, _, err := dbtx.NextNonce(ctx, 1, addr)
 						if err != nil {
 							return err
 						}
-						if err := tx.RaiseNextNonce(ctx, 1, addr, next+1); err != nil {
+						if err := dbtx.RaiseNextNonce(ctx, 1, addr, next+1); err != nil {
 							return err
 						}
-						return tx.InsertTx(ctx, testRecord(1, addr, next))
+						return dbtx.InsertTx(ctx, testRecord(1, addr, next))
 					})
 					if err != nil {
 						b.Error(err)

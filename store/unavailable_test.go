@@ -34,13 +34,13 @@ func TestUnavailable(t *testing.T) {
 	t.Cleanup(func() { _ = db.Close() })
 	ctx := context.Background()
 	write := func(name string) error {
-		return db.Write(ctx, func(tx *Tx) error {
-			return tx.RecordChainGenesis(ctx, 7, common.HexToHash(name))
+		return db.Write(ctx, func(dbtx *DBTx) error {
+			return dbtx.RecordChainGenesis(ctx, 7, common.HexToHash(name))
 		})
 	}
 	read := func() error {
-		return db.Read(ctx, func(tx *Tx) error {
-			_, _, err := tx.ChainGenesis(ctx, 7)
+		return db.Read(ctx, func(dbtx *DBTx) error {
+			_, _, err := dbtx.ChainGenesis(ctx, 7)
 			return err
 		})
 	}
@@ -62,8 +62,8 @@ func TestUnavailable(t *testing.T) {
 	}
 
 	// A refusal of the statement itself is no outage.
-	err = db.Write(ctx, func(tx *Tx) error {
-		_, err := tx.ExecContext(ctx, `SELECT 1/0`)
+	err = db.Write(ctx, func(dbtx *DBTx) error {
+		_, err := dbtx.ExecContext(ctx, `SELECT 1/0`)
 		return err
 	})
 	if err == nil || errors.Is(err, ErrUnavailable) {

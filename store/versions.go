@@ -102,7 +102,7 @@ func scanVersion(s scanner) (*TxVersion, error) {
 // in-flight sums follow, by trigger), and a stuck request is in flight as broadcast again.
 // ErrVersionRace when rec got another version since, or is no longer signed, broadcast or
 // stuck. v.Seq, CreatedAt and UpdatedAt are set.
-func (t *Tx) AddVersion(ctx context.Context, rec *TxRecord, v *TxVersion) error {
+func (t *DBTx) AddVersion(ctx context.Context, rec *TxRecord, v *TxVersion) error {
 	if err := checkTexts("add version: fields", string(v.Fields)); err != nil {
 		return err
 	}
@@ -141,7 +141,7 @@ func (t *Tx) AddVersion(ctx context.Context, rec *TxRecord, v *TxVersion) error 
 }
 
 // SetVersionBroadcast records that a node accepted version seq of request txID.
-func (t *Tx) SetVersionBroadcast(ctx context.Context, txID int64, seq int) error {
+func (t *DBTx) SetVersionBroadcast(ctx context.Context, txID int64, seq int) error {
 	_, err := t.ExecContext(ctx, qSetVersionBroadcast, formatTime(time.Now()), txID, seq)
 	if err != nil {
 		return fmt.Errorf("set version broadcast: %w", err)
@@ -150,7 +150,7 @@ func (t *Tx) SetVersionBroadcast(ctx context.Context, txID int64, seq int) error
 }
 
 // Versions are the versions of request txID after its original, oldest first.
-func (t *Tx) Versions(ctx context.Context, txID int64) ([]*TxVersion, error) {
+func (t *DBTx) Versions(ctx context.Context, txID int64) ([]*TxVersion, error) {
 	rows, err := t.QueryContext(ctx, qVersions, txID)
 	if err != nil {
 		return nil, fmt.Errorf("versions: %w", err)
@@ -168,7 +168,7 @@ func (t *Tx) Versions(ctx context.Context, txID int64) ([]*TxVersion, error) {
 }
 
 // VersionsByHash are the versions with hash (of any request; normally one).
-func (t *Tx) VersionsByHash(ctx context.Context, hash common.Hash) ([]*TxVersion, error) {
+func (t *DBTx) VersionsByHash(ctx context.Context, hash common.Hash) ([]*TxVersion, error) {
 	rows, err := t.QueryContext(ctx, qVersionsByHash, hashKey(hash))
 	if err != nil {
 		return nil, fmt.Errorf("versions by hash: %w", err)
@@ -189,7 +189,7 @@ func (t *Tx) VersionsByHash(ctx context.Context, hash common.Hash) ([]*TxVersion
 // broadcast or stuck) that have versions: what a block scan looks for besides the requests'
 // own hashes. Requests without versions cost nothing here (a partial index holds only those
 // with versions).
-func (t *Tx) OpenVersionHashes(ctx context.Context, chainID uint64) (map[common.Hash]int64, error) {
+func (t *DBTx) OpenVersionHashes(ctx context.Context, chainID uint64) (map[common.Hash]int64, error) {
 	rows, err := t.QueryContext(ctx, qOpenVersionHashes, int64(chainID))
 	if err != nil {
 		return nil, fmt.Errorf("open version hashes: %w", err)
@@ -214,7 +214,7 @@ func (t *Tx) OpenVersionHashes(ctx context.Context, chainID uint64) (map[common.
 // blockHash): the request becomes mined (cancelled when the version is a cancel) with hash as
 // its mined hash, from signed, broadcast or stuck, or from mined or cancelled in another block
 // (a reorg). It returns how many requests changed (0 when hash is no version's).
-func (t *Tx) SetMinedVersion(ctx context.Context, chainID uint64, hash common.Hash, number uint64, blockHash common.Hash) (int64, error) {
+func (t *DBTx) SetMinedVersion(ctx context.Context, chainID uint64, hash common.Hash, number uint64, blockHash common.Hash) (int64, error) {
 	ms, err := t.SetMinedVersionAt(ctx, chainID, hash, number, blockHash)
 	return int64(len(ms)), err
 }
@@ -232,13 +232,13 @@ type Mined struct {
 	MinedHash   common.Hash
 }
 
-func (t *Tx) queryMined(ctx context.Context, query string, args ...any) ([]Mined, error) {
+func (t *DBTx) queryMined(ctx context.Context, query string, args ...any) ([]Mined, error) {
 	return t.queryMinedAt(ctx, false, query, args...)
 }
 
 // queryMinedAt reads Mined rows; withBlock: the query selects block_number, block_hash and
 // mined_hash after the columns of queryMined.
-func (t *Tx) queryMinedAt(ctx context.Context, withBlock bool, query string, args ...any) ([]Mined, error) {
+func (t *DBTx) queryMinedAt(ctx context.Context, withBlock bool, query string, args ...any) ([]Mined, error) {
 	rows, err := t.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -275,7 +275,7 @@ func (t *Tx) queryMinedAt(ctx context.Context, withBlock bool, query string, arg
 }
 
 // SetMinedVersionAt is SetMinedVersion returning the requests it changed.
-func (t *Tx) SetMinedVersionAt(ctx context.Context, chainID uint64, hash common.Hash, number uint64, blockHash common.Hash) ([]Mined, error) {
+func (t *DBTx) SetMinedVersionAt(ctx context.Context, chainID uint64, hash common.Hash, number uint64, blockHash common.Hash) ([]Mined, error) {
 	vs, err := t.VersionsByHash(ctx, hash)
 	if err != nil {
 		return nil, err
@@ -301,7 +301,7 @@ func (t *Tx) SetMinedVersionAt(ctx context.Context, chainID uint64, hash common.
 
 // MinedIn are the requests of chainID mined (or cancelled) in blocks from..to and updated
 // since: what a block scan recorded, read once after it for the metrics.
-func (t *Tx) MinedIn(ctx context.Context, chainID uint64, from, to uint64, since time.Time) ([]Mined, error) {
+func (t *DBTx) MinedIn(ctx context.Context, chainID uint64, from, to uint64, since time.Time) ([]Mined, error) {
 	ms, err := t.queryMinedAt(ctx, true, qMinedIn, int64(chainID), int64(from), int64(to), formatTime(since))
 	if err != nil {
 		return nil, fmt.Errorf("mined in: %w", err)
@@ -311,7 +311,7 @@ func (t *Tx) MinedIn(ctx context.Context, chainID uint64, from, to uint64, since
 
 // MinedUpTo are the mined rows of chainID in blocks at or below number: what Confirm would
 // move to confirmed, read before it so that the confirmer checks their receipts first.
-func (t *Tx) MinedUpTo(ctx context.Context, chainID uint64, number uint64) ([]Mined, error) {
+func (t *DBTx) MinedUpTo(ctx context.Context, chainID uint64, number uint64) ([]Mined, error) {
 	ms, err := t.queryMinedAt(ctx, true, qMinedUpTo, int64(chainID), int64(number))
 	if err != nil {
 		return nil, fmt.Errorf("mined up to: %w", err)
@@ -322,7 +322,7 @@ func (t *Tx) MinedUpTo(ctx context.Context, chainID uint64, number uint64) ([]Mi
 // BumpCandidates are up to limit requests of chainID in broadcast or stuck state whose kind
 // the service broadcasts (send, filler), by account and nonce: the confirmer's fee bumping
 // looks at them.
-func (t *Tx) BumpCandidates(ctx context.Context, chainID uint64, limit int) ([]*TxRecord, error) {
+func (t *DBTx) BumpCandidates(ctx context.Context, chainID uint64, limit int) ([]*TxRecord, error) {
 	return t.queryTxs(ctx, qBumpCandidates, int64(chainID), limit)
 }
 

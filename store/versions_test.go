@@ -23,7 +23,7 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 	ctx := context.Background()
 	db := openBackend(t, be)
 	addr := addrN(11)
-	write := func(fn func(tx *Tx) error) {
+	write := func(fn func(dbtx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, fn); err != nil {
 			t.Fatal(err)
@@ -33,9 +33,9 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 		t.Helper()
 		var n int
 		var sum *big.Int
-		if err := db.Read(ctx, func(tx *Tx) error {
+		if err := db.Read(ctx, func(dbtx *DBTx) error {
 			var err error
-			n, sum, err = tx.InFlight(ctx, 1, addr)
+			n, sum, err = dbtx.InFlight(ctx, 1, addr)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -45,9 +45,9 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 	read := func(id int64) *TxRecord {
 		t.Helper()
 		var rec *TxRecord
-		if err := db.Read(ctx, func(tx *Tx) error {
+		if err := db.Read(ctx, func(dbtx *DBTx) error {
 			var err error
-			rec, err = tx.TxByID(ctx, id)
+			rec, err = dbtx.TxByID(ctx, id)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -59,23 +59,23 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 	rec.MaxCost = big.NewInt(1000)
 	rec.FeeBump = FeeBumpAllow
 	orig := common.HexToHash("0x01")
-	write(func(tx *Tx) error { return tx.InsertTx(ctx, rec) })
-	write(func(tx *Tx) error { return tx.SetSigned(ctx, rec.ID, []byte{1}, orig, StateSigned) })
-	write(func(tx *Tx) error { return tx.SetState(ctx, rec.ID, []string{StateSigned}, StateBroadcast, "") })
+	write(func(dbtx *DBTx) error { return dbtx.InsertTx(ctx, rec) })
+	write(func(dbtx *DBTx) error { return dbtx.SetSigned(ctx, rec.ID, []byte{1}, orig, StateSigned) })
+	write(func(dbtx *DBTx) error { return dbtx.SetState(ctx, rec.ID, []string{StateSigned}, StateBroadcast, "") })
 	rec = read(rec.ID)
 	if rec.FeeBump != FeeBumpAllow || rec.Versions != 0 || rec.MinedHash != (common.Hash{}) {
 		t.Fatalf("stored request: %+v", rec)
 	}
 
 	// Stuck is in flight.
-	write(func(tx *Tx) error { return tx.SetState(ctx, rec.ID, []string{StateBroadcast}, StateStuck, "") })
+	write(func(dbtx *DBTx) error { return dbtx.SetState(ctx, rec.ID, []string{StateBroadcast}, StateStuck, "") })
 	if n, sum := inFlight(); n != 1 || sum.Int64() != 1000 {
 		t.Fatalf("stuck: in flight %d costing %v", n, sum)
 	}
 	rec = read(rec.ID)
 
 	bump := &TxVersion{Kind: VersionBump, Fields: []byte(`{"b":1}`), MaxCost: big.NewInt(1500), Raw: []byte{2}, Hash: common.HexToHash("0x02")}
-	write(func(tx *Tx) error { return tx.AddVersion(ctx, rec, bump) })
+	write(func(dbtx *DBTx) error { return dbtx.AddVersion(ctx, rec, bump) })
 	if stored := read(rec.ID); bump.Seq != 1 || rec.Versions != 1 || rec.State != StateBroadcast || stored.State != StateBroadcast ||
 		stored.Versions != 1 || stored.MaxCost.Int64() != 1500 {
 		t.Fatalf("after a bump: version %+v, request %+v, stored %+v", bump, rec, stored)
@@ -86,28 +86,28 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 	// A writer that read the request before that bump loses the race.
 	stale := *rec
 	stale.Versions = 0
-	if err := db.Write(ctx, func(tx *Tx) error {
-		return tx.AddVersion(ctx, &stale, &TxVersion{Kind: VersionBump, Fields: []byte(`{}`), MaxCost: big.NewInt(1), Raw: []byte{9}, Hash: common.HexToHash("0x09")})
+	if err := db.Write(ctx, func(dbtx *DBTx) error {
+		return dbtx.AddVersion(ctx, &stale, &TxVersion{Kind: VersionBump, Fields: []byte(`{}`), MaxCost: big.NewInt(1), Raw: []byte{9}, Hash: common.HexToHash("0x09")})
 	}); !errors.Is(err, ErrVersionRace) {
 		t.Fatalf("a stale version count: %v", err)
 	}
 	// A cheaper version leaves the max cost at the highest.
 	cancel := &TxVersion{Kind: VersionCancel, Fields: []byte(`{"c":1}`), MaxCost: big.NewInt(1200), Raw: []byte{3}, Hash: common.HexToHash("0x03")}
-	write(func(tx *Tx) error { return tx.AddVersion(ctx, rec, cancel) })
-	write(func(tx *Tx) error { return tx.SetVersionBroadcast(ctx, rec.ID, cancel.Seq) })
+	write(func(dbtx *DBTx) error { return dbtx.AddVersion(ctx, rec, cancel) })
+	write(func(dbtx *DBTx) error { return dbtx.SetVersionBroadcast(ctx, rec.ID, cancel.Seq) })
 	if n, sum := inFlight(); n != 1 || sum.Int64() != 1500 {
 		t.Fatalf("a cheaper version: in flight %d costing %v, want 1 costing 1500", n, sum)
 	}
 
-	err := db.Read(ctx, func(tx *Tx) error {
-		open, err := tx.OpenVersionHashes(ctx, 1)
+	err := db.Read(ctx, func(dbtx *DBTx) error {
+		open, err := dbtx.OpenVersionHashes(ctx, 1)
 		if err != nil {
 			return err
 		}
 		if len(open) != 2 || open[bump.Hash] != rec.ID || open[cancel.Hash] != rec.ID {
 			t.Errorf("open version hashes: %v", open)
 		}
-		vs, err := tx.Versions(ctx, rec.ID)
+		vs, err := dbtx.Versions(ctx, rec.ID)
 		if err != nil {
 			return err
 		}
@@ -115,7 +115,7 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 			vs[1].Kind != VersionCancel || string(vs[1].Raw) != "\x03" || vs[0].MaxCost.Int64() != 1500 {
 			t.Errorf("versions: %+v %+v", vs[0], vs[1])
 		}
-		byHash, err := tx.VersionsByHash(ctx, cancel.Hash)
+		byHash, err := dbtx.VersionsByHash(ctx, cancel.Hash)
 		if err != nil || len(byHash) != 1 || byHash[0].TxID != rec.ID {
 			t.Errorf("by hash: %v %v", byHash, err)
 		}
@@ -128,8 +128,8 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 	// The cancel is mined: cancelled, out of flight; a reorg brings it back; then the bump
 	// is mined in another block.
 	blockA, blockB := common.HexToHash("0xa0"), common.HexToHash("0xb0")
-	write(func(tx *Tx) error {
-		n, err := tx.SetMinedVersion(ctx, 1, cancel.Hash, 5, blockA)
+	write(func(dbtx *DBTx) error {
+		n, err := dbtx.SetMinedVersion(ctx, 1, cancel.Hash, 5, blockA)
 		if n != 1 {
 			t.Errorf("SetMinedVersion changed %d rows", n)
 		}
@@ -141,14 +141,14 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 	if n, sum := inFlight(); n != 0 || sum.Sign() != 0 {
 		t.Fatalf("cancelled: in flight %d costing %v", n, sum)
 	}
-	write(func(tx *Tx) error { _, err := tx.Unmine(ctx, 1, 5, blockA); return err })
+	write(func(dbtx *DBTx) error { _, err := dbtx.Unmine(ctx, 1, 5, blockA); return err })
 	if got := read(rec.ID); got.State != StateBroadcast || got.MinedHash != (common.Hash{}) {
 		t.Fatalf("after the reorg: %+v", got)
 	}
 	if n, sum := inFlight(); n != 1 || sum.Int64() != 1500 {
 		t.Fatalf("after the reorg: in flight %d costing %v", n, sum)
 	}
-	write(func(tx *Tx) error { _, err := tx.SetMinedVersion(ctx, 1, bump.Hash, 6, blockB); return err })
+	write(func(dbtx *DBTx) error { _, err := dbtx.SetMinedVersion(ctx, 1, bump.Hash, 6, blockB); return err })
 	got := read(rec.ID)
 	if got.State != StateMined || got.MinedHash != bump.Hash || got.Hash != orig {
 		t.Fatalf("after the bump was mined: %+v", got)
@@ -161,8 +161,8 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 			t.Errorf("version %s: %s, want %s", c.hash.Hex(), s, c.want)
 		}
 	}
-	err = db.Read(ctx, func(tx *Tx) error {
-		open, err := tx.OpenVersionHashes(ctx, 1)
+	err = db.Read(ctx, func(dbtx *DBTx) error {
+		open, err := dbtx.OpenVersionHashes(ctx, 1)
 		if len(open) != 0 {
 			t.Errorf("open version hashes of a mined request: %v", open)
 		}
@@ -172,8 +172,8 @@ func testVersionsLifecycle(t *testing.T, be backend) {
 		t.Fatal(err)
 	}
 	// A mined request takes no more versions.
-	if err := db.Write(ctx, func(tx *Tx) error {
-		return tx.AddVersion(ctx, got, &TxVersion{Kind: VersionBump, Fields: []byte(`{}`), MaxCost: big.NewInt(1), Raw: []byte{9}, Hash: common.HexToHash("0x09")})
+	if err := db.Write(ctx, func(dbtx *DBTx) error {
+		return dbtx.AddVersion(ctx, got, &TxVersion{Kind: VersionBump, Fields: []byte(`{}`), MaxCost: big.NewInt(1), Raw: []byte{9}, Hash: common.HexToHash("0x09")})
 	}); !errors.Is(err, ErrVersionRace) {
 		t.Fatalf("a version of a mined request: %v", err)
 	}
@@ -188,17 +188,17 @@ func testSetMinedRecordsMinedHash(t *testing.T, be backend) {
 	db := openBackend(t, be)
 	rec := testRecord(1, addrN(12), 0)
 	hash := common.HexToHash("0x42")
-	err := db.Write(ctx, func(tx *Tx) error {
-		if err := tx.InsertTx(ctx, rec); err != nil {
+	err := db.Write(ctx, func(dbtx *DBTx) error {
+		if err := dbtx.InsertTx(ctx, rec); err != nil {
 			return err
 		}
-		if err := tx.SetSigned(ctx, rec.ID, []byte{1}, hash, StateSigned); err != nil {
+		if err := dbtx.SetSigned(ctx, rec.ID, []byte{1}, hash, StateSigned); err != nil {
 			return err
 		}
-		if err := tx.SetState(ctx, rec.ID, []string{StateSigned}, StateStuck, ""); err != nil {
+		if err := dbtx.SetState(ctx, rec.ID, []string{StateSigned}, StateStuck, ""); err != nil {
 			return err
 		}
-		n, err := tx.SetMined(ctx, 1, hash, 3, common.HexToHash("0x3"))
+		n, err := dbtx.SetMined(ctx, 1, hash, 3, common.HexToHash("0x3"))
 		if n != 1 {
 			t.Errorf("SetMined of a stuck row changed %d rows", n)
 		}
@@ -207,8 +207,8 @@ func testSetMinedRecordsMinedHash(t *testing.T, be backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Read(ctx, func(tx *Tx) error {
-		got, err := tx.TxByID(ctx, rec.ID)
+	err = db.Read(ctx, func(dbtx *DBTx) error {
+		got, err := dbtx.TxByID(ctx, rec.ID)
 		if err != nil {
 			return err
 		}
@@ -235,14 +235,14 @@ func BenchmarkBlockScan(b *testing.B) {
 				db := openBench(b, be)
 				ctx := context.Background()
 				hashes := make([]common.Hash, rows)
-				err := db.Write(ctx, func(tx *Tx) error {
+				err := db.Write(ctx, func(dbtx *DBTx) error {
 					for i := range hashes {
 						r := testRecord(1, addrN(300+i%16), uint64(i))
-						if err := tx.InsertTx(ctx, r); err != nil {
+						if err := dbtx.InsertTx(ctx, r); err != nil {
 							return err
 						}
 						hashes[i] = common.BigToHash(big.NewInt(int64(1000 + i)))
-						if err := tx.SetSigned(ctx, r.ID, []byte{1}, hashes[i], StateBroadcast); err != nil {
+						if err := dbtx.SetSigned(ctx, r.ID, []byte{1}, hashes[i], StateBroadcast); err != nil {
 							return err
 						}
 					}
@@ -257,13 +257,13 @@ func BenchmarkBlockScan(b *testing.B) {
 					block := common.BigToHash(big.NewInt(int64(i + 1)))
 					since := time.Now()
 					if mode == "after" {
-						if err := db.Read(ctx, func(tx *Tx) error { _, err := tx.OpenVersionHashes(ctx, 1); return err }); err != nil {
+						if err := db.Read(ctx, func(dbtx *DBTx) error { _, err := dbtx.OpenVersionHashes(ctx, 1); return err }); err != nil {
 							b.Fatal(err)
 						}
 					}
-					err := db.Write(ctx, func(tx *Tx) error {
+					err := db.Write(ctx, func(dbtx *DBTx) error {
 						for _, h := range hashes {
-							n, err := tx.SetMined(ctx, 1, h, uint64(i+1), block)
+							n, err := dbtx.SetMined(ctx, 1, h, uint64(i+1), block)
 							if err != nil {
 								return err
 							}
@@ -277,8 +277,8 @@ func BenchmarkBlockScan(b *testing.B) {
 						b.Fatal(err)
 					}
 					if mode == "after" {
-						if err := db.Read(ctx, func(tx *Tx) error {
-							ms, err := tx.MinedIn(ctx, 1, uint64(i+1), uint64(i+1), since)
+						if err := db.Read(ctx, func(dbtx *DBTx) error {
+							ms, err := dbtx.MinedIn(ctx, 1, uint64(i+1), uint64(i+1), since)
 							if len(ms) != rows {
 								return fmt.Errorf("%d rows read mined, want %d", len(ms), rows)
 							}

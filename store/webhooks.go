@@ -94,7 +94,7 @@ func checkWebhook(w Webhook) error {
 
 // InsertWebhook records w (enabled); ErrExists when the principal has an endpoint with that
 // URL, or the id is taken.
-func (t *Tx) InsertWebhook(ctx context.Context, w Webhook) error {
+func (t *DBTx) InsertWebhook(ctx context.Context, w Webhook) error {
 	if err := checkWebhook(w); err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (t *Tx) InsertWebhook(ctx context.Context, w Webhook) error {
 // that endpoint goes without its event. Enabling locks txs against writes until the commit;
 // it happens once (an enabled trigger is left as it is). On SQLite the trigger's WHEN asks
 // for the endpoint itself.
-func (t *Tx) armWebhookEvents(ctx context.Context) error {
+func (t *DBTx) armWebhookEvents(ctx context.Context) error {
 	if t.d != postgresDialect {
 		return nil
 	}
@@ -132,7 +132,7 @@ func (t *Tx) armWebhookEvents(ctx context.Context) error {
 // to use when it is new) the enabled config endpoints: each is upserted by principal and URL
 // (its secret and source taken from ws, enabled), and every other config endpoint is
 // disabled, its log kept. It returns the endpoints as stored, in the order of ws.
-func (t *Tx) SyncConfigWebhooks(ctx context.Context, ws []Webhook) ([]Webhook, error) {
+func (t *DBTx) SyncConfigWebhooks(ctx context.Context, ws []Webhook) ([]Webhook, error) {
 	out := make([]Webhook, 0, len(ws))
 	keep := map[string]bool{}
 	for _, w := range ws {
@@ -177,7 +177,7 @@ func (t *Tx) SyncConfigWebhooks(ctx context.Context, ws []Webhook) ([]Webhook, e
 }
 
 // Webhook is the endpoint id, or ErrNotFound.
-func (t *Tx) Webhook(ctx context.Context, id string) (Webhook, error) {
+func (t *DBTx) Webhook(ctx context.Context, id string) (Webhook, error) {
 	if !validText(id) {
 		return Webhook{}, fmt.Errorf("webhook: %w", ErrNotFound)
 	}
@@ -192,7 +192,7 @@ func (t *Tx) Webhook(ctx context.Context, id string) (Webhook, error) {
 }
 
 // Webhooks are the endpoints of principal ("": of every principal), oldest first.
-func (t *Tx) Webhooks(ctx context.Context, principal string) ([]Webhook, error) {
+func (t *DBTx) Webhooks(ctx context.Context, principal string) ([]Webhook, error) {
 	if principal == "" {
 		return t.queryWebhooks(ctx, `SELECT `+webhookColumns+` FROM webhooks ORDER BY created_at, id`)
 	}
@@ -204,7 +204,7 @@ func (t *Tx) Webhooks(ctx context.Context, principal string) ([]Webhook, error) 
 
 // DeleteWebhook removes the endpoint id and its deliveries (its events stay: other endpoints
 // of the principal may have them still); ErrNotFound when there is none.
-func (t *Tx) DeleteWebhook(ctx context.Context, id string) error {
+func (t *DBTx) DeleteWebhook(ctx context.Context, id string) error {
 	if !validText(id) {
 		return fmt.Errorf("delete webhook: %w", ErrNotFound)
 	}
@@ -221,7 +221,7 @@ func (t *Tx) DeleteWebhook(ctx context.Context, id string) error {
 // without an earlier pending event of the same transaction to the same endpoint (order per
 // transaction: a pending event holds back the later ones; a delivered or dead one does not),
 // the longest due first, each with its event and its endpoint's URL and secret.
-func (t *Tx) DueWebhookDeliveries(ctx context.Context, now time.Time, limit int) ([]WebhookDelivery, error) {
+func (t *DBTx) DueWebhookDeliveries(ctx context.Context, now time.Time, limit int) ([]WebhookDelivery, error) {
 	rows, err := t.QueryContext(ctx, qDueDeliveries, formatTime(now), limit)
 	if err != nil {
 		return nil, fmt.Errorf("due webhook deliveries: %w", err)
@@ -255,7 +255,7 @@ func (t *Tx) DueWebhookDeliveries(ctx context.Context, now time.Time, limit int)
 // FinishWebhookAttempt records the outcome of one attempt of the pending delivery id: one
 // more attempt, its status and error, and the new state. ErrNotFound when the delivery is
 // not pending (any more).
-func (t *Tx) FinishWebhookAttempt(ctx context.Context, id int64, a WebhookAttempt) error {
+func (t *DBTx) FinishWebhookAttempt(ctx context.Context, id int64, a WebhookAttempt) error {
 	var (
 		st        sql.NullInt64
 		delivered sql.NullString
@@ -277,7 +277,7 @@ func (t *Tx) FinishWebhookAttempt(ctx context.Context, id int64, a WebhookAttemp
 // WebhookDeliveries are the newest limit deliveries to endpoint webhookID, newest first (by
 // event: the index on (webhook_id, event_seq) reads them in order), each with its event (URL
 // and Secret left empty).
-func (t *Tx) WebhookDeliveries(ctx context.Context, webhookID string, limit int) ([]WebhookDelivery, error) {
+func (t *DBTx) WebhookDeliveries(ctx context.Context, webhookID string, limit int) ([]WebhookDelivery, error) {
 	if !validText(webhookID) {
 		return nil, nil
 	}
@@ -328,7 +328,7 @@ func (t *Tx) WebhookDeliveries(ctx context.Context, webhookID string, limit int)
 // before before, the oldest first, and returns how many it deleted. Pending ones are never
 // touched, so the order rule (a pending delivery holds back the later events of its
 // transaction) is the same before and after.
-func (t *Tx) PruneWebhookDeliveries(ctx context.Context, before time.Time, limit int) (int64, error) {
+func (t *DBTx) PruneWebhookDeliveries(ctx context.Context, before time.Time, limit int) (int64, error) {
 	res, err := t.ExecContext(ctx, qPruneDeliveries, formatTime(before), limit)
 	if err != nil {
 		return 0, fmt.Errorf("prune webhook deliveries: %w", err)
@@ -343,7 +343,7 @@ func (t *Tx) PruneWebhookDeliveries(ctx context.Context, before time.Time, limit
 // PruneWebhookEvents deletes at most limit events recorded before before that no delivery
 // refers to any more (every one was pruned, or its endpoint deleted), the oldest first, and
 // returns how many it deleted. An event with a delivery left, pending or not, stays.
-func (t *Tx) PruneWebhookEvents(ctx context.Context, before time.Time, limit int) (int64, error) {
+func (t *DBTx) PruneWebhookEvents(ctx context.Context, before time.Time, limit int) (int64, error) {
 	res, err := t.ExecContext(ctx, qPruneEvents, formatTime(before), limit)
 	if err != nil {
 		return 0, fmt.Errorf("prune webhook events: %w", err)
@@ -356,7 +356,7 @@ func (t *Tx) PruneWebhookEvents(ctx context.Context, before time.Time, limit int
 }
 
 // PendingWebhookDeliveries counts the pending deliveries to enabled endpoints.
-func (t *Tx) PendingWebhookDeliveries(ctx context.Context) (int64, error) {
+func (t *DBTx) PendingWebhookDeliveries(ctx context.Context) (int64, error) {
 	var n int64
 	if err := t.QueryRowContext(ctx, qPendingDeliveries).Scan(&n); err != nil {
 		return 0, fmt.Errorf("pending webhook deliveries: %w", err)
@@ -365,7 +365,7 @@ func (t *Tx) PendingWebhookDeliveries(ctx context.Context) (int64, error) {
 }
 
 // HasEnabledWebhooks reports whether any principal has an enabled endpoint.
-func (t *Tx) HasEnabledWebhooks(ctx context.Context) (bool, error) {
+func (t *DBTx) HasEnabledWebhooks(ctx context.Context) (bool, error) {
 	var has bool
 	if err := t.QueryRowContext(ctx, qHasEnabledWebhooks).Scan(&has); err != nil {
 		return false, fmt.Errorf("enabled webhooks: %w", err)
@@ -374,7 +374,7 @@ func (t *Tx) HasEnabledWebhooks(ctx context.Context) (bool, error) {
 }
 
 // WebhookEvents are the events of transaction txID, by seq (tests and tools).
-func (t *Tx) WebhookEvents(ctx context.Context, txID int64) ([]WebhookEvent, error) {
+func (t *DBTx) WebhookEvents(ctx context.Context, txID int64) ([]WebhookEvent, error) {
 	rows, err := t.QueryContext(ctx, `SELECT `+eventColumns+` FROM webhook_events e LEFT JOIN txs x ON x.id = e.tx_id
 		WHERE e.tx_id = ? ORDER BY e.seq`, txID)
 	if err != nil {
@@ -444,7 +444,7 @@ func scanWebhook(r interface{ Scan(...any) error }) (Webhook, error) {
 	return w, err
 }
 
-func (t *Tx) queryWebhooks(ctx context.Context, query string, args ...any) ([]Webhook, error) {
+func (t *DBTx) queryWebhooks(ctx context.Context, query string, args ...any) ([]Webhook, error) {
 	rows, err := t.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: %w", err)

@@ -22,9 +22,9 @@ func testWebhook(id, principal, url string) Webhook {
 // addWebhooks inserts the endpoints ws in one write.
 func addWebhooks(t *testing.T, db *DB, ws ...Webhook) {
 	t.Helper()
-	err := db.Write(context.Background(), func(tx *Tx) error {
+	err := db.Write(context.Background(), func(dbtx *DBTx) error {
 		for _, w := range ws {
-			if err := tx.InsertWebhook(context.Background(), w); err != nil {
+			if err := dbtx.InsertWebhook(context.Background(), w); err != nil {
 				return err
 			}
 		}
@@ -42,11 +42,11 @@ func insertSigned(t *testing.T, db *DB, principal string, nonce uint64) int64 {
 	ctx := context.Background()
 	r := testRecord(1, addrN(7), nonce)
 	r.Principal = principal
-	err := db.Write(ctx, func(tx *Tx) error {
-		if err := tx.InsertTx(ctx, r); err != nil {
+	err := db.Write(ctx, func(dbtx *DBTx) error {
+		if err := dbtx.InsertTx(ctx, r); err != nil {
 			return err
 		}
-		return tx.SetSigned(ctx, r.ID, []byte{1, byte(nonce)}, common.BigToHash(big.NewInt(int64(nonce)+1000)), StateSigned)
+		return dbtx.SetSigned(ctx, r.ID, []byte{1, byte(nonce)}, common.BigToHash(big.NewInt(int64(nonce)+1000)), StateSigned)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func insertSigned(t *testing.T, db *DB, principal string, nonce uint64) int64 {
 func setState(t *testing.T, db *DB, id int64, from, to string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.SetState(ctx, id, []string{from}, to, "") }); err != nil {
+	if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.SetState(ctx, id, []string{from}, to, "") }); err != nil {
 		t.Fatalf("%s → %s: %v", from, to, err)
 	}
 }
@@ -66,9 +66,9 @@ func eventStates(t *testing.T, db *DB, txID int64) []string {
 	t.Helper()
 	ctx := context.Background()
 	var evs []WebhookEvent
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(dbtx *DBTx) error {
 		var err error
-		evs, err = tx.WebhookEvents(ctx, txID)
+		evs, err = dbtx.WebhookEvents(ctx, txID)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -87,9 +87,9 @@ func dueDeliveries(t *testing.T, db *DB, at time.Time) []WebhookDelivery {
 	t.Helper()
 	ctx := context.Background()
 	var ds []WebhookDelivery
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(dbtx *DBTx) error {
 		var err error
-		ds, err = tx.DueWebhookDeliveries(ctx, at, 100)
+		ds, err = dbtx.DueWebhookDeliveries(ctx, at, 100)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -115,17 +115,17 @@ func testWebhookTrigger(t *testing.T, be backend) {
 		setState(t, db, id, StateBroadcast, StateBroadcast) // not a change
 	}
 	for _, id := range []int64{alice, bob} {
-		if err := db.Write(ctx, func(tx *Tx) error {
-			r, err := tx.TxByID(ctx, id)
+		if err := db.Write(ctx, func(dbtx *DBTx) error {
+			r, err := dbtx.TxByID(ctx, id)
 			if err != nil {
 				return err
 			}
-			_, err = tx.SetMined(ctx, 1, r.Hash, 42, common.HexToHash("0xb10c"))
+			_, err = dbtx.SetMined(ctx, 1, r.Hash, 42, common.HexToHash("0xb10c"))
 			return err
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if err := db.Write(ctx, func(tx *Tx) error { _, err := tx.Confirm(ctx, 1, 42); return err }); err != nil {
+		if err := db.Write(ctx, func(dbtx *DBTx) error { _, err := dbtx.Confirm(ctx, 1, 42); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -137,7 +137,7 @@ func testWebhookTrigger(t *testing.T, be backend) {
 	}
 
 	var evs []WebhookEvent
-	if err := db.Read(ctx, func(tx *Tx) error { var err error; evs, err = tx.WebhookEvents(ctx, alice); return err }); err != nil {
+	if err := db.Read(ctx, func(dbtx *DBTx) error { var err error; evs, err = dbtx.WebhookEvents(ctx, alice); return err }); err != nil {
 		t.Fatal(err)
 	}
 	mined := evs[1]
@@ -163,9 +163,9 @@ func testWebhookTrigger(t *testing.T, be backend) {
 	}
 
 	// Disabled (no longer configured): no event for later changes.
-	if err := db.Write(ctx, func(tx *Tx) error {
+	if err := db.Write(ctx, func(dbtx *DBTx) error {
 		for _, id := range []string{"wh_a", "wh_b"} {
-			if _, err := tx.ExecContext(ctx, `UPDATE webhooks SET enabled = 0 WHERE id = ?`, id); err != nil {
+			if _, err := dbtx.ExecContext(ctx, `UPDATE webhooks SET enabled = 0 WHERE id = ?`, id); err != nil {
 				return err
 			}
 		}
@@ -205,7 +205,7 @@ func testWebhookDeliveryOrder(t *testing.T, be backend) {
 	}
 	finish := func(id int64, a WebhookAttempt) {
 		t.Helper()
-		if err := db.Write(ctx, func(tx *Tx) error { return tx.FinishWebhookAttempt(ctx, id, a) }); err != nil {
+		if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.FinishWebhookAttempt(ctx, id, a) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -221,20 +221,20 @@ func testWebhookDeliveryOrder(t *testing.T, be backend) {
 		t.Fatalf("due after dead %+v, want one's failed event first", got)
 	}
 	finish(got[0].ID, WebhookAttempt{State: DeliveryDelivered, Status: 204, At: later})
-	if err := db.Write(ctx, func(tx *Tx) error {
-		return tx.FinishWebhookAttempt(ctx, got[0].ID, WebhookAttempt{State: DeliveryDelivered, At: later})
+	if err := db.Write(ctx, func(dbtx *DBTx) error {
+		return dbtx.FinishWebhookAttempt(ctx, got[0].ID, WebhookAttempt{State: DeliveryDelivered, At: later})
 	}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("finishing a delivered delivery: %v, want ErrNotFound", err)
 	}
 
 	var log []WebhookDelivery
 	var pending int64
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(dbtx *DBTx) error {
 		var err error
-		if log, err = tx.WebhookDeliveries(ctx, "wh_a", 10); err != nil {
+		if log, err = dbtx.WebhookDeliveries(ctx, "wh_a", 10); err != nil {
 			return err
 		}
-		pending, err = tx.PendingWebhookDeliveries(ctx)
+		pending, err = dbtx.PendingWebhookDeliveries(ctx)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -261,10 +261,10 @@ func testWebhookDeliveryOrder(t *testing.T, be backend) {
 		t.Errorf("%d delivered, want 1", delivered)
 	}
 
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.DeleteWebhook(ctx, "wh_a") }); err != nil {
+	if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.DeleteWebhook(ctx, "wh_a") }); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Write(ctx, func(tx *Tx) error { return tx.DeleteWebhook(ctx, "wh_a") }); !errors.Is(err, ErrNotFound) {
+	if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.DeleteWebhook(ctx, "wh_a") }); !errors.Is(err, ErrNotFound) {
 		t.Errorf("second delete: %v, want ErrNotFound", err)
 	}
 	if got := dueDeliveries(t, db, later); len(got) != 0 {
@@ -301,7 +301,7 @@ func testWebhookPrune(t *testing.T, be backend) {
 		if !ok {
 			t.Fatalf("no due delivery %s in %v", key, delivery)
 		}
-		if err := db.Write(ctx, func(tx *Tx) error { return tx.FinishWebhookAttempt(ctx, id, a) }); err != nil {
+		if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.FinishWebhookAttempt(ctx, id, a) }); err != nil {
 			t.Fatal(err)
 		}
 		for _, d := range dueDeliveries(t, db, recent) {
@@ -334,12 +334,12 @@ func testWebhookPrune(t *testing.T, be backend) {
 	prune := func(events bool, limit int) int64 {
 		t.Helper()
 		var n int64
-		if err := db.Write(ctx, func(tx *Tx) error {
+		if err := db.Write(ctx, func(dbtx *DBTx) error {
 			var err error
 			if events {
-				n, err = tx.PruneWebhookEvents(ctx, cutoff, limit)
+				n, err = dbtx.PruneWebhookEvents(ctx, cutoff, limit)
 			} else {
-				n, err = tx.PruneWebhookDeliveries(ctx, cutoff, limit)
+				n, err = dbtx.PruneWebhookDeliveries(ctx, cutoff, limit)
 			}
 			return err
 		}); err != nil {
@@ -371,7 +371,7 @@ func testWebhookPrune(t *testing.T, be backend) {
 	logs := map[string][]string{}
 	for _, w := range []string{"wh_a", "wh_b"} {
 		var ds []WebhookDelivery
-		if err := db.Read(ctx, func(tx *Tx) error { var err error; ds, err = tx.WebhookDeliveries(ctx, w, 100); return err }); err != nil {
+		if err := db.Read(ctx, func(dbtx *DBTx) error { var err error; ds, err = dbtx.WebhookDeliveries(ctx, w, 100); return err }); err != nil {
 			t.Fatal(err)
 		}
 		for _, d := range ds {
@@ -397,7 +397,7 @@ func TestWebhookEventsOverVersions(t *testing.T) { forEachBackend(t, testWebhook
 func testWebhookEventsOverVersions(t *testing.T, be backend) {
 	ctx := context.Background()
 	db := openBackend(t, be)
-	write := func(f func(tx *Tx) error) {
+	write := func(f func(dbtx *DBTx) error) {
 		t.Helper()
 		if err := db.Write(ctx, f); err != nil {
 			t.Fatal(err)
@@ -406,22 +406,22 @@ func testWebhookEventsOverVersions(t *testing.T, be backend) {
 	addWebhooks(t, db, testWebhook("wh_a", "alice", "https://a.example/1"))
 	addVersion := func(id int64, kind string, hash common.Hash) {
 		t.Helper()
-		write(func(tx *Tx) error {
-			rec, err := tx.TxByID(ctx, id)
+		write(func(dbtx *DBTx) error {
+			rec, err := dbtx.TxByID(ctx, id)
 			if err != nil {
 				return err
 			}
 			v := &TxVersion{Kind: kind, Fields: []byte(`{}`), MaxCost: big.NewInt(5000), Raw: hash.Bytes(), Hash: hash}
-			if err := tx.AddVersion(ctx, rec, v); err != nil {
+			if err := dbtx.AddVersion(ctx, rec, v); err != nil {
 				return err
 			}
-			return tx.SetVersionBroadcast(ctx, id, v.Seq)
+			return dbtx.SetVersionBroadcast(ctx, id, v.Seq)
 		})
 	}
 	mined := func(hash common.Hash, block uint64) {
 		t.Helper()
-		write(func(tx *Tx) error {
-			n, err := tx.SetMinedVersion(ctx, 1, hash, block, common.BigToHash(new(big.Int).SetUint64(block)))
+		write(func(dbtx *DBTx) error {
+			n, err := dbtx.SetMinedVersion(ctx, 1, hash, block, common.BigToHash(new(big.Int).SetUint64(block)))
 			if err == nil && n != 1 {
 				err = fmt.Errorf("%d requests mined by %s", n, hash.Hex())
 			}
@@ -431,7 +431,7 @@ func testWebhookEventsOverVersions(t *testing.T, be backend) {
 	eventsOf := func(id int64) []WebhookEvent {
 		t.Helper()
 		var evs []WebhookEvent
-		if err := db.Read(ctx, func(tx *Tx) error { var err error; evs, err = tx.WebhookEvents(ctx, id); return err }); err != nil {
+		if err := db.Read(ctx, func(dbtx *DBTx) error { var err error; evs, err = dbtx.WebhookEvents(ctx, id); return err }); err != nil {
 			t.Fatal(err)
 		}
 		return evs
@@ -455,7 +455,7 @@ func testWebhookEventsOverVersions(t *testing.T, be backend) {
 		t.Fatalf("events after two versions while broadcast %q, want the broadcast only", got)
 	}
 	mined(bump2, 42)
-	write(func(tx *Tx) error { _, err := tx.Confirm(ctx, 1, 42); return err })
+	write(func(dbtx *DBTx) error { _, err := dbtx.Confirm(ctx, 1, 42); return err })
 	want := []string{"broadcast " + orig + " ", "mined " + orig + " " + bump2.Hex(), "confirmed " + orig + " " + bump2.Hex()}
 	if got := summary(eventsOf(bumped)); !slices.Equal(got, want) {
 		t.Errorf("bumped request's events %q, want %q", got, want)
@@ -497,7 +497,7 @@ func testSyncConfigWebhooks(t *testing.T, be backend) {
 	sync := func(ws ...Webhook) []Webhook {
 		t.Helper()
 		var out []Webhook
-		if err := db.Write(ctx, func(tx *Tx) error { var err error; out, err = tx.SyncConfigWebhooks(ctx, ws); return err }); err != nil {
+		if err := db.Write(ctx, func(dbtx *DBTx) error { var err error; out, err = dbtx.SyncConfigWebhooks(ctx, ws); return err }); err != nil {
 			t.Fatal(err)
 		}
 		return out
@@ -505,8 +505,8 @@ func testSyncConfigWebhooks(t *testing.T, be backend) {
 	list := func() map[string]Webhook {
 		t.Helper()
 		m := map[string]Webhook{}
-		if err := db.Read(ctx, func(tx *Tx) error {
-			ws, err := tx.Webhooks(ctx, "")
+		if err := db.Read(ctx, func(dbtx *DBTx) error {
+			ws, err := dbtx.Webhooks(ctx, "")
 			for _, w := range ws {
 				m[w.URL] = w
 			}
@@ -516,13 +516,13 @@ func testSyncConfigWebhooks(t *testing.T, be backend) {
 		}
 		return m
 	}
-	if err := db.Write(ctx, func(tx *Tx) error {
-		return tx.InsertWebhook(ctx, testWebhook("wh_admin", "dev", "https://admin.example/"))
+	if err := db.Write(ctx, func(dbtx *DBTx) error {
+		return dbtx.InsertWebhook(ctx, testWebhook("wh_admin", "dev", "https://admin.example/"))
 	}); err != nil {
 		t.Fatal(err)
 	}
-	err := db.Write(ctx, func(tx *Tx) error {
-		return tx.InsertWebhook(ctx, testWebhook("wh_other", "dev", "https://admin.example/"))
+	err := db.Write(ctx, func(dbtx *DBTx) error {
+		return dbtx.InsertWebhook(ctx, testWebhook("wh_other", "dev", "https://admin.example/"))
 	})
 	if !errors.Is(err, ErrExists) {
 		t.Errorf("duplicate URL: %v, want ErrExists", err)
@@ -576,45 +576,48 @@ func BenchmarkWebhookTrigger(b *testing.B) {
 				defer db.Close()
 				// Other principals' endpoints, as an installation has.
 				for i := range 100 {
-					if err := db.Write(ctx, func(tx *Tx) error {
-						return tx.InsertWebhook(ctx, testWebhook(fmt.Sprintf("wh_%d", i), fmt.Sprintf("other%d", i), "https://h.example/"))
+					if err := db.Write(ctx, func(dbtx *DBTx) error {
+						return dbtx.InsertWebhook(ctx, testWebhook(fmt.Sprintf("wh_%d", i), fmt.Sprintf("other%d", i), "https://h.example/"))
 					}); err != nil {
 						b.Fatal(err)
 					}
 				}
 				switch mode {
 				case "no-trigger":
-					if err := db.Write(ctx, func(tx *Tx) error { _, err := tx.ExecContext(ctx, `DROP TRIGGER txs_webhook_event ON txs`); return err }); be == postgresBackend && err != nil {
+					if err := db.Write(ctx, func(dbtx *DBTx) error {
+						_, err := dbtx.ExecContext(ctx, `DROP TRIGGER txs_webhook_event ON txs`)
+						return err
+					}); be == postgresBackend && err != nil {
 						b.Fatal(err)
 					}
 					if be == sqliteBackend {
-						if err := db.Write(ctx, func(tx *Tx) error { _, err := tx.ExecContext(ctx, `DROP TRIGGER txs_webhook_event`); return err }); err != nil {
+						if err := db.Write(ctx, func(dbtx *DBTx) error { _, err := dbtx.ExecContext(ctx, `DROP TRIGGER txs_webhook_event`); return err }); err != nil {
 							b.Fatal(err)
 						}
 					}
 				case "endpoint":
-					if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertWebhook(ctx, testWebhook("wh_p", "p", "https://h.example/")) }); err != nil {
+					if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.InsertWebhook(ctx, testWebhook("wh_p", "p", "https://h.example/")) }); err != nil {
 						b.Fatal(err)
 					}
 				}
 				r := testRecord(1, addrN(3), 0)
-				if err := db.Write(ctx, func(tx *Tx) error {
-					if err := tx.InsertTx(ctx, r); err != nil {
+				if err := db.Write(ctx, func(dbtx *DBTx) error {
+					if err := dbtx.InsertTx(ctx, r); err != nil {
 						return err
 					}
-					if err := tx.SetSigned(ctx, r.ID, []byte{1}, common.HexToHash("0x1"), StateSigned); err != nil {
+					if err := dbtx.SetSigned(ctx, r.ID, []byte{1}, common.HexToHash("0x1"), StateSigned); err != nil {
 						return err
 					}
-					return tx.SetState(ctx, r.ID, []string{StateSigned}, StateBroadcast, "")
+					return dbtx.SetState(ctx, r.ID, []string{StateSigned}, StateBroadcast, "")
 				}); err != nil {
 					b.Fatal(err)
 				}
 				states := [2]string{StateBroadcast, StateMined}
 				b.ResetTimer()
 				for i := 0; i < b.N; i += 100 {
-					if err := db.Write(ctx, func(tx *Tx) error {
+					if err := db.Write(ctx, func(dbtx *DBTx) error {
 						for j := i; j < min(i+100, b.N); j++ {
-							if err := tx.SetState(ctx, r.ID, []string{states[j%2]}, states[(j+1)%2], ""); err != nil {
+							if err := dbtx.SetState(ctx, r.ID, []string{states[j%2]}, states[(j+1)%2], ""); err != nil {
 								return err
 							}
 						}
@@ -646,7 +649,7 @@ func BenchmarkWebhookPrune(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer db.Close()
-			if err := db.Write(ctx, func(tx *Tx) error { return tx.InsertWebhook(ctx, testWebhook("wh_p", "p", "https://h.example/")) }); err != nil {
+			if err := db.Write(ctx, func(dbtx *DBTx) error { return dbtx.InsertWebhook(ctx, testWebhook("wh_p", "p", "https://h.example/")) }); err != nil {
 				b.Fatal(err)
 			}
 			old := formatTime(time.Now().Add(-30 * 24 * time.Hour))
@@ -655,12 +658,12 @@ func BenchmarkWebhookPrune(b *testing.B) {
 			add := func(n int, state string) {
 				b.Helper()
 				const rows = `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) `
-				if err := db.Write(ctx, func(tx *Tx) error {
-					if _, err := tx.ExecContext(ctx, rows+`INSERT INTO webhook_events (seq, tx_id, principal, state, created_at)
+				if err := db.Write(ctx, func(dbtx *DBTx) error {
+					if _, err := dbtx.ExecContext(ctx, rows+`INSERT INTO webhook_events (seq, tx_id, principal, state, created_at)
 						SELECT ? + i, ? + i, 'p', 'mined', ? FROM n`, n, seq, seq, old); err != nil {
 						return err
 					}
-					_, err := tx.ExecContext(ctx, rows+`INSERT INTO webhook_deliveries (webhook_id, event_seq, tx_id, state, attempts, next_attempt_at, created_at)
+					_, err := dbtx.ExecContext(ctx, rows+`INSERT INTO webhook_deliveries (webhook_id, event_seq, tx_id, state, attempts, next_attempt_at, created_at)
 						SELECT 'wh_p', ? + i, ? + i, ?, 1, ?, ? FROM n`, n, seq, seq, state, old, old)
 					return err
 				}); err != nil {
@@ -675,12 +678,12 @@ func BenchmarkWebhookPrune(b *testing.B) {
 				b.StopTimer()
 				add(1000, DeliveryDelivered)
 				b.StartTimer()
-				for _, prune := range []func(tx *Tx) (int64, error){
-					func(tx *Tx) (int64, error) { return tx.PruneWebhookDeliveries(ctx, cutoff, 1000) },
-					func(tx *Tx) (int64, error) { return tx.PruneWebhookEvents(ctx, cutoff, 1000) },
+				for _, prune := range []func(dbtx *DBTx) (int64, error){
+					func(dbtx *DBTx) (int64, error) { return dbtx.PruneWebhookDeliveries(ctx, cutoff, 1000) },
+					func(dbtx *DBTx) (int64, error) { return dbtx.PruneWebhookEvents(ctx, cutoff, 1000) },
 				} {
 					var n int64
-					if err := db.Write(ctx, func(tx *Tx) error { var err error; n, err = prune(tx); return err }); err != nil {
+					if err := db.Write(ctx, func(dbtx *DBTx) error { var err error; n, err = prune(dbtx); return err }); err != nil {
 						b.Fatal(err)
 					}
 					if n != 1000 {
@@ -737,8 +740,8 @@ func TestWebhookTriggerArmedByFirstEndpoint(t *testing.T) {
 	enabled := func() string {
 		t.Helper()
 		var state string
-		if err := db.Read(ctx, func(tx *Tx) error {
-			return tx.QueryRowContext(ctx, `SELECT tgenabled FROM pg_trigger WHERE tgrelid = 'txs'::regclass AND tgname = 'txs_webhook_event'`).Scan(&state)
+		if err := db.Read(ctx, func(dbtx *DBTx) error {
+			return dbtx.QueryRowContext(ctx, `SELECT tgenabled FROM pg_trigger WHERE tgrelid = 'txs'::regclass AND tgname = 'txs_webhook_event'`).Scan(&state)
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -755,9 +758,9 @@ func TestWebhookTriggerArmedByFirstEndpoint(t *testing.T) {
 	addWebhooks(t, db, testWebhook("wh_b", "alice", "https://a.example/2")) // already enabled: no change
 	setState(t, db, id, StateSigned, StateBroadcast)
 	var events []WebhookEvent
-	if err := db.Read(ctx, func(tx *Tx) error {
+	if err := db.Read(ctx, func(dbtx *DBTx) error {
 		var err error
-		events, err = tx.WebhookEvents(ctx, id)
+		events, err = dbtx.WebhookEvents(ctx, id)
 		return err
 	}); err != nil {
 		t.Fatal(err)

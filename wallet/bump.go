@@ -136,7 +136,7 @@ func (t *Transactions) Versions(ctx context.Context, rec *store.TxRecord) ([]*st
 		return nil, nil
 	}
 	var vs []*store.TxVersion
-	err := t.db.Read(ctx, func(tx *store.Tx) error {
+	err := t.db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		vs, err = tx.Versions(ctx, rec.ID)
 		return err
@@ -287,7 +287,7 @@ func (t *Transactions) signVersion(ctx context.Context, ch Chain, rec *store.TxR
 	}
 	v := &store.TxVersion{Kind: kind, Fields: fields, MaxCost: cost, Raw: raw, Hash: signed.Hash()}
 	stored := *rec
-	if err := t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+	if err := t.db.WriteGrouped(ctx, func(tx *store.DBTx) error {
 		cp := stored
 		if err := tx.AddVersion(ctx, &cp, v); err != nil {
 			return err
@@ -319,7 +319,7 @@ func (t *Transactions) fundedBump(ctx context.Context, ch Chain, rec *store.TxRe
 	}
 	var n int
 	var inflight *big.Int
-	if err := t.db.ReadOne(ctx, func(tx *store.Tx) error {
+	if err := t.db.ReadOne(ctx, func(tx *store.DBTx) error {
 		var err error
 		n, inflight, err = tx.InFlight(ctx, rec.ChainID, rec.Address)
 		return err
@@ -345,7 +345,7 @@ func (t *Transactions) broadcastVersion(ctx context.Context, ch Chain, rec *stor
 		switch {
 		case err == nil || errors.As(err, &rpcErr) && isAlreadyKnown(rpcErr.Message):
 			if v.State != store.VersionBroadcast {
-				if werr := t.db.WriteGrouped(ctx, func(tx *store.Tx) error { return tx.SetVersionBroadcast(ctx, v.TxID, v.Seq) }); werr == nil {
+				if werr := t.db.WriteGrouped(ctx, func(tx *store.DBTx) error { return tx.SetVersionBroadcast(ctx, v.TxID, v.Seq) }); werr == nil {
 					v.State = store.VersionBroadcast
 				}
 			}
@@ -404,7 +404,7 @@ func (t *Transactions) settle(ctx context.Context, ch Chain, rec *store.TxRecord
 			continue
 		}
 		isVersion := i > 0 || !rec.HasHash()
-		err = t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+		err = t.db.WriteGrouped(ctx, func(tx *store.DBTx) error {
 			var err error
 			if isVersion {
 				_, err = tx.SetMinedVersion(ctx, rec.ChainID, h, m.number, m.hash)
@@ -458,7 +458,7 @@ func (t *Transactions) markStuck(ctx context.Context, rec *store.TxRecord, why e
 	if rec.State == store.StateStuck {
 		return
 	}
-	err := t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+	err := t.db.WriteGrouped(ctx, func(tx *store.DBTx) error {
 		return tx.SetState(ctx, rec.ID, []string{store.StateBroadcast}, store.StateStuck, why.Error())
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -530,7 +530,7 @@ func (t *Transactions) Replace(ctx context.Context, principal string, hash commo
 		return nil, nil, err
 	}
 	// The answer shows the request as stored now (mined already, when the node said so).
-	if err := t.db.ReadOne(wctx, func(tx *store.Tx) error {
+	if err := t.db.ReadOne(wctx, func(tx *store.DBTx) error {
 		var err error
 		rec, err = tx.TxByID(wctx, rec.ID)
 		return err
@@ -557,7 +557,7 @@ func (c *confirmer) autoBump(ctx context.Context, head *block) {
 	}
 	c.bumpHead, c.bumpBegun = h, true
 	var rows []*store.TxRecord
-	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+	if err := c.t.db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		rows, err = tx.BumpCandidates(ctx, c.chainID, maxRowsPerTick)
 		return err
@@ -665,5 +665,5 @@ func (c *confirmer) rebroadcastVersions(ctx context.Context, rec *store.TxRecord
 		}
 		c.t.broadcastVersion(ctx, c.ch, rec, newest)
 	}
-	_ = c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error { return tx.Touch(ctx, rec.ID) })
+	_ = c.t.db.WriteGrouped(ctx, func(tx *store.DBTx) error { return tx.Touch(ctx, rec.ID) })
 }

@@ -215,7 +215,7 @@ func (f *fakeChain) keepOnly(hash common.Hash) map[common.Hash]*types.Transactio
 func (f *fixture) inFlightCost(t *testing.T) *big.Int {
 	t.Helper()
 	var sum *big.Int
-	if err := f.db.Read(context.Background(), func(tx *store.Tx) error {
+	if err := f.db.Read(context.Background(), func(tx *store.DBTx) error {
 		var err error
 		_, sum, err = tx.InFlight(context.Background(), 7, f.from)
 		return err

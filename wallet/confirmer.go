@@ -194,7 +194,7 @@ func (c *confirmer) tick(ctx context.Context) {
 // many it saw.
 func (c *confirmer) finish(ctx context.Context, states []string, before time.Time) int {
 	var rows []*store.TxRecord
-	err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+	err := c.t.db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		rows, err = tx.StaleTxs(ctx, c.chainID, states, before, maxRowsPerTick)
 		return err
@@ -221,7 +221,7 @@ func (c *confirmer) finishOne(ctx context.Context, rec *store.TxRecord) {
 	switch {
 	case rec.State == store.StateReserved && rec.Kind == store.KindSign:
 		// eth_signTransaction never handed these bytes out: the slot is free again.
-		err := c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+		err := c.t.db.WriteGrouped(ctx, func(tx *store.DBTx) error {
 			return tx.SetState(ctx, rec.ID, []string{store.StateReserved}, store.StateReleased, "")
 		})
 		if err != nil {
@@ -246,7 +246,7 @@ func (c *confirmer) finishOne(ctx context.Context, rec *store.TxRecord) {
 		return
 	} else if m != nil {
 		var n int64
-		err := c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+		err := c.t.db.WriteGrouped(ctx, func(tx *store.DBTx) error {
 			var err error
 			n, err = tx.SetMined(ctx, c.chainID, rec.Hash, m.number, m.hash)
 			return err
@@ -268,7 +268,7 @@ func (c *confirmer) finishOne(ctx context.Context, rec *store.TxRecord) {
 		logger.Log(level, "confirmer: rebroadcast not accepted; retrying later", zap.Error(err))
 	}
 	// Restart the rebroadcast clock whatever happened.
-	_ = c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error { return tx.Touch(ctx, rec.ID) })
+	_ = c.t.db.WriteGrouped(ctx, func(tx *store.DBTx) error { return tx.Touch(ctx, rec.ID) })
 }
 
 type block struct {
@@ -310,7 +310,7 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 		c.last, c.begun = h-min(h, depth), true
 	}
 	var open bool
-	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+	if err := c.t.db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		open, err = tx.HasOpenTxs(ctx, c.chainID)
 		return err
@@ -347,7 +347,7 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 	// read, for a chain whose open requests have none.
 	var versions map[common.Hash]int64
 	if len(read) > 0 {
-		if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+		if err := c.t.db.Read(ctx, func(tx *store.DBTx) error {
 			var err error
 			versions, err = tx.OpenVersionHashes(ctx, c.chainID)
 			return err
@@ -357,7 +357,7 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 	}
 	var mined int64
 	scanned := time.Now()
-	err = c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+	err = c.t.db.WriteGrouped(ctx, func(tx *store.DBTx) error {
 		mined = 0
 		for _, b := range read {
 			// The originals' hashes in one statement on PostgreSQL (SetMinedMany); a later
@@ -435,7 +435,7 @@ func (c *confirmer) follow(ctx context.Context) (more bool, err error) {
 // until the next pass, so that no reverted transaction is confirmed.
 func (c *confirmer) confirm(ctx context.Context, number uint64) error {
 	var ms []store.Mined
-	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+	if err := c.t.db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		ms, err = tx.MinedUpTo(ctx, c.chainID, number)
 		return err
@@ -448,7 +448,7 @@ func (c *confirmer) confirm(ctx context.Context, number uint64) error {
 	if _, err := c.checkReceipts(ctx, ms); err != nil {
 		return fmt.Errorf("receipt check before confirming: %w", err)
 	}
-	if err := c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+	if err := c.t.db.WriteGrouped(ctx, func(tx *store.DBTx) error {
 		_, err := tx.Confirm(ctx, c.chainID, number)
 		return err
 	}); err != nil {
@@ -465,7 +465,7 @@ func (c *confirmer) confirm(ctx context.Context, number uint64) error {
 // failed: the check before Confirm takes them).
 func (c *confirmer) observeMined(ctx context.Context, from, to uint64, since time.Time) []store.Mined {
 	var ms []store.Mined
-	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+	if err := c.t.db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		ms, err = tx.MinedIn(ctx, c.chainID, from, to, since)
 		return err
@@ -484,7 +484,7 @@ func (c *confirmer) observeMined(ctx context.Context, from, to uint64, since tim
 func (c *confirmer) reorgs(ctx context.Context, head uint64) error {
 	from := head - min(head, c.t.cfg.FinalityDepth)
 	var mined []*store.TxRecord
-	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+	if err := c.t.db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		mined, err = tx.MinedSince(ctx, c.chainID, from)
 		return err
@@ -509,7 +509,7 @@ func (c *confirmer) reorgs(ctx context.Context, head uint64) error {
 		}
 		n, err := func() (int64, error) {
 			var n int64
-			err := c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+			err := c.t.db.WriteGrouped(ctx, func(tx *store.DBTx) error {
 				var err error
 				n, err = tx.Unmine(ctx, c.chainID, rec.BlockNumber, rec.BlockHash)
 				return err
@@ -534,7 +534,7 @@ func (c *confirmer) reorgs(ctx context.Context, head uint64) error {
 // expire ends the hold of handed-out nonces past their TTL.
 func (c *confirmer) expire(ctx context.Context, now time.Time) {
 	var rows []*store.TxRecord
-	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+	if err := c.t.db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		rows, err = tx.ExpiredHandOuts(ctx, c.chainID, now, maxRowsPerTick)
 		return err
@@ -558,7 +558,7 @@ func (c *confirmer) expire(ctx context.Context, now time.Time) {
 			}
 		}
 		var mined int64
-		err = c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+		err = c.t.db.WriteGrouped(ctx, func(tx *store.DBTx) error {
 			if m != nil {
 				var err error
 				mined, err = tx.SetMined(ctx, c.chainID, rec.Hash, m.number, m.hash)

@@ -140,7 +140,7 @@ func (t *Transactions) checkGenesis(ctx context.Context, chainID uint64, fresh b
 		had       bool
 		abandoned int64
 	)
-	err = t.db.Write(ctx, func(tx *store.Tx) error {
+	err = t.db.Write(ctx, func(tx *store.DBTx) error {
 		// Replicas starting at once check one after the other: the second reads what the
 		// first recorded, and does not abandon the rows the first has reserved since.
 		if err := tx.LockChain(ctx, chainID); err != nil {

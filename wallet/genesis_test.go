@@ -145,7 +145,7 @@ func TestDevChainStartedOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Write(ctx, func(tx *store.Tx) error { return tx.SetSigned(ctx, rec.ID, raw, stuck, store.StateSigned) }); err != nil {
+	if err := db.Write(ctx, func(tx *store.DBTx) error { return tx.SetSigned(ctx, rec.ID, raw, stuck, store.StateSigned) }); err != nil {
 		t.Fatal(err)
 	}
 	run.stop()
@@ -168,7 +168,7 @@ func TestDevChainStartedOver(t *testing.T) {
 			t.Fatalf("%s of the previous chain is %s, want abandoned", h.Hex(), rec.State)
 		}
 	}
-	if err := db.Read(ctx, func(tx *store.Tx) error {
+	if err := db.Read(ctx, func(tx *store.DBTx) error {
 		n, _, err := tx.InFlight(ctx, id, from)
 		if n != 0 {
 			t.Errorf("%d transactions in flight after the new genesis, want 0", n)

@@ -109,7 +109,7 @@ func TestRecoveryOnASharedStoreLeavesRecentRows(t *testing.T) {
 		}
 		rec := &store.TxRecord{ChainID: 7, Address: f.from, Nonce: nonce, Principal: "p", Kind: store.KindSend,
 			State: store.StateReserved, Fields: fields, MaxCost: r.MaxCost()}
-		if err := f.db.Write(ctx, func(tx *store.Tx) error {
+		if err := f.db.Write(ctx, func(tx *store.DBTx) error {
 			if err := tx.InsertTx(ctx, rec); err != nil {
 				return err
 			}
@@ -123,7 +123,7 @@ func TestRecoveryOnASharedStoreLeavesRecentRows(t *testing.T) {
 	}
 	state := func(id int64) string {
 		var rec *store.TxRecord
-		if err := f.db.Read(ctx, func(tx *store.Tx) error {
+		if err := f.db.Read(ctx, func(tx *store.DBTx) error {
 			var err error
 			rec, err = tx.TxByID(ctx, id)
 			return err

@@ -13,7 +13,7 @@ import (
 )
 
 // Reservations grouped per account (PostgreSQL). A reservation reads the account's nonce
-// state and writes on it under the account's lock (store.Tx.LockAccount), and on PostgreSQL
+// state and writes on it under the account's lock (store.DBTx.LockAccount), and on PostgreSQL
 // that lock is held until the reservation's transaction has committed: its statements' round
 // trips and a durable commit (a WAL flush) per reservation, one reservation of the account
 // at a time across every replica. That bounds one account's sends to a few hundred a second
@@ -148,7 +148,7 @@ func (t *Transactions) reserveGroup(hk headKey, group []*reserveOp) {
 		defer cancel()
 	}
 	chainID, addr := hk.chainID, hk.addr
-	err := t.db.Write(ctx, func(tx *store.Tx) error {
+	err := t.db.Write(ctx, func(tx *store.DBTx) error {
 		for _, op := range group {
 			op.err = nil
 			op.rec.ID = 0
@@ -235,7 +235,7 @@ func (t *Transactions) reserveGroup(hk headKey, group []*reserveOp) {
 // insertAlone records rec; one with an Idempotency-Key, which another transaction may hold
 // already, is recorded inside a savepoint, so that its refusal undoes only itself and the
 // group's transaction goes on.
-func insertAlone(ctx context.Context, tx *store.Tx, rec *store.TxRecord) error {
+func insertAlone(ctx context.Context, tx *store.DBTx, rec *store.TxRecord) error {
 	if rec.IdempotencyKey == "" {
 		return tx.InsertTx(ctx, rec)
 	}

@@ -189,7 +189,7 @@ func TestConcurrentSendsInFlightCap(t *testing.T) {
 			t.Fatalf("%d limited, nonces %v: want 10 and 0..4", limited, ns)
 		}
 		var n int
-		if err := f.db.Read(ctx, func(tx *store.Tx) error {
+		if err := f.db.Read(ctx, func(tx *store.DBTx) error {
 			var err error
 			n, _, err = tx.InFlight(ctx, 7, f.from)
 			return err

@@ -189,7 +189,7 @@ func methodUnsupported(err error) bool {
 // failReverted records that row m reverted in its block, with the reason a replay gives.
 func (c *confirmer) failReverted(ctx context.Context, m store.Mined) error {
 	var fields []byte
-	if err := c.t.db.Read(ctx, func(tx *store.Tx) error {
+	if err := c.t.db.Read(ctx, func(tx *store.DBTx) error {
 		rec, err := tx.TxByID(ctx, m.ID)
 		if err != nil {
 			return err
@@ -219,7 +219,7 @@ func (c *confirmer) failReverted(ctx context.Context, m store.Mined) error {
 		}
 	}
 	var changed bool
-	if err := c.t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+	if err := c.t.db.WriteGrouped(ctx, func(tx *store.DBTx) error {
 		var err error
 		changed, err = tx.SetReverted(ctx, m.ID, m.BlockHash, reason)
 		return err

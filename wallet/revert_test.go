@@ -279,7 +279,7 @@ func testRevertedOnChain(t *testing.T, driver string, blockReceipts bool) {
 func (f *fixture) inFlight(t *testing.T) int {
 	t.Helper()
 	var n int
-	if err := f.db.Read(context.Background(), func(tx *store.Tx) error {
+	if err := f.db.Read(context.Background(), func(tx *store.DBTx) error {
 		var err error
 		n, _, err = tx.InFlight(context.Background(), 7, f.from)
 		return err
@@ -306,7 +306,7 @@ func TestRevertCheckedBeforeConfirm(t *testing.T) {
 	n := f.chain.mined[bad]
 	bh := f.chain.blocks[n].hash
 	f.chain.mu.Unlock()
-	if err := f.db.Write(ctx, func(tx *store.Tx) error {
+	if err := f.db.Write(ctx, func(tx *store.DBTx) error {
 		_, err := tx.SetMined(ctx, 7, bad, n, bh)
 		return err
 	}); err != nil {

@@ -242,7 +242,7 @@ func (t *Transactions) SignTransaction(ctx context.Context, principal string, ch
 		return nil, jsonrpc.ErrInternal.With("signing failed")
 	}
 	expires := time.Now().Add(t.cfg.HandOutTTL)
-	err = t.db.WriteOne(wctx, func(tx *store.Tx) error {
+	err = t.db.WriteOne(wctx, func(tx *store.DBTx) error {
 		return tx.SetHandedOut(wctx, rec.ID, raw, hash, expires)
 	})
 	if err != nil {
@@ -320,7 +320,7 @@ func (t *Transactions) prepareAndReserve(ctx context.Context, ch Chain, principa
 // inFlight is the number of transactions of addr in flight on chainID.
 func (t *Transactions) inFlight(ctx context.Context, chainID uint64, addr common.Address) (int, error) {
 	var n int
-	err := t.db.ReadOne(ctx, func(tx *store.Tx) error {
+	err := t.db.ReadOne(ctx, func(tx *store.DBTx) error {
 		var err error
 		n, _, err = tx.InFlight(ctx, chainID, addr)
 		return err
@@ -423,7 +423,7 @@ func (t *Transactions) check(ctx context.Context, ch Chain, chainID uint64, b *b
 	}
 	var n int
 	var inflight *big.Int
-	err = t.db.ReadOne(ctx, func(tx *store.Tx) error {
+	err = t.db.ReadOne(ctx, func(tx *store.DBTx) error {
 		var err error
 		n, inflight, err = tx.InFlight(ctx, chainID, r.From)
 		return err
@@ -510,7 +510,7 @@ func (t *Transactions) reserve(ctx context.Context, ch Chain, chainID uint64, r 
 	hk := headKey{chainID, r.From}
 	_, known := t.heads.Load(hk)
 	if !known {
-		if err := t.db.Read(ctx, func(tx *store.Tx) error {
+		if err := t.db.Read(ctx, func(tx *store.DBTx) error {
 			var err error
 			_, known, err = tx.NextNonce(ctx, chainID, r.From)
 			return err
@@ -540,7 +540,7 @@ func (t *Transactions) reserve(ctx context.Context, ch Chain, chainID uint64, r 
 		t.heads.Store(hk, struct{}{})
 		return rec, nil
 	}
-	err := t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+	err := t.db.WriteGrouped(ctx, func(tx *store.DBTx) error {
 		// What follows reads the nonce state, then writes on it: another reservation of the
 		// account (in this process or another replica on the same database) waits until
 		// this one commits, and then reads what it wrote.
@@ -613,7 +613,7 @@ func (t *Transactions) PendingNonce(ctx context.Context, chainID uint64, addr co
 	}
 	var next uint64
 	var ok bool
-	err := t.db.Read(ctx, func(tx *store.Tx) error {
+	err := t.db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		if next, ok, err = tx.NextNonce(ctx, chainID, addr); err != nil || !ok {
 			return err
@@ -629,7 +629,7 @@ func (t *Transactions) PendingNonce(ctx context.Context, chainID uint64, addr co
 
 // lowestFree is the nonce the next reservation of addr takes, given its nonce head next: the
 // lowest released slot below it, else next.
-func lowestFree(ctx context.Context, tx *store.Tx, chainID uint64, addr common.Address, next uint64) (uint64, error) {
+func lowestFree(ctx context.Context, tx *store.DBTx, chainID uint64, addr common.Address, next uint64) (uint64, error) {
 	slot, ok, err := tx.ReusableSlot(ctx, chainID, addr, 0)
 	if err != nil || !ok || slot >= next {
 		return next, err
@@ -656,7 +656,7 @@ func (t *Transactions) complete(ctx context.Context, ch Chain, rec *store.TxReco
 		t.giveUp(ctx, ch, rec, err.Error())
 		return common.Hash{}, false, jsonrpc.ErrInternal.With("signing failed")
 	}
-	err = t.db.WriteOne(ctx, func(tx *store.Tx) error {
+	err = t.db.WriteOne(ctx, func(tx *store.DBTx) error {
 		return tx.SetSigned(ctx, rec.ID, raw, hash, store.StateSigned)
 	})
 	if err != nil {
@@ -772,7 +772,7 @@ func (t *Transactions) markBroadcast(ctx context.Context, rec *store.TxRecord) {
 	// Not waited for: if a crash loses this write, the row is still signed and is sent
 	// again at recovery, which a node answers with "already known".
 	id := rec.ID
-	t.db.WriteGroupedLater(func(tx *store.Tx) error {
+	t.db.WriteGroupedLater(func(tx *store.DBTx) error {
 		err := tx.SetState(context.Background(), id, []string{store.StateSigned}, store.StateBroadcast, "")
 		if errors.Is(err, store.ErrNotFound) {
 			return nil // moved on already (mined by the confirmer)
@@ -787,7 +787,7 @@ func (t *Transactions) markBroadcast(ctx context.Context, rec *store.TxRecord) {
 // past the chain's nonce, and the caller may retry with a new nonce.
 func (t *Transactions) reconcile(ctx context.Context, ch Chain, rec *store.TxRecord) (common.Hash, bool, error) {
 	var attempts []*store.TxRecord
-	if err := t.db.Read(ctx, func(tx *store.Tx) error {
+	if err := t.db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		attempts, err = tx.TxsAtNonce(ctx, rec.ChainID, rec.Address, rec.Nonce)
 		return err
@@ -818,7 +818,7 @@ func (t *Transactions) reconcile(ctx context.Context, ch Chain, rec *store.TxRec
 		if mined == nil {
 			continue
 		}
-		_ = t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+		_ = t.db.WriteGrouped(ctx, func(tx *store.DBTx) error {
 			_, err := tx.SetMined(ctx, rec.ChainID, a.Hash, mined.number, mined.hash)
 			return err
 		})
@@ -830,7 +830,7 @@ func (t *Transactions) reconcile(ctx context.Context, ch Chain, rec *store.TxRec
 	if err != nil {
 		return common.Hash{}, false, err
 	}
-	err = t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+	err = t.db.WriteGrouped(ctx, func(tx *store.DBTx) error {
 		if err := tx.SetState(ctx, rec.ID, []string{store.StateSigned, store.StateBroadcast, store.StateStuck, store.StateReserved}, store.StateFailed,
 			"nonce used by another transaction"); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
@@ -883,7 +883,7 @@ func (t *Transactions) giveUp(ctx context.Context, ch Chain, rec *store.TxRecord
 	if rec.Kind == store.KindSign {
 		state = store.StateReleased // never handed out: the next signing takes the slot
 	}
-	err := t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+	err := t.db.WriteGrouped(ctx, func(tx *store.DBTx) error {
 		// Lowering the nonce head decides on what a reservation reads: not while one runs.
 		if err := tx.LockAccount(ctx, rec.ChainID, rec.Address); err != nil {
 			return err
@@ -925,7 +925,7 @@ func (t *Transactions) fillGap(ctx context.Context, ch Chain, chainID uint64, ad
 	fields, _ := json.Marshal(r)
 	rec := &store.TxRecord{ChainID: chainID, Address: addr, Nonce: nonce, Principal: principal, Kind: store.KindFiller,
 		State: store.StateReserved, Fields: fields, MaxCost: r.MaxCost()}
-	err = t.db.WriteGrouped(ctx, func(tx *store.Tx) error {
+	err = t.db.WriteGrouped(ctx, func(tx *store.DBTx) error {
 		if err := tx.LockAccount(ctx, chainID, addr); err != nil {
 			return err
 		}
@@ -944,7 +944,7 @@ func (t *Transactions) fillGap(ctx context.Context, ch Chain, chainID uint64, ad
 
 func (t *Transactions) byIdempotencyKey(ctx context.Context, principal, key string) (*store.TxRecord, error) {
 	var rec *store.TxRecord
-	err := t.db.ReadOne(ctx, func(tx *store.Tx) error {
+	err := t.db.ReadOne(ctx, func(tx *store.DBTx) error {
 		var err error
 		rec, err = tx.TxByIdempotencyKey(ctx, principal, key)
 		return err
@@ -985,7 +985,7 @@ func (t *Transactions) awaitIdempotent(ctx context.Context, rec *store.TxRecord,
 		case <-time.After(idempotencyPoll):
 		}
 		var err error
-		if err = t.db.ReadOne(ctx, func(tx *store.Tx) error {
+		if err = t.db.ReadOne(ctx, func(tx *store.DBTx) error {
 			rec, err = tx.TxByID(ctx, rec.ID)
 			return err
 		}); err != nil {
@@ -998,7 +998,7 @@ func (t *Transactions) awaitIdempotent(ctx context.Context, rec *store.TxRecord,
 // principal's transaction).
 func (t *Transactions) Transaction(ctx context.Context, principal string, hash common.Hash) (*store.TxRecord, error) {
 	var recs []*store.TxRecord
-	if err := t.db.ReadOne(ctx, func(tx *store.Tx) error {
+	if err := t.db.ReadOne(ctx, func(tx *store.DBTx) error {
 		var err error
 		recs, err = tx.TxsByHash(ctx, hash)
 		return err
@@ -1012,7 +1012,7 @@ func (t *Transactions) Transaction(ctx context.Context, principal string, hash c
 	}
 	// A later version's hash (a bump, speed-up or cancel) finds its request too.
 	var found *store.TxRecord
-	if err := t.db.ReadOne(ctx, func(tx *store.Tx) error {
+	if err := t.db.ReadOne(ctx, func(tx *store.DBTx) error {
 		vs, err := tx.VersionsByHash(ctx, hash)
 		if err != nil {
 			return err

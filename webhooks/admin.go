@@ -186,7 +186,7 @@ func (s *Service) create(w http.ResponseWriter, r *http.Request, reqID, token st
 	}
 	wh := store.Webhook{ID: id, Principal: in.Principal, URL: in.URL, Secret: secret, Source: store.WebhookSourceAdmin, Enabled: true, CreatedAt: s.now()}
 	ctx := r.Context()
-	err = s.db.Write(ctx, func(tx *store.Tx) error { return tx.InsertWebhook(ctx, wh) })
+	err = s.db.Write(ctx, func(tx *store.DBTx) error { return tx.InsertWebhook(ctx, wh) })
 	if errors.Is(err, store.ErrExists) {
 		return 0, nil, proxy.Errorf(http.StatusConflict, "the principal has an endpoint with this url already")
 	}
@@ -225,7 +225,7 @@ func (s *Service) list(r *http.Request) (int, any, error) {
 	principal := r.URL.Query().Get("principal")
 	var ws []store.Webhook
 	ctx := r.Context()
-	if err := s.db.Read(ctx, func(tx *store.Tx) error {
+	if err := s.db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		ws, err = tx.Webhooks(ctx, principal)
 		return err
@@ -244,7 +244,7 @@ func (s *Service) list(r *http.Request) (int, any, error) {
 
 func (s *Service) delete(r *http.Request, reqID, token, id string) (int, any, error) {
 	ctx := r.Context()
-	err := s.db.Write(ctx, func(tx *store.Tx) error {
+	err := s.db.Write(ctx, func(tx *store.DBTx) error {
 		w, err := tx.Webhook(ctx, id)
 		if err != nil {
 			return err
@@ -275,7 +275,7 @@ func (s *Service) deliveries(r *http.Request, id string) (int, any, error) {
 	}
 	ctx := r.Context()
 	var ds []store.WebhookDelivery
-	err := s.db.Read(ctx, func(tx *store.Tx) error {
+	err := s.db.Read(ctx, func(tx *store.DBTx) error {
 		if _, err := tx.Webhook(ctx, id); err != nil {
 			return err
 		}

@@ -181,7 +181,7 @@ func TestAdminAPIRefuses(t *testing.T) {
 		})
 	}
 	var n int
-	if err := db.Read(t.Context(), func(tx *store.Tx) error {
+	if err := db.Read(t.Context(), func(tx *store.DBTx) error {
 		ws, err := tx.Webhooks(t.Context(), "")
 		n = len(ws)
 		return err

@@ -166,7 +166,7 @@ func (s *Service) deliver(ctx context.Context, done func()) {
 			due  []store.WebhookDelivery
 			idle bool
 		)
-		err := s.db.Read(ctx, func(tx *store.Tx) error {
+		err := s.db.Read(ctx, func(tx *store.DBTx) error {
 			var err error
 			// Room for every free slot besides the ones in flight, which the query returns too.
 			if due, err = tx.DueWebhookDeliveries(ctx, now, 2*s.cfg.Concurrency); err != nil {
@@ -269,7 +269,7 @@ func (s *Service) attempt(ctx context.Context, d store.WebhookDelivery) {
 		a.State, a.Error, outcome = store.DeliveryPending, clipError(perr.Error()), outcomeFailed
 		a.NextAttemptAt = now.Add(s.backoffAfter(d.Attempts + 1))
 	}
-	err = s.db.Write(ctx, func(tx *store.Tx) error { return tx.FinishWebhookAttempt(ctx, d.ID, a) })
+	err = s.db.Write(ctx, func(tx *store.DBTx) error { return tx.FinishWebhookAttempt(ctx, d.ID, a) })
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return // finished meanwhile by another holder of the lease: theirs counts

@@ -268,7 +268,7 @@ func TestNothingRunsWithoutEndpoints(t *testing.T) {
 	if held := l.HeldLeases(); len(held) != 1 || held[0].Name != LeaseName {
 		t.Errorf("leases held while delivering: %+v", held)
 	}
-	if err := db.Write(t.Context(), func(tx *store.Tx) error { return tx.DeleteWebhook(t.Context(), "wh_1") }); err != nil {
+	if err := db.Write(t.Context(), func(tx *store.DBTx) error { return tx.DeleteWebhook(t.Context(), "wh_1") }); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the lease released", 10*time.Second, func() bool { return len(l.HeldLeases()) == 0 })

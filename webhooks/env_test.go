@@ -159,7 +159,7 @@ func (r *receiver) deliveries() []received {
 func addWebhook(t *testing.T, db *store.DB, id, principal, url, secret string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := db.Write(ctx, func(tx *store.Tx) error {
+	if err := db.Write(ctx, func(tx *store.DBTx) error {
 		return tx.InsertWebhook(ctx, store.Webhook{ID: id, Principal: principal, URL: url, Secret: secret,
 			Source: store.WebhookSourceAdmin, CreatedAt: time.Now()})
 	}); err != nil {
@@ -173,7 +173,7 @@ func newTx(t *testing.T, db *store.DB, principal string, nonce uint64) int64 {
 	ctx := context.Background()
 	r := &store.TxRecord{ChainID: 1337, Address: common.HexToAddress("0x00000000000000000000000000000000000000a1"), Nonce: nonce,
 		Principal: principal, Kind: store.KindSend, State: store.StateReserved, Fields: []byte(`{}`), MaxCost: big.NewInt(1)}
-	if err := db.Write(ctx, func(tx *store.Tx) error {
+	if err := db.Write(ctx, func(tx *store.DBTx) error {
 		if err := tx.InsertTx(ctx, r); err != nil {
 			return err
 		}
@@ -190,7 +190,7 @@ func advance(t *testing.T, db *store.DB, id int64, states ...string) {
 	ctx := context.Background()
 	from := store.StateSigned
 	for _, st := range states {
-		if err := db.Write(ctx, func(tx *store.Tx) error { return tx.SetState(ctx, id, []string{from}, st, "") }); err != nil {
+		if err := db.Write(ctx, func(tx *store.DBTx) error { return tx.SetState(ctx, id, []string{from}, st, "") }); err != nil {
 			t.Fatalf("%s → %s: %v", from, st, err)
 		}
 		from = st
@@ -212,7 +212,7 @@ func deliveryLog(t *testing.T, db *store.DB, webhookID string) []store.WebhookDe
 	t.Helper()
 	ctx := context.Background()
 	var ds []store.WebhookDelivery
-	if err := db.Read(ctx, func(tx *store.Tx) error {
+	if err := db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		ds, err = tx.WebhookDeliveries(ctx, webhookID, 500)
 		return err

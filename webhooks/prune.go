@@ -45,14 +45,14 @@ func (s *Service) pruneLoop(ctx context.Context) {
 func (s *Service) pruneRound(ctx context.Context, cutoff time.Time) error {
 	for _, step := range []struct {
 		table string
-		prune func(tx *store.Tx) (int64, error)
+		prune func(tx *store.DBTx) (int64, error)
 	}{
-		{"deliveries", func(tx *store.Tx) (int64, error) { return tx.PruneWebhookDeliveries(ctx, cutoff, pruneBatch) }},
-		{"events", func(tx *store.Tx) (int64, error) { return tx.PruneWebhookEvents(ctx, cutoff, pruneBatch) }},
+		{"deliveries", func(tx *store.DBTx) (int64, error) { return tx.PruneWebhookDeliveries(ctx, cutoff, pruneBatch) }},
+		{"events", func(tx *store.DBTx) (int64, error) { return tx.PruneWebhookEvents(ctx, cutoff, pruneBatch) }},
 	} {
 		for range pruneMaxBatches {
 			var n int64
-			err := s.db.Write(ctx, func(tx *store.Tx) error {
+			err := s.db.Write(ctx, func(tx *store.DBTx) error {
 				var err error
 				n, err = step.prune(tx)
 				return err

@@ -115,7 +115,7 @@ func events(t *testing.T, db *store.DB, txID int64) []store.WebhookEvent {
 	t.Helper()
 	ctx := context.Background()
 	var evs []store.WebhookEvent
-	if err := db.Read(ctx, func(tx *store.Tx) error {
+	if err := db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		evs, err = tx.WebhookEvents(ctx, txID)
 		return err

@@ -112,7 +112,7 @@ func (s *Service) Sync(ctx context.Context) error {
 	}
 	var synced []store.Webhook
 	sync := func() error {
-		return s.db.Write(ctx, func(tx *store.Tx) error {
+		return s.db.Write(ctx, func(tx *store.DBTx) error {
 			var err error
 			synced, err = tx.SyncConfigWebhooks(ctx, ws)
 			return err
@@ -176,7 +176,7 @@ func (s *Service) awaitEndpoints(ctx context.Context) bool {
 
 func (s *Service) hasEndpoints(ctx context.Context) (bool, error) {
 	var has bool
-	err := s.db.Read(ctx, func(tx *store.Tx) error {
+	err := s.db.Read(ctx, func(tx *store.DBTx) error {
 		var err error
 		has, err = tx.HasEnabledWebhooks(ctx)
 		return err

@@ -58,7 +58,7 @@ func (s *Stage) poll(c *proxy.Call) (*proxy.Response, string, error) {
 		}
 		now := s.now()
 		if ch.drop != "" {
-			ok, err := s.cas(c, func(tx *store.Tx) (bool, error) { return tx.DropFilter(c.Ctx, k, f.Seq, ch.drop, now) })
+			ok, err := s.cas(c, func(tx *store.DBTx) (bool, error) { return tx.DropFilter(c.Ctx, k, f.Seq, ch.drop, now) })
 			if err != nil {
 				return nil, pollError, err
 			}
@@ -68,7 +68,7 @@ func (s *Stage) poll(c *proxy.Call) (*proxy.Response, string, error) {
 			}
 			continue
 		}
-		ok, err := s.cas(c, func(tx *store.Tx) (bool, error) {
+		ok, err := s.cas(c, func(tx *store.DBTx) (bool, error) {
 			return tx.AdvanceFilter(c.Ctx, k, f.Seq, ch.next, now.Add(s.cfg.TTL), now)
 		})
 		if err != nil {
@@ -87,7 +87,7 @@ func (s *Stage) poll(c *proxy.Call) (*proxy.Response, string, error) {
 // filter reads the caller's live filter k: ErrNotFound when it is gone or dropped.
 func (s *Stage) filter(c *proxy.Call, k store.FilterKey) (*store.Filter, error) {
 	var f *store.Filter
-	err := s.db.ReadOne(c.Ctx, func(tx *store.Tx) error {
+	err := s.db.ReadOne(c.Ctx, func(tx *store.DBTx) error {
 		var err error
 		f, err = tx.Filter(c.Ctx, k, s.now())
 		return err
@@ -99,9 +99,9 @@ func (s *Stage) filter(c *proxy.Call, k store.FilterKey) (*store.Filter, error) 
 }
 
 // cas runs one compare-and-swap statement of the filters.
-func (s *Stage) cas(c *proxy.Call, stmt func(tx *store.Tx) (bool, error)) (bool, error) {
+func (s *Stage) cas(c *proxy.Call, stmt func(tx *store.DBTx) (bool, error)) (bool, error) {
 	var ok bool
-	err := s.db.WriteOne(c.Ctx, func(tx *store.Tx) error {
+	err := s.db.WriteOne(c.Ctx, func(tx *store.DBTx) error {
 		var err error
 		ok, err = stmt(tx)
 		return err

@@ -72,7 +72,7 @@ func (s *Stage) create(c *proxy.Call, kind, criteria string) (*proxy.Response, e
 	}
 	for range 3 { // a random id in use is all but impossible: try another
 		f.ID = jsonrpc.NewID()
-		err = s.db.Write(c.Ctx, func(tx *store.Tx) error { return tx.CreateFilter(c.Ctx, f, s.cfg.MaxPerClient, now) })
+		err = s.db.Write(c.Ctx, func(tx *store.DBTx) error { return tx.CreateFilter(c.Ctx, f, s.cfg.MaxPerClient, now) })
 		if !errors.Is(err, store.ErrExists) {
 			break
 		}

@@ -22,7 +22,7 @@ func (s *Stage) uninstallFilter(c *proxy.Call) (*proxy.Response, error) {
 	if !ok {
 		return notThere, nil
 	}
-	ok, err = s.cas(c, func(tx *store.Tx) (bool, error) { return tx.DeleteFilter(c.Ctx, k, s.now()) })
+	ok, err = s.cas(c, func(tx *store.DBTx) (bool, error) { return tx.DeleteFilter(c.Ctx, k, s.now()) })
 	if err != nil {
 		return nil, err
 	}

@@ -243,13 +243,13 @@ func (s *Stage) sweepOnce(timeout time.Duration) {
 		swept int64
 		live  map[uint64]int
 	)
-	err := s.db.WriteOne(ctx, func(tx *store.Tx) error {
+	err := s.db.WriteOne(ctx, func(tx *store.DBTx) error {
 		var err error
 		swept, err = tx.SweepFilters(ctx, now)
 		return err
 	})
 	if err == nil {
-		err = s.db.ReadOne(ctx, func(tx *store.Tx) error {
+		err = s.db.ReadOne(ctx, func(tx *store.DBTx) error {
 			var err error
 			live, err = tx.LiveFilters(ctx, now)
 			return err

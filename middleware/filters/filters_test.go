@@ -249,7 +249,7 @@ func TestFilterExpiry(t *testing.T) {
 	// The sweeper deletes the expired row and the gauge counts the live one.
 	waitFor(t, "the sweeper deletes the expired filter", func() bool {
 		var rows int
-		if err := db.ReadOne(t.Context(), func(tx *store.Tx) error {
+		if err := db.ReadOne(t.Context(), func(tx *store.DBTx) error {
 			return tx.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM filters`).Scan(&rows)
 		}); err != nil {
 			t.Fatal(err)

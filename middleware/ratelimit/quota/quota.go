@@ -422,7 +422,7 @@ func (b *Book) flush(ctx context.Context) error {
 	done := 0
 	for done < len(items) && err == nil {
 		batch := items[done:min(len(items), done+batchRows)]
-		err = b.db.Write(ctx, func(tx *store.Tx) error {
+		err = b.db.Write(ctx, func(tx *store.DBTx) error {
 			for i := range batch {
 				total, err := tx.AddUsage(ctx, batch[i].key(), batch[i].delta, now)
 				if err != nil {
@@ -489,7 +489,7 @@ func (b *Book) load(ctx context.Context) error {
 	var err error
 	for done := 0; done < len(items) && err == nil; done += batchRows {
 		batch := items[done:min(len(items), done+batchRows)]
-		err = b.db.Read(ctx, func(tx *store.Tx) error {
+		err = b.db.Read(ctx, func(tx *store.DBTx) error {
 			for i := range batch {
 				total, err := tx.Usage(ctx, batch[i].key())
 				if err != nil {
@@ -551,7 +551,7 @@ func (b *Book) prune(ctx context.Context) {
 	b.lastPrune = now
 	before := periodStart(month, now).AddDate(0, -retainMonths, 0)
 	var n int64
-	err := b.db.Write(ctx, func(tx *store.Tx) (err error) {
+	err := b.db.Write(ctx, func(tx *store.DBTx) (err error) {
 		n, err = tx.PruneUsage(ctx, before)
 		return err
 	})
@@ -587,7 +587,7 @@ type ClientUsage struct {
 func (b *Book) Usage(ctx context.Context, clientID string) (*ClientUsage, error) {
 	now := b.now().UTC()
 	var totals [periods]uint64
-	err := b.db.Read(ctx, func(tx *store.Tx) error {
+	err := b.db.Read(ctx, func(tx *store.DBTx) error {
 		for p := range periods {
 			n, err := tx.Usage(ctx, store.UsageKey{ClientID: clientID, Period: periodNames[p], Start: periodStart(p, now)})
 			if err != nil {

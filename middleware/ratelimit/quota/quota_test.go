@@ -93,7 +93,7 @@ func stored(t *testing.T, db *store.DB, client, period string, start time.Time) 
 	t.Helper()
 	var n uint64
 	ctx := context.Background()
-	if err := db.Read(ctx, func(tx *store.Tx) (err error) {
+	if err := db.Read(ctx, func(tx *store.DBTx) (err error) {
 		n, err = tx.Usage(ctx, store.UsageKey{ClientID: client, Period: period, Start: start})
 		return err
 	}); err != nil {
@@ -545,7 +545,7 @@ func TestPrune(t *testing.T) {
 	db := openStore(t, storeConfig(t, store.DriverSQLite))
 	ctx := context.Background()
 	old, kept := nov1.AddDate(0, -14, 0), nov1.AddDate(0, -13, 0)
-	if err := db.Write(ctx, func(tx *store.Tx) error {
+	if err := db.Write(ctx, func(tx *store.DBTx) error {
 		for _, s := range []time.Time{old, kept} {
 			if _, err := tx.AddUsage(ctx, store.UsageKey{ClientID: "abc", Period: store.UsageMonth, Start: s}, 5, s); err != nil {
 				return err

@@ -31,17 +31,17 @@ func testConcurrentWrites(t *testing.T, be backend) {
 	errs := make(chan error, writers+writers/4)
 	for i := range writers {
 		wg.Go(func() {
-			errs <- db.Write(ctx, func(tx *Tx) error {
+			errs <- db.Write(ctx, func(dbtx *DBTx) error {
 				// A read-then-write: PostgreSQL's writers run at once and must lock what
 				// they decide on (SQLite's single writer needs no lock).
-				if err := tx.lock(ctx, "test", "accounts"); err != nil {
+				if err := dbtx.lock(ctx, "test", "accounts"); err != nil {
 					return err
 				}
 				var n int
-				if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM accounts`).Scan(&n); err != nil {
+				if err := dbtx.QueryRowContext(ctx, `SELECT COUNT(*) FROM accounts`).Scan(&n); err != nil {
 					return err
 				}
-				_, err := tx.ExecContext(ctx,
+				_, err := dbtx.ExecContext(ctx,
 					`INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`,
 					addressKey(addrN(i)), strconv.Itoa(n), SourceKeystore, formatTime(time.Now()))
 				return err
@@ -131,8 +131,8 @@ func testWritePanicRollsBack(t *testing.T, be backend) {
 				t.Fatalf("recovered %v, want the panic to continue as boom", p)
 			}
 		}()
-		_ = db.Write(ctx, func(tx *Tx) error {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`,
+		_ = db.Write(ctx, func(dbtx *DBTx) error {
+			if _, err := dbtx.ExecContext(ctx, `INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`,
 				addressKey(addrN(1)), "alice", SourceDev, formatTime(time.Now())); err != nil {
 				return err
 			}
@@ -154,8 +154,8 @@ func testWriteErrorRollsBack(t *testing.T, be backend) {
 	ctx := context.Background()
 	db := openBackend(t, be)
 	sentinel := errors.New("changed my mind")
-	err := db.Write(ctx, func(tx *Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`,
+	err := db.Write(ctx, func(dbtx *DBTx) error {
+		if _, err := dbtx.ExecContext(ctx, `INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`,
 			addressKey(addrN(1)), "alice", SourceDev, formatTime(time.Now())); err != nil {
 			return err
 		}
@@ -176,7 +176,7 @@ func testWriteCanceledContext(t *testing.T, be backend) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	called := false
-	err := db.Write(ctx, func(tx *Tx) error { called = true; return nil })
+	err := db.Write(ctx, func(dbtx *DBTx) error { called = true; return nil })
 	if !errors.Is(err, context.Canceled) || called {
 		t.Fatalf("Write with a canceled context = %v (fn called: %v), want context.Canceled before fn", err, called)
 	}
@@ -188,12 +188,12 @@ func TestWriteWaitsForHeldWriterUntilContext(t *testing.T) {
 	db := openTest(t, testConfig(t), options{})
 	held, release := make(chan struct{}), make(chan struct{})
 	go func() {
-		_ = db.Write(context.Background(), func(tx *Tx) error { close(held); <-release; return nil })
+		_ = db.Write(context.Background(), func(dbtx *DBTx) error { close(held); <-release; return nil })
 	}()
 	<-held
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	err := db.Write(ctx, func(tx *Tx) error { return nil })
+	err := db.Write(ctx, func(dbtx *DBTx) error { return nil })
 	close(release)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Write behind a held writer = %v, want context.DeadlineExceeded", err)
@@ -205,8 +205,8 @@ func TestReadRejectsWrites(t *testing.T) { forEachBackend(t, testReadRejectsWrit
 func testReadRejectsWrites(t *testing.T, be backend) {
 	ctx := context.Background()
 	db := openBackend(t, be)
-	err := db.Read(ctx, func(tx *Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`,
+	err := db.Read(ctx, func(dbtx *DBTx) error {
+		_, err := dbtx.ExecContext(ctx, `INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`,
 			addressKey(addrN(1)), "alice", SourceDev, formatTime(time.Now()))
 		return err
 	})
@@ -240,8 +240,8 @@ func BenchmarkWrite(b *testing.B) {
 					next++
 					n := next
 					mu.Unlock()
-					return db.Write(ctx, func(tx *Tx) error {
-						_, err := tx.ExecContext(ctx, `INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`,
+					return db.Write(ctx, func(dbtx *DBTx) error {
+						_, err := dbtx.ExecContext(ctx, `INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`,
 							addressKey(addrN(n)), "bench", SourceDev, formatTime(time.Now()))
 						return err
 					})

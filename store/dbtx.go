@@ -14,15 +14,15 @@ import (
 	"go.uber.org/zap"
 )
 
-// Tx is one database transaction. Queries use `?` placeholders whatever the database; a
+// DBTx is one database transaction. Queries use `?` placeholders whatever the database; a
 // duplicate key surfaces as an error matching ErrExists.
 //
 // The queries of the hot paths are registered with prepared and prepared once per pool at
 // Open (SQLite spends more time parsing a small statement than running it); any other query
 // runs unprepared.
-type Tx struct {
-	tx *sql.Tx
-	// one, instead of tx, is the pool of a single statement run on its own (ReadOne,
+type DBTx struct {
+	sqlTx *sql.Tx
+	// one, instead of sqlTx, is the pool of a single statement run on its own (ReadOne,
 	// WriteOne on PostgreSQL): it commits by itself.
 	one   *sql.DB
 	d     *dialect
@@ -36,7 +36,7 @@ type Tx struct {
 
 // bound is ctx limited by the transaction's deadline: a statement on a server that stopped
 // answering ends with it, whatever context its caller gave.
-func (t *Tx) bound(ctx context.Context) context.Context {
+func (t *DBTx) bound(ctx context.Context) context.Context {
 	if t.bounded == nil || ctx == t.bounded {
 		return ctx
 	}
@@ -53,7 +53,7 @@ func (t *Tx) bound(ctx context.Context) context.Context {
 }
 
 // release ends the contexts bound derived.
-func (t *Tx) release() {
+func (t *DBTx) release() {
 	for _, c := range t.cancels {
 		c()
 	}
@@ -155,16 +155,16 @@ func (c *lazyStmts) close() {
 }
 
 // stmt is the transaction's handle on the prepared form of query, or nil.
-func (t *Tx) stmt(ctx context.Context, query string) *sql.Stmt {
+func (t *DBTx) stmt(ctx context.Context, query string) *sql.Stmt {
 	st := t.stmts.get(query)
-	if st == nil || t.tx == nil {
+	if st == nil || t.sqlTx == nil {
 		return nil
 	}
-	return t.tx.StmtContext(ctx, st)
+	return t.sqlTx.StmtContext(ctx, st)
 }
 
 // ExecContext runs a statement that returns no rows.
-func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+func (t *DBTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	ctx = t.bound(ctx)
 	query = t.d.rebind(query)
 	var r sql.Result
@@ -174,7 +174,7 @@ func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Re
 	} else if t.one != nil {
 		r, err = t.one.ExecContext(ctx, query, args...)
 	} else {
-		r, err = t.tx.ExecContext(ctx, query, args...)
+		r, err = t.sqlTx.ExecContext(ctx, query, args...)
 	}
 	if err != nil {
 		return nil, t.classify(err)
@@ -183,7 +183,7 @@ func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Re
 }
 
 // QueryContext runs a query that returns rows.
-func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+func (t *DBTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	ctx = t.bound(ctx)
 	query = t.d.rebind(query)
 	if st := t.stmt(ctx, query); st != nil {
@@ -192,11 +192,11 @@ func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.
 	if t.one != nil {
 		return t.one.QueryContext(ctx, query, args...)
 	}
-	return t.tx.QueryContext(ctx, query, args...)
+	return t.sqlTx.QueryContext(ctx, query, args...)
 }
 
 // QueryRowContext runs a query expected to return at most one row.
-func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+func (t *DBTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	ctx = t.bound(ctx)
 	query = t.d.rebind(query)
 	if st := t.stmt(ctx, query); st != nil {
@@ -205,7 +205,7 @@ func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sq
 	if t.one != nil {
 		return t.one.QueryRowContext(ctx, query, args...)
 	}
-	return t.tx.QueryRowContext(ctx, query, args...)
+	return t.sqlTx.QueryRowContext(ctx, query, args...)
 }
 
 // LockAccount serializes the transactions that decide something for the account addr on
@@ -214,7 +214,7 @@ func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sq
 // account, released at commit or rollback, so a second reservation of the account, in this
 // process or another, waits and then reads what the first wrote. On SQLite, where one writer
 // holds the whole database, it does nothing. Call it first in the transaction.
-func (t *Tx) LockAccount(ctx context.Context, chainID uint64, addr common.Address) error {
+func (t *DBTx) LockAccount(ctx context.Context, chainID uint64, addr common.Address) error {
 	if err := t.lock(ctx, "account", strconv.FormatUint(chainID, 10), addressKey(addr)); err != nil {
 		return fmt.Errorf("lock account %s on chain %d: %w", addr.Hex(), chainID, err)
 	}
@@ -224,7 +224,7 @@ func (t *Tx) LockAccount(ctx context.Context, chainID uint64, addr common.Addres
 // LockChain serializes the transactions that decide something for a whole chain from what
 // they read (the genesis check, which may abandon the chain's rows), as LockAccount does for
 // one account. Call it first in the transaction.
-func (t *Tx) LockChain(ctx context.Context, chainID uint64) error {
+func (t *DBTx) LockChain(ctx context.Context, chainID uint64) error {
 	if err := t.lock(ctx, "chain", strconv.FormatUint(chainID, 10)); err != nil {
 		return fmt.Errorf("lock chain %d: %w", chainID, err)
 	}
@@ -232,18 +232,18 @@ func (t *Tx) LockChain(ctx context.Context, chainID uint64) error {
 }
 
 // lock takes the transaction-scoped lock named by parts (see LockAccount).
-func (t *Tx) lock(ctx context.Context, parts ...string) error {
+func (t *DBTx) lock(ctx context.Context, parts ...string) error {
 	if t.d.lockQuery == "" {
 		return nil
 	}
-	if t.tx == nil {
+	if t.sqlTx == nil {
 		return errors.New("store: a lock needs a transaction (ReadOne and WriteOne run one statement alone)")
 	}
-	_, err := t.tx.ExecContext(t.bound(ctx), t.d.rebind(t.d.lockQuery), lockKey(parts...))
+	_, err := t.sqlTx.ExecContext(t.bound(ctx), t.d.rebind(t.d.lockQuery), lockKey(parts...))
 	return err
 }
 
-func (t *Tx) classify(err error) error {
+func (t *DBTx) classify(err error) error {
 	if t.d.isUniqueViolation(err) {
 		return fmt.Errorf("%w: %w", ErrExists, err)
 	}
@@ -258,9 +258,9 @@ func (t *Tx) classify(err error) error {
 // aborts a PostgreSQL transaction (return the error; ON CONFLICT in the statement where a
 // duplicate is expected).
 //
-// Within fn, use only tx: calling Write again from fn waits for the connection fn holds and so
+// Within fn, use only dbtx: calling Write again from fn waits for the connection fn holds and so
 // blocks until ctx ends, and a Read from fn does not see fn's own uncommitted writes.
-func (db *DB) Write(ctx context.Context, fn func(tx *Tx) error) error {
+func (db *DB) Write(ctx context.Context, fn func(dbtx *DBTx) error) error {
 	return db.run(ctx, db.write, db.writeStmts, db.writeOpts(), fn)
 }
 
@@ -285,21 +285,21 @@ func (db *DB) readOpts() *sql.TxOptions {
 
 // Read runs fn in one read-only transaction, on a snapshot that concurrent writes do not
 // change. A write statement in fn fails.
-func (db *DB) Read(ctx context.Context, fn func(tx *Tx) error) error {
+func (db *DB) Read(ctx context.Context, fn func(dbtx *DBTx) error) error {
 	return db.run(ctx, db.read, db.readStmts, db.readOpts(), fn)
 }
 
 // run runs fn in a transaction of pool. With a transaction timeout (PostgreSQL), the wait for
 // a connection, every statement and the commit end by its deadline; a failure that means the
 // database cannot serve is returned as ErrUnavailable (unavailable.go).
-func (db *DB) run(ctx context.Context, pool *sql.DB, stmts *stmtCache, opts *sql.TxOptions, fn func(tx *Tx) error) error {
+func (db *DB) run(ctx context.Context, pool *sql.DB, stmts *stmtCache, opts *sql.TxOptions, fn func(dbtx *DBTx) error) error {
 	return db.runFor(ctx, db.txTimeout, pool, stmts, opts, fn)
 }
 
 // ReadOne runs fn, which makes exactly one query, like Read. On PostgreSQL the query runs on
 // its own, without BEGIN and COMMIT around it: one round trip instead of three, and a single
 // statement reads one snapshot anyway. On SQLite it is Read.
-func (db *DB) ReadOne(ctx context.Context, fn func(tx *Tx) error) error {
+func (db *DB) ReadOne(ctx context.Context, fn func(dbtx *DBTx) error) error {
 	if db.d != postgresDialect {
 		return db.Read(ctx, fn)
 	}
@@ -310,7 +310,7 @@ func (db *DB) ReadOne(ctx context.Context, fn func(tx *Tx) error) error {
 // outcome is waited for whatever happens to ctx once it started. On PostgreSQL the statement
 // commits on its own (one round trip, no BEGIN and COMMIT; PostgreSQL flushes the WAL of
 // concurrent commits together); on SQLite it is WriteGrouped, sharing the group's commit.
-func (db *DB) WriteOne(ctx context.Context, fn func(tx *Tx) error) error {
+func (db *DB) WriteOne(ctx context.Context, fn func(dbtx *DBTx) error) error {
 	if db.d != postgresDialect {
 		return db.WriteGrouped(ctx, fn)
 	}
@@ -325,9 +325,9 @@ func (db *DB) WriteOne(ctx context.Context, fn func(tx *Tx) error) error {
 }
 
 // runOne runs fn's one statement on the pool, under the transaction timeout.
-func (db *DB) runOne(ctx context.Context, fn func(tx *Tx) error) error {
+func (db *DB) runOne(ctx context.Context, fn func(dbtx *DBTx) error) error {
 	began := time.Now()
-	t := &Tx{one: db.write, d: db.d}
+	t := &DBTx{one: db.write, d: db.d}
 	if db.txTimeout > 0 {
 		var cancel context.CancelFunc
 		t.outer = ctx
@@ -344,8 +344,8 @@ func (db *DB) runOne(ctx context.Context, fn func(tx *Tx) error) error {
 }
 
 // runFor is run with the transaction timeout timeout (0: none).
-func (db *DB) runFor(ctx context.Context, timeout time.Duration, pool *sql.DB, stmts *stmtCache, opts *sql.TxOptions, fn func(tx *Tx) error) error {
-	t := &Tx{d: db.d, stmts: stmts}
+func (db *DB) runFor(ctx context.Context, timeout time.Duration, pool *sql.DB, stmts *stmtCache, opts *sql.TxOptions, fn func(dbtx *DBTx) error) error {
+	t := &DBTx{d: db.d, stmts: stmts}
 	began := time.Now()
 	if timeout > 0 {
 		var cancel context.CancelFunc
@@ -359,7 +359,7 @@ func (db *DB) runFor(ctx context.Context, timeout time.Duration, pool *sql.DB, s
 	if err != nil {
 		return db.failed(fmt.Errorf("begin: %w", err))
 	}
-	t.tx = stx
+	t.sqlTx = stx
 	done := false
 	defer func() {
 		if done {
