@@ -38,6 +38,7 @@ import (
 	"github.com/web3gate/web3gate/products"
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/store"
+	"github.com/web3gate/web3gate/txmgr"
 	"github.com/web3gate/web3gate/upstreams"
 	"github.com/web3gate/web3gate/wallet"
 	"github.com/web3gate/web3gate/webhooks"
@@ -148,11 +149,11 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	ups.Start(ctx)
 	defer ups.Close()
 
-	chains := map[uint64]wallet.Chain{}
+	chains := map[uint64]txmgr.Chain{}
 	for _, p := range ups.Pools() {
 		chains[p.ChainID()] = p
 	}
-	txs, err := wallet.NewTransactions(cfg.Wallet.Transactions, wallet.TxDeps{Keys: keys, DB: db, Chains: chains, Logger: log.Named("transactions"),
+	txs, err := txmgr.New(cfg.Wallet.Transactions, txmgr.Deps{Keys: keys, DB: db, Chains: chains, Logger: log.Named("transactions"),
 		Hold: leases.Hold, Shared: cfg.Store.Driver == store.DriverPostgres, Registry: reg})
 	if err != nil {
 		return err

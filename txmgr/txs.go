@@ -1,4 +1,4 @@
-package wallet
+package txmgr
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
+	"github.com/web3gate/web3gate/wallet"
 	"github.com/web3gate/web3gate/wallet/txreq"
 )
 
@@ -56,9 +57,9 @@ type Chain interface {
 	Forward(ctx context.Context, method string, params []byte) ([]byte, error)
 }
 
-// TxDeps are the nonce manager's collaborators.
-type TxDeps struct {
-	Keys   *Keys
+// Deps are the nonce manager's collaborators.
+type Deps struct {
+	Keys   *wallet.Keys
 	DB     *store.DB
 	Chains map[uint64]Chain
 	Logger *zap.Logger
@@ -73,11 +74,12 @@ type TxDeps struct {
 	Registry prometheus.Registerer
 }
 
-// Transactions signs, sends and tracks the transactions of the accounts the service holds.
-type Transactions struct {
-	cfg    TxConfig
+// Manager is the nonce manager: it signs, sends and tracks the transactions of the accounts
+// the service holds.
+type Manager struct {
+	cfg    Config
 	rules  map[common.Address]rule
-	keys   *Keys
+	keys   *wallet.Keys
 	db     *store.DB
 	chains map[uint64]Chain
 	log    *zap.Logger
@@ -102,8 +104,8 @@ type Transactions struct {
 	metrics *bumpMetrics
 }
 
-// NewTransactions builds the manager; Run starts its confirmers.
-func NewTransactions(cfg TxConfig, deps TxDeps) (*Transactions, error) {
+// New builds the manager; Run starts its confirmers.
+func New(cfg Config, deps Deps) (*Manager, error) {
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("wallet.transactions: %w", err)
@@ -128,16 +130,16 @@ func NewTransactions(cfg TxConfig, deps TxDeps) (*Transactions, error) {
 	for id := range deps.Chains {
 		bumps[id] = cfg.Bump.forChain(id)
 	}
-	return &Transactions{cfg: cfg, rules: rules, keys: deps.Keys, db: deps.DB, chains: deps.Chains, log: log, slots: slots,
+	return &Manager{cfg: cfg, rules: rules, keys: deps.Keys, db: deps.DB, chains: deps.Chains, log: log, slots: slots,
 		hold: hold, shared: deps.Shared, created: time.Now(), groupReservations: deps.DB.Driver() == store.DriverPostgres,
 		bumps: bumps, metrics: newBumpMetrics(deps.Registry)}, nil
 }
 
 // Fill reports whether requests are read in the form clients send (ParseFill) rather than
 // the strict form.
-func (t *Transactions) Fill() bool { return *t.cfg.Fill }
+func (t *Manager) Fill() bool { return *t.cfg.Fill }
 
-func (t *Transactions) chain(ctx context.Context, chainID uint64) (Chain, error) {
+func (t *Manager) chain(ctx context.Context, chainID uint64) (Chain, error) {
 	ch, ok := t.chains[chainID]
 	if !ok {
 		return nil, jsonrpc.ErrUnknownChain.Withf("chain %d is not configured", chainID)
@@ -154,7 +156,7 @@ func (t *Transactions) chain(ctx context.Context, chainID uint64) (Chain, error)
 // own, when it is that one), signed, persisted and broadcast; the hash is returned once a
 // node accepted the bytes. With an idempotency key, a second Send with the same key and
 // transaction returns the first one's hash and sends nothing.
-func (t *Transactions) Send(ctx context.Context, principal string, chainID uint64, r *txreq.Request, idemKey string) (common.Hash, error) {
+func (t *Manager) Send(ctx context.Context, principal string, chainID uint64, r *txreq.Request, idemKey string) (common.Hash, error) {
 	return t.SendWith(ctx, principal, chainID, r, SendOptions{IdempotencyKey: idemKey})
 }
 
@@ -168,7 +170,7 @@ type SendOptions struct {
 }
 
 // SendWith is Send with the request's options.
-func (t *Transactions) SendWith(ctx context.Context, principal string, chainID uint64, r *txreq.Request, opts SendOptions) (common.Hash, error) {
+func (t *Manager) SendWith(ctx context.Context, principal string, chainID uint64, r *txreq.Request, opts SendOptions) (common.Hash, error) {
 	idemKey := opts.IdempotencyKey
 	ch, err := t.chain(ctx, chainID)
 	if err != nil {
@@ -221,7 +223,7 @@ func (t *Transactions) SendWith(ctx context.Context, principal string, chainID u
 // SignTransaction is eth_signTransaction: the same completion, checks and reservation as Send,
 // then the signed bytes are persisted with the nonce "handed out" to the caller, who submits
 // them.
-func (t *Transactions) SignTransaction(ctx context.Context, principal string, chainID uint64, r *txreq.Request) ([]byte, error) {
+func (t *Manager) SignTransaction(ctx context.Context, principal string, chainID uint64, r *txreq.Request) ([]byte, error) {
 	ch, err := t.chain(ctx, chainID)
 	if err != nil {
 		return nil, err
@@ -256,7 +258,7 @@ func (t *Transactions) SignTransaction(ctx context.Context, principal string, ch
 // filled), checks it against the chain and reserves its nonce. A send that finds its account's
 // in-flight cap reached waits for a slot (awaitSlot) and is checked again, since the
 // balance it was checked against may have been spent meanwhile.
-func (t *Transactions) prepareAndReserve(ctx context.Context, ch Chain, principal string, chainID uint64, r *txreq.Request,
+func (t *Manager) prepareAndReserve(ctx context.Context, ch Chain, principal string, chainID uint64, r *txreq.Request,
 	request []byte, kind, idemKey, feeBump string) (*store.TxRecord, error) {
 	var deadline time.Time
 	var waiting *atomic.Int32
@@ -318,7 +320,7 @@ func (t *Transactions) prepareAndReserve(ctx context.Context, ch Chain, principa
 }
 
 // inFlight is the number of transactions of addr in flight on chainID.
-func (t *Transactions) inFlight(ctx context.Context, chainID uint64, addr common.Address) (int, error) {
+func (t *Manager) inFlight(ctx context.Context, chainID uint64, addr common.Address) (int, error) {
 	var n int
 	err := t.db.ReadOne(ctx, func(tx *store.Tx) error {
 		var err error
@@ -354,7 +356,7 @@ type headTracker interface{ Head() uint64 }
 
 // latestBlock is the chain's latest block: the one an earlier call read while it is fresh
 // (reused), else read now.
-func (t *Transactions) latestBlock(ctx context.Context, ch Chain, chainID uint64) (b *blockInfo, reused bool, err error) {
+func (t *Manager) latestBlock(ctx context.Context, ch Chain, chainID uint64) (b *blockInfo, reused bool, err error) {
 	if v, ok := t.blocks.Load(chainID); ok {
 		b := v.(*blockInfo)
 		ht, tracked := ch.(headTracker)
@@ -367,7 +369,7 @@ func (t *Transactions) latestBlock(ctx context.Context, ch Chain, chainID uint64
 }
 
 // readLatestBlock reads the latest block from the chain, for latestBlock to reuse.
-func (t *Transactions) readLatestBlock(ctx context.Context, ch Chain, chainID uint64) (*blockInfo, error) {
+func (t *Manager) readLatestBlock(ctx context.Context, ch Chain, chainID uint64) (*blockInfo, error) {
 	var head uint64
 	if ht, tracked := ch.(headTracker); tracked {
 		head = ht.Head()
@@ -402,7 +404,7 @@ func (t *Transactions) readLatestBlock(ctx context.Context, ch Chain, chainID ui
 // The fee is refused only when no next block could take it: below the lowest base fee the
 // block after b can have (b's less 1/8, EIP-1559). web3gate is never stricter than the nodes
 // behind it; a fee a node then refuses comes back with the node's words.
-func (t *Transactions) check(ctx context.Context, ch Chain, chainID uint64, b *blockInfo, r *txreq.Request) (*big.Int, error) {
+func (t *Manager) check(ctx context.Context, ch Chain, chainID uint64, b *blockInfo, r *txreq.Request) (*big.Int, error) {
 	if err := txreq.CheckGas(r, b.gasLimit, t.cfg.GasCap); err != nil {
 		return nil, err
 	}
@@ -437,7 +439,7 @@ func (t *Transactions) check(ctx context.Context, ch Chain, chainID uint64, b *b
 	return balance, t.checkRules(r)
 }
 
-func (t *Transactions) balance(ctx context.Context, ch Chain, addr common.Address) (*big.Int, error) {
+func (t *Manager) balance(ctx context.Context, ch Chain, addr common.Address) (*big.Int, error) {
 	b, err := forwardAs[hexutil.Big](ctx, ch, "eth_getBalance", []byte(`["`+addr.Hex()+`","latest"]`))
 	return b.ToInt(), err
 }
@@ -470,7 +472,7 @@ func funded(balance, cost *big.Int, n int, inflight *big.Int) error {
 	return nil
 }
 
-func (t *Transactions) checkRules(r *txreq.Request) error {
+func (t *Manager) checkRules(r *txreq.Request) error {
 	ru, ok := t.rules[r.From]
 	if !ok {
 		return nil
@@ -506,7 +508,7 @@ var errInFlightFull = errors.New("in-flight cap reached")
 // max(the chain's pending nonce, the highest stored nonce + 1). A nonce the client gave must
 // be that one (-32000 nonce too low / too high, nothing reserved). The in-flight cap
 // (errInFlightFull) and funds are checked inside the same transaction.
-func (t *Transactions) reserve(ctx context.Context, ch Chain, chainID uint64, r *txreq.Request, res reservation) (*store.TxRecord, error) {
+func (t *Manager) reserve(ctx context.Context, ch Chain, chainID uint64, r *txreq.Request, res reservation) (*store.TxRecord, error) {
 	hk := headKey{chainID, r.From}
 	_, known := t.heads.Load(hk)
 	if !known {
@@ -607,7 +609,7 @@ func nonceError(given, next uint64) error {
 // eth_getTransactionCount(addr, "pending") as web3gate's nonce state has it (reservations and
 // handed-out nonces counted, a released slot offered first). nil when web3gate does not hold
 // addr or has no nonce state for it yet: the node's answer is then the same.
-func (t *Transactions) PendingNonce(ctx context.Context, chainID uint64, addr common.Address) (*uint64, error) {
+func (t *Manager) PendingNonce(ctx context.Context, chainID uint64, addr common.Address) (*uint64, error) {
 	if _, ok := t.chains[chainID]; !ok || !t.keys.Has(addr) || !t.genesisGate(chainID).done.Load() {
 		return nil, nil // the node's answer (before the genesis check, the stored state may be an earlier chain's)
 	}
@@ -643,14 +645,14 @@ type headKey struct {
 	addr    common.Address
 }
 
-func (t *Transactions) nonceAt(ctx context.Context, ch Chain, addr common.Address, block string) (uint64, error) {
+func (t *Manager) nonceAt(ctx context.Context, ch Chain, addr common.Address, block string) (uint64, error) {
 	n, err := forwardAs[hexutil.Uint64](ctx, ch, "eth_getTransactionCount", []byte(`["`+addr.Hex()+`","`+block+`"]`))
 	return uint64(n), err
 }
 
 // complete signs a reserved send, persists the bytes and broadcasts them. retry is true when
 // the nonce turned out to be used outside web3gate and nothing was sent.
-func (t *Transactions) complete(ctx context.Context, ch Chain, rec *store.TxRecord, r *txreq.Request) (common.Hash, bool, error) {
+func (t *Manager) complete(ctx context.Context, ch Chain, rec *store.TxRecord, r *txreq.Request) (common.Hash, bool, error) {
 	raw, hash, err := t.signRecord(rec, r)
 	if err != nil {
 		t.giveUp(ctx, ch, rec, err.Error())
@@ -672,7 +674,7 @@ func (t *Transactions) complete(ctx context.Context, ch Chain, rec *store.TxReco
 // follows says what becomes of it). A store that cannot serve answers -32002 "store
 // unavailable" (its outage is logged by the store); any other failure is internal, logged
 // here.
-func (t *Transactions) notStored(rec *store.TxRecord, err error, what string) error {
+func (t *Manager) notStored(rec *store.TxRecord, err error, what string) error {
 	if errors.Is(err, store.ErrUnavailable) {
 		return jsonrpc.ErrStoreUnavailable.Withf("store unavailable: the signed transaction could not be stored; %s", what).
 			WithData(map[string]any{"nonce": hexutil.Uint64(rec.Nonce), "state": store.StateReserved})
@@ -684,7 +686,7 @@ func (t *Transactions) notStored(rec *store.TxRecord, err error, what string) er
 
 // signRecord signs the transaction of rec (built from r, or from the stored fields when r is
 // nil) with rec's nonce.
-func (t *Transactions) signRecord(rec *store.TxRecord, r *txreq.Request) ([]byte, common.Hash, error) {
+func (t *Manager) signRecord(rec *store.TxRecord, r *txreq.Request) ([]byte, common.Hash, error) {
 	if r == nil {
 		var err error
 		if r, err = txreq.ParseFill(append(append([]byte("["), rec.Fields...), ']'), rec.ChainID); err != nil {
@@ -723,7 +725,7 @@ const broadcastRetry = 200 * time.Millisecond
 
 // broadcast sends rec's signed bytes until a node accepts them (or reports them known), the
 // nonce turns out to be used, a node rejects them, or ctx ends. See complete for retry.
-func (t *Transactions) broadcast(ctx context.Context, ch Chain, rec *store.TxRecord) (common.Hash, bool, error) {
+func (t *Manager) broadcast(ctx context.Context, ch Chain, rec *store.TxRecord) (common.Hash, bool, error) {
 	params := []byte(`["` + hexutil.Encode(rec.Raw) + `"]`)
 	for {
 		_, err := ch.Forward(ctx, "eth_sendRawTransaction", params)
@@ -768,7 +770,7 @@ func notAccepted(rec *store.TxRecord, err error) error {
 		base.Message).WithData(map[string]any{"hash": rec.Hash.Hex(), "nonce": hexutil.Uint64(rec.Nonce), "state": store.StateSigned})
 }
 
-func (t *Transactions) markBroadcast(ctx context.Context, rec *store.TxRecord) {
+func (t *Manager) markBroadcast(ctx context.Context, rec *store.TxRecord) {
 	// Not waited for: if a crash loses this write, the row is still signed and is sent
 	// again at recovery, which a node answers with "already known".
 	id := rec.ID
@@ -785,7 +787,7 @@ func (t *Transactions) markBroadcast(ctx context.Context, rec *store.TxRecord) {
 // reconcile handles "nonce too low": if one of our attempts at this nonce is mined, the nonce
 // was ours; otherwise the nonce was used outside web3gate, the row fails, the nonce head moves
 // past the chain's nonce, and the caller may retry with a new nonce.
-func (t *Transactions) reconcile(ctx context.Context, ch Chain, rec *store.TxRecord) (common.Hash, bool, error) {
+func (t *Manager) reconcile(ctx context.Context, ch Chain, rec *store.TxRecord) (common.Hash, bool, error) {
 	var attempts []*store.TxRecord
 	if err := t.db.Read(ctx, func(tx *store.Tx) error {
 		var err error
@@ -856,7 +858,7 @@ type minedAt struct {
 }
 
 // receipt is where hash was mined, or nil when the node has no receipt for it.
-func (t *Transactions) receipt(ctx context.Context, ch Chain, hash common.Hash) (*minedAt, error) {
+func (t *Manager) receipt(ctx context.Context, ch Chain, hash common.Hash) (*minedAt, error) {
 	res, err := ch.Forward(ctx, "eth_getTransactionReceipt", []byte(`["`+hash.Hex()+`"]`))
 	if err != nil {
 		return nil, err
@@ -877,7 +879,7 @@ func (t *Transactions) receipt(ctx context.Context, ch Chain, hash common.Hash) 
 // giveUp fails rec for good and makes sure its nonce does not stay a gap: when it is the
 // account's newest nonce the head moves back onto it, otherwise a zero-value self-transfer
 // fills it.
-func (t *Transactions) giveUp(ctx context.Context, ch Chain, rec *store.TxRecord, reason string) {
+func (t *Manager) giveUp(ctx context.Context, ch Chain, rec *store.TxRecord, reason string) {
 	var lowered bool
 	state := store.StateFailed
 	if rec.Kind == store.KindSign {
@@ -913,7 +915,7 @@ const fillerGas = 21000
 // fillGap sends a zero-value self-transfer at nonce, so that the account's later transactions
 // are not stuck behind a nonce that will never be used. Its fee is twice the node's gas price
 // suggestion.
-func (t *Transactions) fillGap(ctx context.Context, ch Chain, chainID uint64, addr common.Address, principal string, nonce uint64) {
+func (t *Manager) fillGap(ctx context.Context, ch Chain, chainID uint64, addr common.Address, principal string, nonce uint64) {
 	logger := t.log.With(zap.Uint64("chain", chainID), zap.String("from", addr.Hex()), zap.Uint64("nonce", nonce))
 	price, err := callQuantity(ctx, ch, "eth_gasPrice")
 	if err != nil {
@@ -942,7 +944,7 @@ func (t *Transactions) fillGap(ctx context.Context, ch Chain, chainID uint64, ad
 	logger.Info("nonce filled with a zero-value self-transfer", zap.String("hash", rec.Hash.Hex()))
 }
 
-func (t *Transactions) byIdempotencyKey(ctx context.Context, principal, key string) (*store.TxRecord, error) {
+func (t *Manager) byIdempotencyKey(ctx context.Context, principal, key string) (*store.TxRecord, error) {
 	var rec *store.TxRecord
 	err := t.db.ReadOne(ctx, func(tx *store.Tx) error {
 		var err error
@@ -957,7 +959,7 @@ const idempotencyPoll = 20 * time.Millisecond
 
 // awaitIdempotent answers a request whose Idempotency-Key was used already: the same hash
 // once the first request's transaction was accepted, its error if it failed.
-func (t *Transactions) awaitIdempotent(ctx context.Context, rec *store.TxRecord, request []byte) (common.Hash, error) {
+func (t *Manager) awaitIdempotent(ctx context.Context, rec *store.TxRecord, request []byte) (common.Hash, error) {
 	sent := rec.Request
 	if sent == nil {
 		sent = rec.Fields
@@ -996,7 +998,7 @@ func (t *Transactions) awaitIdempotent(ctx context.Context, rec *store.TxRecord,
 
 // Transaction is principal's transaction with hash, or store.ErrNotFound (also for another
 // principal's transaction).
-func (t *Transactions) Transaction(ctx context.Context, principal string, hash common.Hash) (*store.TxRecord, error) {
+func (t *Manager) Transaction(ctx context.Context, principal string, hash common.Hash) (*store.TxRecord, error) {
 	var recs []*store.TxRecord
 	if err := t.db.ReadOne(ctx, func(tx *store.Tx) error {
 		var err error

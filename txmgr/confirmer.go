@@ -1,4 +1,4 @@
-package wallet
+package txmgr
 
 import (
 	"context"
@@ -40,10 +40,10 @@ const (
 	maxRowsPerTick = 256
 )
 
-// Run runs a confirmer per chain until ctx ends, each under its lease (TxDeps.Hold): on a
+// Run runs a confirmer per chain until ctx ends, each under its lease (Deps.Hold): on a
 // standby replica a chain's confirmer waits for its lease, and starts afresh at each
 // acquisition.
-func (t *Transactions) Run(ctx context.Context) {
+func (t *Manager) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for id, ch := range t.chains {
 		wg.Add(1)
@@ -60,7 +60,7 @@ func (t *Transactions) Run(ctx context.Context) {
 }
 
 type confirmer struct {
-	t       *Transactions
+	t       *Manager
 	chainID uint64
 	ch      Chain
 	log     *zap.Logger
@@ -138,7 +138,7 @@ func (c *confirmer) run(ctx context.Context) {
 // Sharing the store with other replicas, a row updated within twice BroadcastTimeout may be
 // the work of a request in progress on another replica: it is left to the ticks, which finish
 // it once it is that old.
-func (t *Transactions) recoverBefore() time.Time {
+func (t *Manager) recoverBefore() time.Time {
 	if t.shared {
 		return time.Now().Add(-2 * t.cfg.BroadcastTimeout)
 	}

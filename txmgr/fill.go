@@ -1,4 +1,4 @@
-package wallet
+package txmgr
 
 import (
 	"context"
@@ -32,7 +32,7 @@ import (
 //     3 with the reason and data, as geth answers) is the answer.
 //
 // It records what it filled in r.Filled, and does nothing to a complete request.
-func (t *Transactions) fillIn(ctx context.Context, ch Chain, b *blockInfo, r *txreq.Request) error {
+func (t *Manager) fillIn(ctx context.Context, ch Chain, b *blockInfo, r *txreq.Request) error {
 	missing := r.Missing
 	if missing == 0 {
 		return nil

@@ -1,4 +1,4 @@
-package wallet
+package txmgr
 
 import (
 	"context"
@@ -117,7 +117,7 @@ func parseFields(fields []byte, chainID uint64) (*txreq.Request, error) {
 // feeBumpable reports whether the confirmer may bump rec: fees web3gate filled (and gap
 // fillers, which it prices) always, unless the caller said "X-Fee-Bump: deny"; fees the
 // caller set only with "X-Fee-Bump: allow" or bump.callerPriced.
-func (t *Transactions) feeBumpable(rec *store.TxRecord, callerPriced bool) bool {
+func (t *Manager) feeBumpable(rec *store.TxRecord, callerPriced bool) bool {
 	switch {
 	case rec.Kind == store.KindSign:
 		return false
@@ -131,7 +131,7 @@ func (t *Transactions) feeBumpable(rec *store.TxRecord, callerPriced bool) bool 
 }
 
 // Versions are rec's versions after its original, oldest first (none read when it has none).
-func (t *Transactions) Versions(ctx context.Context, rec *store.TxRecord) ([]*store.TxVersion, error) {
+func (t *Manager) Versions(ctx context.Context, rec *store.TxRecord) ([]*store.TxVersion, error) {
 	if rec.Versions == 0 {
 		return nil, nil
 	}
@@ -238,7 +238,7 @@ func highest(rec *store.TxRecord, vs []*store.TxVersion) (*txreq.Request, error)
 // cancel) with fees (explicit), or fees by the bump rules for the chain's base fee. rec is
 // updated to the stored request. A version the node refuses as underpriced, or that no node
 // accepted yet, stays stored as signed: the confirmer sends it again.
-func (t *Transactions) signVersion(ctx context.Context, ch Chain, rec *store.TxRecord, kind string, fees *ReplaceFees, baseFee *big.Int) (*store.TxVersion, error) {
+func (t *Manager) signVersion(ctx context.Context, ch Chain, rec *store.TxRecord, kind string, fees *ReplaceFees, baseFee *big.Int) (*store.TxVersion, error) {
 	br := t.bumpRules(rec.ChainID)
 	vs, err := t.Versions(ctx, rec)
 	if err != nil {
@@ -312,7 +312,7 @@ func (t *Transactions) signVersion(ctx context.Context, ch Chain, rec *store.TxR
 }
 
 // fundedBump: the balance covers the account's in-flight costs with rec's raised by extra.
-func (t *Transactions) fundedBump(ctx context.Context, ch Chain, rec *store.TxRecord, extra *big.Int) error {
+func (t *Manager) fundedBump(ctx context.Context, ch Chain, rec *store.TxRecord, extra *big.Int) error {
 	balance, err := t.balance(ctx, ch, rec.Address)
 	if err != nil {
 		return err
@@ -335,7 +335,7 @@ func (t *Transactions) fundedBump(ctx context.Context, ch Chain, rec *store.TxRe
 // broadcastVersion sends v's bytes until a node takes them (or knows them), refuses them as
 // underpriced (an earlier version is in its pool: v stays signed), says the nonce is used (a
 // version was mined: recorded), or ctx ends.
-func (t *Transactions) broadcastVersion(ctx context.Context, ch Chain, rec *store.TxRecord, v *store.TxVersion) {
+func (t *Manager) broadcastVersion(ctx context.Context, ch Chain, rec *store.TxRecord, v *store.TxVersion) {
 	logger := t.log.With(zap.Uint64("chain", rec.ChainID), zap.String("from", rec.Address.Hex()), zap.Uint64("nonce", rec.Nonce),
 		zap.String("version", v.Hash.Hex()))
 	params := []byte(`["` + hexutil.Encode(v.Raw) + `"]`)
@@ -383,7 +383,7 @@ func isUnderpriced(msg string) bool {
 
 // settle looks for a receipt of any hash of rec (the original and every version) and records
 // the one found; it reports whether one was.
-func (t *Transactions) settle(ctx context.Context, ch Chain, rec *store.TxRecord) (bool, error) {
+func (t *Manager) settle(ctx context.Context, ch Chain, rec *store.TxRecord) (bool, error) {
 	hashes := []common.Hash{}
 	if rec.HasHash() {
 		hashes = append(hashes, rec.Hash)
@@ -423,7 +423,7 @@ func (t *Transactions) settle(ctx context.Context, ch Chain, rec *store.TxRecord
 }
 
 // countSettled counts the metrics of rec settled by the version with hash mined.
-func (t *Transactions) countSettled(rec *store.TxRecord, vs []*store.TxVersion, mined common.Hash) {
+func (t *Manager) countSettled(rec *store.TxRecord, vs []*store.TxVersion, mined common.Hash) {
 	label := chainLabel(rec.ChainID)
 	if len(vs) > 0 {
 		t.metrics.replaced.WithLabelValues(label).Add(float64(len(vs)))
@@ -436,7 +436,7 @@ func (t *Transactions) countSettled(rec *store.TxRecord, vs []*store.TxVersion, 
 }
 
 // observeMined counts the requests the block scan found mined.
-func (t *Transactions) observeMined(chainID uint64, mined []store.Mined) {
+func (t *Manager) observeMined(chainID uint64, mined []store.Mined) {
 	if len(mined) == 0 {
 		return
 	}
@@ -454,7 +454,7 @@ func (t *Transactions) observeMined(chainID uint64, mined []store.Mined) {
 }
 
 // markStuck moves rec to stuck (logged and counted once, at the change).
-func (t *Transactions) markStuck(ctx context.Context, rec *store.TxRecord, why error) {
+func (t *Manager) markStuck(ctx context.Context, rec *store.TxRecord, why error) {
 	if rec.State == store.StateStuck {
 		return
 	}
@@ -474,7 +474,7 @@ func (t *Transactions) markStuck(ctx context.Context, rec *store.TxRecord, why e
 		zap.Uint64("nonce", rec.Nonce), zap.String("hash", rec.Hash.Hex()), zap.String("reason", why.Error()))
 }
 
-func (t *Transactions) bumpRules(chainID uint64) bumpRules {
+func (t *Manager) bumpRules(chainID uint64) bumpRules {
 	if br, ok := t.bumps[chainID]; ok {
 		return br
 	}
@@ -484,7 +484,7 @@ func (t *Transactions) bumpRules(chainID uint64) bumpRules {
 // Replace is POST /v1/transactions/{hash}/speedup (kind speedup) and /cancel (kind cancel):
 // principal's request with any of its hashes gets a new version, with fees (explicit) or by
 // the bump rules now. It returns the request after the change and the version signed.
-func (t *Transactions) Replace(ctx context.Context, principal string, hash common.Hash, kind string, fees *ReplaceFees) (*store.TxRecord, *store.TxVersion, error) {
+func (t *Manager) Replace(ctx context.Context, principal string, hash common.Hash, kind string, fees *ReplaceFees) (*store.TxRecord, *store.TxVersion, error) {
 	rec, err := t.Transaction(ctx, principal, hash)
 	if err != nil {
 		return nil, nil, err
