@@ -69,8 +69,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzPageKey$$' -fuzztime 20000x ./owners
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./products
 	$(GO) test -run '^$$' -fuzz '^FuzzParseQuery$$' -fuzztime 20000x ./products
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20000x ./wallet/txreq
-	$(GO) test -run '^$$' -fuzz '^FuzzParseFill$$' -fuzztime 20000x ./wallet/txreq
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 20000x ./txmgr/txreq
+	$(GO) test -run '^$$' -fuzz '^FuzzParseFill$$' -fuzztime 20000x ./txmgr/txreq
 	$(GO) test -run '^$$' -fuzz '^FuzzParsePrivateKeyHex$$' -fuzztime 20000x ./wallet
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCriteria$$' -fuzztime 20000x ./feeds
 	$(GO) test -run '^$$' -fuzz '^FuzzStoredCriteria$$' -fuzztime 20000x ./middleware/filters

@@ -11,7 +11,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
-	"github.com/web3gate/web3gate/wallet/txreq"
+	"github.com/web3gate/web3gate/txmgr/txreq"
 )
 
 // Filling what a client left out of eth_sendTransaction / eth_signTransaction, the way geth

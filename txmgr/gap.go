@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/web3gate/web3gate/store"
-	"github.com/web3gate/web3gate/wallet/txreq"
+	"github.com/web3gate/web3gate/txmgr/txreq"
 )
 
 // giveUp fails rec for good and makes sure its nonce does not stay a gap: when it is the

@@ -20,9 +20,9 @@ import (
 	"github.com/web3gate/web3gate/devchain"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
+	"github.com/web3gate/web3gate/txmgr/txreq"
 	"github.com/web3gate/web3gate/upstreams"
 	"github.com/web3gate/web3gate/wallet"
-	"github.com/web3gate/web3gate/wallet/txreq"
 )
 
 // devRun is one process's nonce manager on an embedded dev chain: its upstream pool, the

@@ -22,8 +22,8 @@ import (
 	"github.com/web3gate/web3gate/internal/testengine"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
+	"github.com/web3gate/web3gate/txmgr/txreq"
 	"github.com/web3gate/web3gate/wallet"
-	"github.com/web3gate/web3gate/wallet/txreq"
 )
 
 // fakeChain is a chain in memory for the nonce manager: a pool of accepted transactions, a

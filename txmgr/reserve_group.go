@@ -9,7 +9,7 @@ import (
 
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
-	"github.com/web3gate/web3gate/wallet/txreq"
+	"github.com/web3gate/web3gate/txmgr/txreq"
 )
 
 // Reservations grouped per account (PostgreSQL). A reservation reads the account's nonce
