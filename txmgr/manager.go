@@ -18,20 +18,6 @@ import (
 	"github.com/web3gate/web3gate/wallet"
 )
 
-// The nonce manager: eth_sendTransaction and eth_signTransaction for the accounts the service
-// holds. docs/signing.md describes the states of a transaction and why each step is where it
-// is; in short:
-//
-//  1. check the request against the chain (gas, base fee, funds) and the signing rules;
-//  2. reserve the nonce and record the transaction in one store transaction (group-committed
-//     with other reservations), re-checking funds and the in-flight cap inside it;
-//  3. sign outside any lock, persist the signed bytes (group-committed), and only then
-//  4. broadcast, and answer with the hash once a node accepted the bytes.
-//
-// A confirmer per chain (confirmer.go) follows blocks, moves transactions to mined and
-// confirmed, handles reorgs, rebroadcasts, expires handed-out nonces, and on start recovers
-// whatever a crash interrupted.
-
 // Chain is one chain as the nonce manager uses it: JSON-RPC calls through the upstream pool.
 type Chain interface {
 	// Forward sends method(params) and returns the raw JSON result; the error is a

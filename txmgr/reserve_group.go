@@ -32,7 +32,7 @@ import (
 // its callers getting it.
 //
 // Groups of different accounts run at once, each holding one account's lock only, so two
-// replicas' groups never deadlock (the reason group.go gives for not grouping PostgreSQL
+// replicas' groups never deadlock (the reason store/group.go gives for not grouping PostgreSQL
 // writes). SQLite keeps WriteGrouped's group commit, which already serializes and shares the
 // commits of every write.
 
