@@ -31,7 +31,6 @@ import (
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/upstreams"
-	"github.com/web3gate/web3gate/wallet"
 	"github.com/web3gate/web3gate/webhooks"
 )
 
@@ -46,7 +45,7 @@ type Config struct {
 	Upstreams upstreams.Config  `yaml:"upstreams"`
 	Devchain  devchain.Config   `yaml:"devchain"`
 	Store     store.Config      `yaml:"store"`
-	Wallet    wallet.Config     `yaml:"wallet"`
+	Wallet    WalletConfig      `yaml:"wallet"`
 	Metadata  metadata.Config   `yaml:"metadata"`
 	Owners    owners.Config     `yaml:"owners"`
 	Feeds     feeds.Config      `yaml:"feeds"`

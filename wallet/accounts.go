@@ -5,58 +5,13 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
 
-	"github.com/web3gate/web3gate/internal/defaults"
 	"github.com/web3gate/web3gate/store"
 )
-
-// Config is the `wallet:` section.
-type Config struct {
-	Keys KeysConfig `yaml:"keys"`
-	// DevPrincipal owns the embedded dev chain's pre-funded accounts.
-	DevPrincipal string `yaml:"devPrincipal"`
-	// Transactions configures the nonce manager, the confirmer and the signing rules.
-	Transactions TxConfig `yaml:"transactions"`
-}
-
-// SetDefaults fills unset fields with their defaults.
-func (c *Config) SetDefaults() {
-	c.Keys.SetDefaults()
-	c.Transactions.SetDefaults()
-	defaults.Set(&c.DevPrincipal, "dev")
-}
-
-// Validate checks c; each message names its key within the section.
-func (c *Config) Validate() error {
-	var errs []error
-	errs = append(errs, underKey("keys", c.Keys.Validate())...)
-	errs = append(errs, underKey("transactions", c.Transactions.Validate())...)
-	if strings.TrimSpace(c.DevPrincipal) == "" {
-		errs = append(errs, errors.New("devPrincipal: must not be empty"))
-	}
-	return errors.Join(errs...)
-}
-
-// underKey prefixes each error joined in err (errors.Join) with "key.".
-func underKey(key string, err error) []error {
-	if err == nil {
-		return nil
-	}
-	list := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		list = j.Unwrap()
-	}
-	out := make([]error, len(list))
-	for i, e := range list {
-		out[i] = fmt.Errorf("%s.%w", key, e)
-	}
-	return out
-}
 
 // ErrNotHeld is returned when an account is not held for the principal asking (whether it
 // does not exist or belongs to someone else: the two are not told apart).

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/accounts/keystore"
@@ -142,25 +141,6 @@ func mustKey(t *testing.T) *ecdsa.PrivateKey {
 		t.Fatal(err)
 	}
 	return k
-}
-
-func TestConfigValidate(t *testing.T) {
-	c := Config{}
-	c.SetDefaults()
-	if err := c.Validate(); err != nil {
-		t.Fatalf("defaults invalid: %v", err)
-	}
-	c.DevPrincipal = " "
-	c.Keys.Dir = ""
-	err := c.Validate()
-	if err == nil {
-		t.Fatal("accepted")
-	}
-	for _, want := range []string{"devPrincipal: must not be empty", "keys.dir"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("%q lacks %q", err, want)
-		}
-	}
 }
 
 func TestMemoryKeys(t *testing.T) {

@@ -1,5 +1,3 @@
-// Package wallet holds the service's EVM accounts and signs for them: key custody (an
-// encrypted go-ethereum keystore, unlocked once into memory) and the signing primitives.
 package wallet
 
 import (

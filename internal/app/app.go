@@ -34,6 +34,7 @@ import (
 	"github.com/web3gate/web3gate/products"
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/store"
+	"github.com/web3gate/web3gate/txmgr"
 	"github.com/web3gate/web3gate/upstreams"
 	"github.com/web3gate/web3gate/wallet"
 	"github.com/web3gate/web3gate/webhooks"
@@ -67,7 +68,7 @@ type App struct {
 	dev      *devchain.Chain
 	embedded map[uint64]http.Handler // the chains served in process, by chain id
 	ups      *upstreams.Set
-	txs      *wallet.Transactions
+	txs      *txmgr.Manager
 	// renewed are the chains that started over since the state was recorded (the embedded
 	// dev chain at every start): their stored records are dropped or rebuilt.
 	renewed  map[uint64]bool

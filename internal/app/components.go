@@ -22,6 +22,7 @@ import (
 	"github.com/web3gate/web3gate/owners"
 	"github.com/web3gate/web3gate/products"
 	"github.com/web3gate/web3gate/store"
+	"github.com/web3gate/web3gate/txmgr"
 	"github.com/web3gate/web3gate/upstreams"
 	"github.com/web3gate/web3gate/wallet"
 	"github.com/web3gate/web3gate/webhooks"
@@ -155,11 +156,11 @@ func (a *App) startUpstreams(ctx context.Context) (err error) {
 // are abandoned here, before the confirmers' recovery, and the components below drop its
 // metadata records, owners index and cached answers.
 func (a *App) startTransactions(ctx context.Context) (err error) {
-	chains := map[uint64]wallet.Chain{}
+	chains := map[uint64]txmgr.Chain{}
 	for _, p := range a.ups.Pools() {
 		chains[p.ChainID()] = p
 	}
-	a.txs, err = wallet.NewTransactions(a.cfg.Wallet.Transactions, wallet.TxDeps{Keys: a.keys, DB: a.db, Chains: chains,
+	a.txs, err = txmgr.New(a.cfg.Wallet.Transactions, txmgr.Deps{Keys: a.keys, DB: a.db, Chains: chains,
 		Logger: a.log.Named("transactions"), Hold: a.leases.Hold, Shared: a.cfg.Store.Driver == store.DriverPostgres, Registry: a.reg})
 	if err != nil {
 		return err

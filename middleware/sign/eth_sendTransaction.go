@@ -8,8 +8,8 @@ import (
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
-	"github.com/web3gate/web3gate/wallet"
-	"github.com/web3gate/web3gate/wallet/txreq"
+	"github.com/web3gate/web3gate/txmgr"
+	"github.com/web3gate/web3gate/txmgr/txreq"
 )
 
 // maxIdempotencyKey is the longest Idempotency-Key accepted.
@@ -30,7 +30,7 @@ func (s *Stage) ethSendTransaction(c *proxy.Call) (*proxy.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	hash, err := s.txs.SendWith(c.Ctx, c.Principal.ID, c.ChainID, r, wallet.SendOptions{IdempotencyKey: key, FeeBump: bump})
+	hash, err := s.txs.SendWith(c.Ctx, c.Principal.ID, c.ChainID, r, txmgr.SendOptions{IdempotencyKey: key, FeeBump: bump})
 	if err != nil {
 		return nil, err
 	}

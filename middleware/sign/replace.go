@@ -11,7 +11,7 @@ import (
 
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/store"
-	"github.com/web3gate/web3gate/wallet"
+	"github.com/web3gate/web3gate/txmgr"
 )
 
 // POST /v1/transactions/{hash}/speedup and /cancel: a new version of the caller's request at
@@ -76,7 +76,7 @@ func (s *Stage) replaceHandler(verifier proxy.Verifier, kind string) proxy.RESTH
 
 // replaceFees reads the optional body: {"maxFeePerGas", "maxPriorityFeePerGas"} or
 // {"gasPrice"}, 0x-hex quantities; empty (or {}) is nil: fees by the bump rules.
-func replaceFees(body []byte) (*wallet.ReplaceFees, error) {
+func replaceFees(body []byte) (*txmgr.ReplaceFees, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, nil
 	}
@@ -96,6 +96,6 @@ func replaceFees(body []byte) (*wallet.ReplaceFees, error) {
 			return nil, proxy.Errorf(http.StatusBadRequest, "fees must fit 256 bits")
 		}
 	}
-	return &wallet.ReplaceFees{MaxFeePerGas: f.MaxFeePerGas.ToInt(), MaxPriorityFeePerGas: f.MaxPriorityFeePerGas.ToInt(),
+	return &txmgr.ReplaceFees{MaxFeePerGas: f.MaxFeePerGas.ToInt(), MaxPriorityFeePerGas: f.MaxPriorityFeePerGas.ToInt(),
 		GasPrice: f.GasPrice.ToInt()}, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
+	"github.com/web3gate/web3gate/txmgr"
 	"github.com/web3gate/web3gate/wallet"
 )
 
@@ -22,15 +23,16 @@ const ScopeSign = "eth_sign"
 type Deps struct {
 	Accounts *wallet.Accounts
 	Keys     *wallet.Keys
-	// Transactions serves eth_sendTransaction and eth_signTransaction; nil: they are -32601.
-	Transactions *wallet.Transactions
+	// Transactions, the nonce manager, serves eth_sendTransaction and eth_signTransaction;
+	// nil: they are -32601.
+	Transactions *txmgr.Manager
 }
 
 // Stage answers the signing methods and passes every other call on.
 type Stage struct {
 	accounts *wallet.Accounts
 	keys     *wallet.Keys
-	txs      *wallet.Transactions
+	txs      *txmgr.Manager
 	methods  map[string]func(s *Stage, c *proxy.Call) (*proxy.Response, error)
 }
 

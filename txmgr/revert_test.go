@@ -1,4 +1,4 @@
-package wallet
+package txmgr
 
 import (
 	"context"
@@ -181,7 +181,7 @@ func TestRevertedOnChain(t *testing.T) {
 }
 
 func testRevertedOnChain(t *testing.T, driver string, blockReceipts bool) {
-	f := newFixtureOn(t, TxConfig{FinalityDepth: 3}, driver)
+	f := newFixtureOn(t, Config{FinalityDepth: 3}, driver)
 	ctx := context.Background()
 	rc := &receiptChain{fakeChain: f.chain, reverts: map[common.Hash]bool{}, blockReceipts: blockReceipts, calls: map[string]int{}}
 	c := f.confirmer()
@@ -294,7 +294,7 @@ func (f *fixture) inFlight(t *testing.T) int {
 // checked before Confirm moves it: reverted, it becomes failed, not confirmed. A receipt that
 // cannot be read holds the confirmation back.
 func TestRevertCheckedBeforeConfirm(t *testing.T) {
-	f := newFixture(t, TxConfig{FinalityDepth: 2})
+	f := newFixture(t, Config{FinalityDepth: 2})
 	ctx := context.Background()
 	bad, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
 	if err != nil {

@@ -1,4 +1,4 @@
-package wallet
+package txmgr
 
 import (
 	"errors"
@@ -13,8 +13,8 @@ import (
 	"github.com/web3gate/web3gate/internal/defaults"
 )
 
-// TxConfig is the `wallet.transactions:` section: the nonce manager and the confirmer.
-type TxConfig struct {
+// Config is the `wallet.transactions:` section: the nonce manager and the confirmer.
+type Config struct {
 	// Fill: fields a client leaves out of eth_sendTransaction / eth_signTransaction (gas, the
 	// fees, value, data) are filled as geth fills them, a "to" left out with data creates a
 	// contract, and an explicit nonce is accepted when it is the account's next. false is the
@@ -69,7 +69,7 @@ type RuleConfig struct {
 }
 
 // SetDefaults fills unset fields with their defaults.
-func (c *TxConfig) SetDefaults() {
+func (c *Config) SetDefaults() {
 	if c.Fill == nil {
 		on := true
 		c.Fill = &on
@@ -86,7 +86,7 @@ func (c *TxConfig) SetDefaults() {
 }
 
 // Validate checks c; each message names its key within the section.
-func (c *TxConfig) Validate() error {
+func (c *Config) Validate() error {
 	var errs []error
 	if c.MaxInFlight < 1 {
 		errs = append(errs, errors.New("maxInFlight: must be at least 1"))
@@ -125,7 +125,7 @@ type rule struct {
 	noCreate   bool                    // contract creations refused
 }
 
-func (c *TxConfig) rules() (map[common.Address]rule, error) {
+func (c *Config) rules() (map[common.Address]rule, error) {
 	out := map[common.Address]rule{}
 	for i, rc := range c.Rules {
 		at := fmt.Sprintf("rules[%d]", i)

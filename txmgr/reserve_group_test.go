@@ -1,4 +1,4 @@
-package wallet
+package txmgr
 
 import (
 	"context"
@@ -69,7 +69,7 @@ func contiguousFrom0(ns []uint64) bool {
 // and all are mined.
 func TestConcurrentSendsTakeContiguousNonces(t *testing.T) {
 	forEachStore(t, func(t *testing.T, driver string) {
-		f := newFixtureOn(t, TxConfig{MaxInFlight: 1000}, driver)
+		f := newFixtureOn(t, Config{MaxInFlight: 1000}, driver)
 		ctx := context.Background()
 		var sends []func() (common.Hash, error)
 		for i := range 120 {
@@ -109,7 +109,7 @@ func TestConcurrentSendsTakeContiguousNonces(t *testing.T) {
 // ether: three are reserved (0, 1, 2), seven refused for funds.
 func TestConcurrentSendsWithinFunds(t *testing.T) {
 	forEachStore(t, func(t *testing.T, driver string) {
-		f := newFixtureOn(t, TxConfig{MaxInFlight: 1000}, driver)
+		f := newFixtureOn(t, Config{MaxInFlight: 1000}, driver)
 		ctx := context.Background()
 		var sends []func() (common.Hash, error)
 		for range 10 {
@@ -139,7 +139,7 @@ func TestConcurrentSendsWithinFunds(t *testing.T) {
 // once make one transaction, and every one is answered with its hash.
 func TestConcurrentSendsOneIdempotencyKey(t *testing.T) {
 	forEachStore(t, func(t *testing.T, driver string) {
-		f := newFixtureOn(t, TxConfig{MaxInFlight: 1000}, driver)
+		f := newFixtureOn(t, Config{MaxInFlight: 1000}, driver)
 		ctx := context.Background()
 		var sends []func() (common.Hash, error)
 		for range 20 {
@@ -169,7 +169,7 @@ func TestConcurrentSendsOneIdempotencyKey(t *testing.T) {
 // once: five are reserved, ten wait for a slot until inFlightWait and get -32005.
 func TestConcurrentSendsInFlightCap(t *testing.T) {
 	forEachStore(t, func(t *testing.T, driver string) {
-		f := newFixtureOn(t, TxConfig{MaxInFlight: 5, InFlightWait: 300 * time.Millisecond}, driver)
+		f := newFixtureOn(t, Config{MaxInFlight: 5, InFlightWait: 300 * time.Millisecond}, driver)
 		ctx := context.Background()
 		var sends []func() (common.Hash, error)
 		for i := range 15 {

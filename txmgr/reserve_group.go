@@ -1,4 +1,4 @@
-package wallet
+package txmgr
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
-	"github.com/web3gate/web3gate/wallet/txreq"
+	"github.com/web3gate/web3gate/txmgr/txreq"
 )
 
 // Reservations grouped per account (PostgreSQL). A reservation reads the account's nonce
@@ -32,7 +32,7 @@ import (
 // its callers getting it.
 //
 // Groups of different accounts run at once, each holding one account's lock only, so two
-// replicas' groups never deadlock (the reason group.go gives for not grouping PostgreSQL
+// replicas' groups never deadlock (the reason store/group.go gives for not grouping PostgreSQL
 // writes). SQLite keeps WriteGrouped's group commit, which already serializes and shares the
 // commits of every write.
 
@@ -68,7 +68,7 @@ type reserveQueue struct {
 // into a group by then (the account's group before it is held up by a database that does not
 // answer) fails with "store unavailable", and a group's transaction ends by the earliest
 // deadline of its reservations.
-func (t *Transactions) reserveInGroup(ctx context.Context, hk headKey, op *reserveOp) error {
+func (t *Manager) reserveInGroup(ctx context.Context, hk headKey, op *reserveOp) error {
 	v, _ := t.reserveQueues.LoadOrStore(hk, &reserveQueue{})
 	q := v.(*reserveQueue)
 	op.done = make(chan struct{})
@@ -110,7 +110,7 @@ func (t *Transactions) reserveInGroup(ctx context.Context, hk headKey, op *reser
 }
 
 // runReservations commits the groups of one account until its queue is empty.
-func (t *Transactions) runReservations(hk headKey, q *reserveQueue) {
+func (t *Manager) runReservations(hk headKey, q *reserveQueue) {
 	for {
 		q.mu.Lock()
 		n := min(len(q.ops), maxReserveGroup)
@@ -132,7 +132,7 @@ func (t *Transactions) runReservations(hk headKey, q *reserveQueue) {
 
 // reserveGroup reserves the nonces of group, of one account, in one store transaction; each
 // op gets its outcome in op.err.
-func (t *Transactions) reserveGroup(hk headKey, group []*reserveOp) {
+func (t *Manager) reserveGroup(hk headKey, group []*reserveOp) {
 	// The group's transaction is no caller's: it runs to its end whoever leaves, bounded by
 	// its earliest reservation's deadline (and the store's transaction timeout).
 	ctx := context.Background()

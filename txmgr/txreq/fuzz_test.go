@@ -132,7 +132,7 @@ func FuzzParseFill(f *testing.F) {
 			(r.ChainID != nil && (!r.ChainID.IsUint64() || r.ChainID.Uint64() != chainID)) {
 			t.Fatalf("accepted a malformed request %+v", r)
 		}
-		// Complete it as the wallet would, never touching what was given.
+		// Complete it as the nonce manager would, never touching what was given.
 		if r.Missing.Has(FieldGas) {
 			r.Gas = 100000
 		}

@@ -1,4 +1,4 @@
-package wallet
+package txmgr
 
 import (
 	"context"
@@ -33,7 +33,7 @@ type genesisGate struct {
 	renewed bool // the chain started over (read after done)
 }
 
-func (t *Transactions) genesisGate(chainID uint64) *genesisGate {
+func (t *Manager) genesisGate(chainID uint64) *genesisGate {
 	if v, ok := t.genesis.Load(chainID); ok {
 		return v.(*genesisGate)
 	}
@@ -47,7 +47,7 @@ func (t *Transactions) genesisGate(chainID uint64) *genesisGate {
 // earlier chain's even when no genesis was recorded for them yet. A chain whose node cannot
 // be read now (each read bounded by its pool's timeout and attempts) is checked again by its
 // first send and by its confirmer, which recovers nothing of it before.
-func (t *Transactions) CheckGeneses(ctx context.Context, fresh []uint64) map[uint64]bool {
+func (t *Manager) CheckGeneses(ctx context.Context, fresh []uint64) map[uint64]bool {
 	for _, id := range fresh {
 		if _, ok := t.chains[id]; ok {
 			t.genesisGate(id).fresh = true
@@ -77,7 +77,7 @@ func (t *Transactions) CheckGeneses(ctx context.Context, fresh []uint64) map[uin
 // awaitGenesis returns once the genesis of chainID was checked in this process, checking it
 // now when it was not: nil, or the error that kept it from being checked (the node's, or
 // ctx's). Concurrent callers wait for the one checking.
-func (t *Transactions) awaitGenesis(ctx context.Context, chainID uint64) error {
+func (t *Manager) awaitGenesis(ctx context.Context, chainID uint64) error {
 	g := t.genesisGate(chainID)
 	if g.done.Load() {
 		return nil
@@ -113,7 +113,7 @@ func (t *Transactions) awaitGenesis(ctx context.Context, chainID uint64) error {
 // it. When it changed, or the chain is fresh, the chain's stored transactions are abandoned
 // and its nonce heads dropped, in the same store transaction. It reports whether the chain
 // started over.
-func (t *Transactions) checkGenesis(ctx context.Context, chainID uint64, fresh bool, log *zap.Logger) (bool, error) {
+func (t *Manager) checkGenesis(ctx context.Context, chainID uint64, fresh bool, log *zap.Logger) (bool, error) {
 	ch, ok := t.chains[chainID]
 	if !ok {
 		return false, jsonrpc.ErrUnknownChain.Withf("chain %d is not configured", chainID)

@@ -1,4 +1,4 @@
-package wallet
+package txmgr
 
 import (
 	"context"
@@ -22,7 +22,8 @@ import (
 	"github.com/web3gate/web3gate/internal/testengine"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
-	"github.com/web3gate/web3gate/wallet/txreq"
+	"github.com/web3gate/web3gate/txmgr/txreq"
+	"github.com/web3gate/web3gate/wallet"
 )
 
 // fakeChain is a chain in memory for the nonce manager: a pool of accepted transactions, a
@@ -174,13 +175,13 @@ func (f *fakeChain) Forward(ctx context.Context, method string, params []byte) (
 }
 
 type fixture struct {
-	txs   *Transactions
+	txs   *Manager
 	chain *fakeChain
 	from  common.Address
 	db    *store.DB
 }
 
-func newFixture(t *testing.T, cfg TxConfig) *fixture {
+func newFixture(t *testing.T, cfg Config) *fixture {
 	t.Helper()
 	return newFixtureWith(t, cfg, testStoreConfig(t, filepath.Join(t.TempDir(), "w.db")))
 }
@@ -197,7 +198,7 @@ func forEachStore(t *testing.T, test func(t *testing.T, driver string)) {
 
 // newFixtureOn is newFixture on a store of driver: a SQLite file in a temporary directory, or
 // a fresh PostgreSQL database (internal/testengine).
-func newFixtureOn(t *testing.T, cfg TxConfig, driver string) *fixture {
+func newFixtureOn(t *testing.T, cfg Config, driver string) *fixture {
 	t.Helper()
 	scfg := store.Config{Path: filepath.Join(t.TempDir(), "w.db")}
 	if driver == store.DriverPostgres {
@@ -206,7 +207,7 @@ func newFixtureOn(t *testing.T, cfg TxConfig, driver string) *fixture {
 	return newFixtureWith(t, cfg, scfg)
 }
 
-func newFixtureWith(t *testing.T, cfg TxConfig, scfg store.Config) *fixture {
+func newFixtureWith(t *testing.T, cfg Config, scfg store.Config) *fixture {
 	t.Helper()
 	scfg.SetDefaults()
 	db, err := store.Open(context.Background(), scfg, store.Deps{})
@@ -218,11 +219,23 @@ func newFixtureWith(t *testing.T, cfg TxConfig, scfg store.Config) *fixture {
 	ch := newFakeChain()
 	cfg.BroadcastTimeout = 500 * time.Millisecond
 	// The log shows on failure: an internal error names its cause only there.
-	txs, err := NewTransactions(cfg, TxDeps{Keys: keys, DB: db, Chains: map[uint64]Chain{7: ch}, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
+	txs, err := New(cfg, Deps{Keys: keys, DB: db, Chains: map[uint64]Chain{7: ch}, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &fixture{txs: txs, chain: ch, from: from, db: db}
+}
+
+// inMemoryKeys returns keys without a keystore holding the key keccak256(seed) in memory, and
+// that key's address.
+func inMemoryKeys(t testing.TB, seed string) (*wallet.Keys, common.Address) {
+	t.Helper()
+	k := wallet.MemoryKeys(wallet.Deps{})
+	key, err := crypto.ToECDSA(crypto.Keccak256([]byte(seed)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, k.AddInMemory(key)
 }
 
 func (f *fixture) request(value int64) *txreq.Request {
@@ -242,7 +255,7 @@ func (f *fixture) nonceOf(t *testing.T, h common.Hash) uint64 {
 // TestRejectedTopNonceIsReused: a node refusing the newest nonce's transaction moves the head
 // back, so the next send takes the same nonce and no gap is left.
 func TestRejectedTopNonceIsReused(t *testing.T) {
-	f := newFixture(t, TxConfig{})
+	f := newFixture(t, Config{})
 	ctx := context.Background()
 	h0, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
 	if err != nil {
@@ -269,7 +282,7 @@ func TestRejectedTopNonceIsReused(t *testing.T) {
 // TestRejectedMiddleNonceIsFilled: a refused transaction below a nonce handed out already is
 // replaced by a zero-value self-transfer, so the later one is mined.
 func TestRejectedMiddleNonceIsFilled(t *testing.T) {
-	f := newFixture(t, TxConfig{})
+	f := newFixture(t, Config{})
 	ctx := context.Background()
 	// Nonce 1 is handed out (eth_signTransaction) before nonce 0's send is refused.
 	rec0, err := f.txs.reserve(ctx, f.chain, 7, f.request(1), reservation{principal: "p", kind: store.KindSend, fields: []byte(`{}`), balance: big.NewInt(1e18)})
@@ -301,7 +314,7 @@ func TestRejectedMiddleNonceIsFilled(t *testing.T) {
 // TestNonceUsedOutsideIsRetried: when another signer used the nonce, the send is retried with
 // a new one and succeeds; the first row fails.
 func TestNonceUsedOutsideIsRetried(t *testing.T) {
-	f := newFixture(t, TxConfig{})
+	f := newFixture(t, Config{})
 	ctx := context.Background()
 	if _, err := f.txs.Send(ctx, "p", 7, f.request(1), ""); err != nil {
 		t.Fatal(err)
@@ -326,7 +339,7 @@ func TestNonceUsedOutsideIsRetried(t *testing.T) {
 // TestUnacceptedSendIsFinishedByTheConfirmer: with no node accepting, the caller gets
 // -32011 with the stored hash; the confirmer sends the same bytes once a node is back.
 func TestUnacceptedSendIsFinishedByTheConfirmer(t *testing.T) {
-	f := newFixture(t, TxConfig{PollInterval: 20 * time.Millisecond, RebroadcastAfter: time.Second})
+	f := newFixture(t, Config{PollInterval: 20 * time.Millisecond, RebroadcastAfter: time.Second})
 	ctx := context.Background()
 	f.chain.reject = func(*types.Transaction) error { return jsonrpc.ErrUpstreamUnavailable }
 	_, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
@@ -356,7 +369,7 @@ func TestUnacceptedSendIsFinishedByTheConfirmer(t *testing.T) {
 // TestReorgMovesBackToBroadcast: a mined transaction whose block leaves the chain goes back
 // to broadcast, then to mined in the new block.
 func TestReorgMovesBackToBroadcast(t *testing.T) {
-	f := newFixture(t, TxConfig{PollInterval: 20 * time.Millisecond, FinalityDepth: 5})
+	f := newFixture(t, Config{PollInterval: 20 * time.Millisecond, FinalityDepth: 5})
 	ctx := context.Background()
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -388,7 +401,7 @@ func TestReorgMovesBackToBroadcast(t *testing.T) {
 // TestExpiredHandOutIsReused: a handed-out nonce not used within the TTL is released and
 // taken by the next signing.
 func TestExpiredHandOutIsReused(t *testing.T) {
-	f := newFixture(t, TxConfig{PollInterval: 20 * time.Millisecond, HandOutTTL: time.Second})
+	f := newFixture(t, Config{PollInterval: 20 * time.Millisecond, HandOutTTL: time.Second})
 	ctx := context.Background()
 	raw, err := f.txs.SignTransaction(ctx, "p", 7, f.request(1))
 	if err != nil {

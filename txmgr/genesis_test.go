@@ -1,4 +1,4 @@
-package wallet
+package txmgr
 
 import (
 	"context"
@@ -20,14 +20,15 @@ import (
 	"github.com/web3gate/web3gate/devchain"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
+	"github.com/web3gate/web3gate/txmgr/txreq"
 	"github.com/web3gate/web3gate/upstreams"
-	"github.com/web3gate/web3gate/wallet/txreq"
+	"github.com/web3gate/web3gate/wallet"
 )
 
 // devRun is one process's nonce manager on an embedded dev chain: its upstream pool, the
 // manager on a store that outlives it, its confirmers running.
 type devRun struct {
-	txs  *Transactions
+	txs  *Manager
 	pool *upstreams.Pool
 	logs *observer.ObservedLogs
 	stop func()
@@ -35,7 +36,7 @@ type devRun struct {
 
 // startDevRun starts the nonce manager on chain with db, checks the geneses as the server does
 // at start, and runs the confirmers until stop.
-func startDevRun(t *testing.T, chain *devchain.Chain, db *store.DB, keys *Keys) (*devRun, map[uint64]bool) {
+func startDevRun(t *testing.T, chain *devchain.Chain, db *store.DB, keys *wallet.Keys) (*devRun, map[uint64]bool) {
 	t.Helper()
 	ctx := context.Background()
 	id := chain.ChainID()
@@ -49,7 +50,7 @@ func startDevRun(t *testing.T, chain *devchain.Chain, db *store.DB, keys *Keys) 
 	ups.Start(ctx)
 	pool, _ := ups.Pool(id)
 	core, logs := observer.New(zapcore.InfoLevel)
-	txs, err := NewTransactions(TxConfig{PollInterval: 20 * time.Millisecond}, TxDeps{
+	txs, err := New(Config{PollInterval: 20 * time.Millisecond}, Deps{
 		Keys: keys, DB: db, Chains: map[uint64]Chain{id: pool}, Logger: zap.New(core),
 	})
 	if err != nil {
@@ -118,7 +119,7 @@ func TestDevChainStartedOver(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 
 	first := startDevChain(t)
-	keys := MemoryKeys(Deps{})
+	keys := wallet.MemoryKeys(wallet.Deps{})
 	from := keys.AddInMemory(first.Accounts()[0].Key)
 	to := common.HexToAddress("0xdead")
 	request := func(value int64) *txreq.Request {
@@ -240,7 +241,7 @@ func TestGenesisCheckedWhenTheNodeComesBack(t *testing.T) {
 	for _, confirmerFirst := range []bool{true, false} {
 		t.Run(fmt.Sprintf("confirmer first %v", confirmerFirst), func(t *testing.T) {
 			ctx := context.Background()
-			f := newFixture(t, TxConfig{})
+			f := newFixture(t, Config{})
 			old, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
 			if err != nil {
 				t.Fatal(err)
@@ -251,8 +252,8 @@ func TestGenesisCheckedWhenTheNodeComesBack(t *testing.T) {
 			reset.blocks[0].hash = common.HexToHash("0xb1")
 			node := &downChain{fakeChain: reset}
 			core, logs := observer.New(zapcore.InfoLevel)
-			txs, err := NewTransactions(TxConfig{PollInterval: 20 * time.Millisecond, BroadcastTimeout: 500 * time.Millisecond},
-				TxDeps{Keys: f.txs.keys, DB: f.db, Chains: map[uint64]Chain{7: node}, Logger: zap.New(core)})
+			txs, err := New(Config{PollInterval: 20 * time.Millisecond, BroadcastTimeout: 500 * time.Millisecond},
+				Deps{Keys: f.txs.keys, DB: f.db, Chains: map[uint64]Chain{7: node}, Logger: zap.New(core)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package wallet
+package txmgr
 
 import (
 	"context"
@@ -21,10 +21,10 @@ import (
 // transaction in flight (the standby's kick reaches no confirmer; its wait looks at the
 // store); once the first replica stops, the standby's confirmer takes over and mines the rest.
 func TestConfirmerRunsOnOneReplica(t *testing.T) {
-	f := newFixture(t, TxConfig{})
+	f := newFixture(t, Config{})
 	ctx := context.Background()
-	cfg := TxConfig{PollInterval: 20 * time.Millisecond, BroadcastTimeout: 500 * time.Millisecond, MaxInFlight: 1, InFlightWait: 20 * time.Second}
-	replica := func(id string) (*Transactions, *lease.Leases, *observer.ObservedLogs) {
+	cfg := Config{PollInterval: 20 * time.Millisecond, BroadcastTimeout: 500 * time.Millisecond, MaxInFlight: 1, InFlightWait: 20 * time.Second}
+	replica := func(id string) (*Manager, *lease.Leases, *observer.ObservedLogs) {
 		core, logs := observer.New(zapcore.InfoLevel)
 		leases, err := lease.NewTable(f.db, lease.Config{ReplicaID: id, LeaseTimeout: 3 * time.Second, LeaseCheckInterval: 300 * time.Millisecond},
 			lease.Deps{Logger: zap.New(core)})
@@ -32,13 +32,13 @@ func TestConfirmerRunsOnOneReplica(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = leases.Close() })
-		txs, err := NewTransactions(cfg, TxDeps{Keys: f.txs.keys, DB: f.db, Chains: map[uint64]Chain{7: f.chain}, Hold: leases.Hold})
+		txs, err := New(cfg, Deps{Keys: f.txs.keys, DB: f.db, Chains: map[uint64]Chain{7: f.chain}, Hold: leases.Hold})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return txs, leases, logs
 	}
-	run := func(txs *Transactions) (stop func()) {
+	run := func(txs *Manager) (stop func()) {
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() { defer close(done); txs.Run(runCtx) }()
@@ -98,7 +98,7 @@ func TestConfirmerRunsOnOneReplica(t *testing.T) {
 // not one updated since, which may be a request's at work on another replica (the ticks finish
 // it once it is that old).
 func TestRecoveryOnASharedStoreLeavesRecentRows(t *testing.T) {
-	f := newFixture(t, TxConfig{})
+	f := newFixture(t, Config{})
 	ctx := context.Background()
 	insert := func(nonce uint64, age time.Duration) *store.TxRecord {
 		t.Helper()
@@ -135,8 +135,8 @@ func TestRecoveryOnASharedStoreLeavesRecentRows(t *testing.T) {
 	// The recovery handles rows by nonce: the recent one first, were it taken.
 	recent := insert(0, time.Second)
 	old := insert(1, time.Minute)
-	txs, err := NewTransactions(TxConfig{PollInterval: 20 * time.Millisecond, BroadcastTimeout: 5 * time.Second},
-		TxDeps{Keys: f.txs.keys, DB: f.db, Chains: map[uint64]Chain{7: f.chain}, Shared: true})
+	txs, err := New(Config{PollInterval: 20 * time.Millisecond, BroadcastTimeout: 5 * time.Second},
+		Deps{Keys: f.txs.keys, DB: f.db, Chains: map[uint64]Chain{7: f.chain}, Shared: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package wallet
+package txmgr
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
-	"github.com/web3gate/web3gate/wallet/txreq"
+	"github.com/web3gate/web3gate/txmgr/txreq"
 )
 
 const gwei = 1_000_000_000
@@ -111,7 +111,7 @@ func TestCheckExplicit(t *testing.T) {
 }
 
 func TestFeeBumpable(t *testing.T) {
-	var txs Transactions
+	var txs Manager
 	filled := []string{"gas", "maxFeePerGas", "maxPriorityFeePerGas"}
 	for _, tc := range []struct {
 		name         string
@@ -235,7 +235,7 @@ func (f *fixture) confirmer() *confirmer {
 // either hash finds it.
 func TestAutoBumpAndSettle(t *testing.T) {
 	forEachStore(t, func(t *testing.T, driver string) {
-		f := newFixtureOn(t, TxConfig{Bump: BumpConfig{After: BumpAfter{Blocks: 1}}}, driver)
+		f := newFixtureOn(t, Config{Bump: BumpConfig{After: BumpAfter{Blocks: 1}}}, driver)
 		ctx := context.Background()
 		h, err := f.txs.SendWith(ctx, "p", 7, f.request(1), SendOptions{FeeBump: store.FeeBumpAllow})
 		if err != nil {
@@ -299,7 +299,7 @@ func TestAutoBumpAndSettle(t *testing.T) {
 // a cancel mined (cancelled), and a settled request refused.
 func TestReplaceOutcomes(t *testing.T) {
 	forEachStore(t, func(t *testing.T, driver string) {
-		f := newFixtureOn(t, TxConfig{}, driver)
+		f := newFixtureOn(t, Config{}, driver)
 		ctx := context.Background()
 		h, err := f.txs.Send(ctx, "p", 7, f.request(1), "")
 		if err != nil {

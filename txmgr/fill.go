@@ -1,4 +1,4 @@
-package wallet
+package txmgr
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
-	"github.com/web3gate/web3gate/wallet/txreq"
+	"github.com/web3gate/web3gate/txmgr/txreq"
 )
 
 // Filling what a client left out of eth_sendTransaction / eth_signTransaction, the way geth
@@ -32,7 +32,7 @@ import (
 //     3 with the reason and data, as geth answers) is the answer.
 //
 // It records what it filled in r.Filled, and does nothing to a complete request.
-func (t *Transactions) fillIn(ctx context.Context, ch Chain, b *blockInfo, r *txreq.Request) error {
+func (t *Manager) fillIn(ctx context.Context, ch Chain, b *blockInfo, r *txreq.Request) error {
 	missing := r.Missing
 	if missing == 0 {
 		return nil

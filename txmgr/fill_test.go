@@ -1,4 +1,4 @@
-package wallet
+package txmgr
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
-	"github.com/web3gate/web3gate/wallet/txreq"
+	"github.com/web3gate/web3gate/txmgr/txreq"
 )
 
 // parseFill reads a transaction object in the form clients send.
@@ -83,7 +83,7 @@ func TestFillFees(t *testing.T) {
 			[]string{"gas", "value", "data"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, TxConfig{})
+			f := newFixture(t, Config{})
 			f.chain.baseFee, f.chain.gasUsed, f.chain.tip, f.chain.estimate = tc.baseFee, tc.gasUsed, tc.tip, 25000
 			r := parseFill(t, `{"from":"`+f.from.Hex()+`",`+to+tc.extra+`}`)
 			h, err := f.txs.Send(context.Background(), "p", 7, r, "")
@@ -123,7 +123,7 @@ func TestFillFees(t *testing.T) {
 // TestFillEstimateRevert: an estimate the node refuses (a revert, code 3 with its data) is the
 // answer, unchanged, and no nonce is taken.
 func TestFillEstimateRevert(t *testing.T) {
-	f := newFixture(t, TxConfig{})
+	f := newFixture(t, Config{})
 	revert := &jsonrpc.Error{Code: 3, Message: "execution reverted: not owner", Data: "0x08c379a0"}
 	f.chain.estimateErr = revert
 	_, err := f.txs.Send(context.Background(), "p", 7, parseFill(t, `{"from":"`+f.from.Hex()+`","to":"0x000000000000000000000000000000000000dead","data":"0x1234"}`), "")
@@ -148,7 +148,7 @@ func TestFeeFloor(t *testing.T) {
 		fee  string
 		want bool // accepted
 	}{{"0x36b", true}, {"0x36a", false}, {"0x3e8", true}} { // 875, 874, 1000 against a base fee of 1000
-		f := newFixture(t, TxConfig{})
+		f := newFixture(t, Config{})
 		f.chain.baseFee = "0x3e8"
 		r := f.request(1)
 		r.GasPrice = hexutil.MustDecodeBig(tc.fee)
@@ -165,7 +165,7 @@ func TestFeeFloor(t *testing.T) {
 // TestClientNonce: a nonce the client gives is accepted only when it is the account's next;
 // a refused one reserves nothing; PendingNonce answers the next one.
 func TestClientNonce(t *testing.T) {
-	f := newFixture(t, TxConfig{})
+	f := newFixture(t, Config{})
 	ctx := context.Background()
 	if n, err := f.txs.PendingNonce(ctx, 7, f.from); err != nil || n != nil {
 		t.Fatalf("PendingNonce before any send: %v, %v (want nil: the node answers)", n, err)
@@ -212,7 +212,7 @@ func TestClientNonce(t *testing.T) {
 
 // TestContractCreation: a creation is signed without a recipient; a rule may forbid it.
 func TestContractCreation(t *testing.T) {
-	f := newFixture(t, TxConfig{})
+	f := newFixture(t, Config{})
 	f.chain.estimate = 60000
 	h, err := f.txs.Send(context.Background(), "p", 7, parseFill(t, `{"from":"`+f.from.Hex()+`","data":"0x6000"}`), "")
 	if err != nil {
@@ -225,7 +225,7 @@ func TestContractCreation(t *testing.T) {
 		{Account: f.from.Hex(), NoContractCreation: true},
 		{Account: f.from.Hex(), AllowedRecipients: []string{"0x000000000000000000000000000000000000dEaD"}},
 	} {
-		g := newFixture(t, TxConfig{Rules: []RuleConfig{rule}}) // the same key as f's
+		g := newFixture(t, Config{Rules: []RuleConfig{rule}}) // the same key as f's
 		g.chain.estimate = 60000
 		_, err := g.txs.Send(context.Background(), "p", 7, parseFill(t, `{"from":"`+g.from.Hex()+`","data":"0x6000"}`), "")
 		if !errors.Is(err, ErrRule) || !strings.Contains(err.Error(), "may not create contracts") {
@@ -237,7 +237,7 @@ func TestContractCreation(t *testing.T) {
 // TestSendsWaitForASlot: sends beyond maxInFlight wait until the confirmer sees one mined,
 // up to inFlightWait; at most maxQueued wait; none of them takes a nonce while waiting.
 func TestSendsWaitForASlot(t *testing.T) {
-	f := newFixture(t, TxConfig{MaxInFlight: 2, InFlightWait: 10 * time.Second, PollInterval: 20 * time.Millisecond})
+	f := newFixture(t, Config{MaxInFlight: 2, InFlightWait: 10 * time.Second, PollInterval: 20 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); f.txs.Run(ctx) }()
@@ -283,7 +283,7 @@ func TestSendsWaitForASlot(t *testing.T) {
 // TestSendsWaitBounded: a send that finds no slot within inFlightWait is refused with
 // -32005 (HTTP 429); beyond maxQueued waiting, at once.
 func TestSendsWaitBounded(t *testing.T) {
-	f := newFixture(t, TxConfig{MaxInFlight: 1, InFlightWait: 300 * time.Millisecond, MaxQueued: 1})
+	f := newFixture(t, Config{MaxInFlight: 1, InFlightWait: 300 * time.Millisecond, MaxQueued: 1})
 	ctx := context.Background()
 	if _, err := f.txs.Send(ctx, "p", 7, f.request(1), ""); err != nil {
 		t.Fatal(err)
@@ -321,7 +321,7 @@ func TestSendsWaitBounded(t *testing.T) {
 // against the block read anew (the head may have moved, its base fee fallen), and accepted
 // when that block's next can take it.
 func TestFeeFloorRereadsAStaleHead(t *testing.T) {
-	f := newFixture(t, TxConfig{})
+	f := newFixture(t, Config{})
 	ctx := context.Background()
 	f.chain.baseFee = "0x3e8" // 1000
 	if _, err := f.txs.Send(ctx, "p", 7, f.request(1), ""); err == nil {

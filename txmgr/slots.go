@@ -1,4 +1,4 @@
-package wallet
+package txmgr
 
 import (
 	"context"
@@ -55,14 +55,14 @@ const slotRetry = 250 * time.Millisecond
 var errNoSlot = errors.New("no slot within the wait")
 
 // queue is the count of the sends of hk waiting for a slot.
-func (t *Transactions) queue(hk headKey) *atomic.Int32 {
+func (t *Manager) queue(hk headKey) *atomic.Int32 {
 	v, _ := t.queued.LoadOrStore(hk, new(atomic.Int32))
 	return v.(*atomic.Int32)
 }
 
 // awaitSlot waits until the confirmer of chainID made a pass (a slot may have freed), a
 // short while passed, ctx ended, or deadline passed (errNoSlot).
-func (t *Transactions) awaitSlot(ctx context.Context, chainID uint64, deadline time.Time) error {
+func (t *Manager) awaitSlot(ctx context.Context, chainID uint64, deadline time.Time) error {
 	left := time.Until(deadline)
 	if left <= 0 {
 		return errNoSlot
@@ -85,7 +85,7 @@ func (t *Transactions) awaitSlot(ctx context.Context, chainID uint64, deadline t
 }
 
 // slotsFreed wakes the sends of chainID waiting for a slot.
-func (t *Transactions) slotsFreed(chainID uint64) {
+func (t *Manager) slotsFreed(chainID uint64) {
 	if s := t.slots[chainID]; s != nil {
 		s.notify()
 	}
