@@ -30,13 +30,13 @@ import (
 	"github.com/web3gate/web3gate/middleware/cache"
 	"github.com/web3gate/web3gate/middleware/filters"
 	"github.com/web3gate/web3gate/middleware/ratelimit"
-	"github.com/web3gate/web3gate/middleware/ratelimit/quota"
 	"github.com/web3gate/web3gate/middleware/route"
 	"github.com/web3gate/web3gate/middleware/sign"
 	"github.com/web3gate/web3gate/middleware/subscribe"
 	"github.com/web3gate/web3gate/owners"
 	"github.com/web3gate/web3gate/products"
 	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/quotas"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/upstreams"
 	"github.com/web3gate/web3gate/wallet"
@@ -92,7 +92,7 @@ func run(ctx context.Context, cfg *config.Config, logw io.Writer, ready func(api
 	defer func() { _ = leases.Close() }()
 	// The quota book records usage per client id (when quotas.enabled) and flushes it to the
 	// store; its last flush runs before the store closes (defers run last first).
-	quotas, err := quota.New(cfg.Quotas, quota.Deps{DB: db, Logger: log.Named("quotas"), Registry: reg})
+	quotas, err := quotas.New(cfg.Quotas, quotas.Deps{DB: db, Logger: log.Named("quotas"), Registry: reg})
 	if err != nil {
 		return err
 	}
@@ -455,7 +455,7 @@ func buildRoutes(ctx context.Context, cfg *config.Config, log *zap.Logger, reg p
 // newLimiter builds the rate-limit stage (of the JSON-RPC routes and the REST ones), its
 // budgets shared through Redis when rc is not nil; the exchanges it allows are charged to
 // quotas (when quotas.enabled).
-func newLimiter(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, rc *redisx.Client, ups *upstreams.Set, quotas *quota.Book) (*ratelimit.Stage, error) {
+func newLimiter(cfg *config.Config, log *zap.Logger, reg prometheus.Registerer, rc *redisx.Client, ups *upstreams.Set, quotas *quotas.Book) (*ratelimit.Stage, error) {
 	clients := map[string]bool{}
 	for _, c := range cfg.Auth.Clients {
 		clients[c.ID] = true
@@ -512,7 +512,7 @@ func adminMux(d adminDeps) http.Handler {
 	mux.Handle(products.AdminPath, d.products)
 	mux.Handle(products.AdminPath+"/", d.products)
 	mux.Handle(auth.ClientsAdminPath+"/", d.clients)
-	mux.Handle(quota.AdminPath, d.usage)
+	mux.Handle(quotas.AdminPath, d.usage)
 	mux.Handle(webhooks.AdminPath, d.webhooks)
 	mux.Handle(webhooks.AdminPath+"/", d.webhooks)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg}))

@@ -1,4 +1,4 @@
-// Package quota keeps the quotas of compute units per client id and UTC day or calendar month
+// Package quotas keeps the quotas of compute units per client id and UTC day or calendar month
 // (the `quotas:` section): the rate-limit stage charges each call's units through Book.Charge,
 // which refuses a client whose quota of the period is spent.
 //
@@ -13,7 +13,7 @@
 //
 // The store down: charges go on from memory (no request fails for it), their deltas are kept
 // and added at the first flush that succeeds; each failed flush is logged and counted.
-package quota
+package quotas
 
 import (
 	"context"
