@@ -29,8 +29,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
 	"math/big"
 	"net/http"
 	"os"
@@ -38,10 +36,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"text/tabwriter"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -128,114 +124,6 @@ func measureBump(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 		run.rounds = append(run.rounds, round)
 	}
 	return run, nil
-}
-
-// statesText is a count of records by state, in a fixed order.
-func statesText(states map[string]int) string {
-	keys := slices.Sorted(maps.Keys(states))
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s %d", k, states[k])
-	}
-	return strings.Join(parts, ", ")
-}
-
-func secsOrNone(d time.Duration) string {
-	if d == 0 {
-		return "—"
-	}
-	return fmt.Sprintf("%.1f s", d.Seconds())
-}
-
-// bumpNode is the JSON-RPC client of the run's anvil.
-type bumpNode struct {
-	url    string
-	client *http.Client
-}
-
-func (n *bumpNode) call(ctx context.Context, method string, params ...any) (json.RawMessage, error) {
-	return jsonRPC(ctx, n.client, n.url, nil, method, params...)
-}
-
-// jsonRPC sends one JSON-RPC call to url with headers and returns its result.
-func jsonRPC(ctx context.Context, client *http.Client, url string, headers [][2]string, method string, params ...any) (json.RawMessage, error) {
-	if params == nil {
-		params = []any{}
-	}
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(string(body)))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for _, h := range headers {
-		req.Header.Set(h[0], h[1])
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", method, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", method, err)
-	}
-	var r struct {
-		Result json.RawMessage `json:"result"`
-		Error  json.RawMessage `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &r); err != nil || resp.StatusCode != http.StatusOK || len(r.Error) > 0 || r.Result == nil {
-		return nil, fmt.Errorf("%s: HTTP %d %s", method, resp.StatusCode, strings.TrimSpace(string(raw)))
-	}
-	return r.Result, nil
-}
-
-func (n *bumpNode) quantity(ctx context.Context, method string, params ...any) (*big.Int, error) {
-	res, err := n.call(ctx, method, params...)
-	if err != nil {
-		return nil, err
-	}
-	var q hexutil.Big
-	if err := json.Unmarshal(res, &q); err != nil {
-		return nil, fmt.Errorf("%s: %s is not a quantity", method, res)
-	}
-	return q.ToInt(), nil
-}
-
-// mine mines one block at baseFee and returns the recipients of its transactions.
-func (n *bumpNode) mine(ctx context.Context, baseFee *big.Int) ([]common.Address, error) {
-	if _, err := n.call(ctx, "anvil_setNextBlockBaseFeePerGas", (*hexutil.Big)(baseFee)); err != nil {
-		return nil, err
-	}
-	if _, err := n.call(ctx, "evm_mine"); err != nil {
-		return nil, err
-	}
-	res, err := n.call(ctx, "eth_getBlockByNumber", "latest", true)
-	if err != nil {
-		return nil, err
-	}
-	var b struct {
-		BaseFee      hexutil.Big `json:"baseFeePerGas"`
-		Transactions []struct {
-			To *common.Address `json:"to"`
-		} `json:"transactions"`
-	}
-	if err := json.Unmarshal(res, &b); err != nil {
-		return nil, fmt.Errorf("latest block: %w", err)
-	}
-	if b.BaseFee.ToInt().Cmp(baseFee) != 0 {
-		return nil, fmt.Errorf("anvil mined a block at base fee %s, want %s", b.BaseFee.ToInt(), baseFee)
-	}
-	to := make([]common.Address, 0, len(b.Transactions))
-	for _, tx := range b.Transactions {
-		if tx.To != nil {
-			to = append(to, *tx.To)
-		}
-	}
-	return to, nil
 }
 
 // bumpRound is one run on a new anvil and a new web3gate.
@@ -451,99 +339,6 @@ func bumpRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, an
 	return s, problems, nil
 }
 
-// bumpRecords is what web3gate's records of a run's requests say.
-type bumpRecords struct {
-	versions int            // versions listed
-	states   map[string]int // records by state
-	errors   []string       // the first few distinct errors of failed records
-}
-
-// bumpsCounted is web3gate_tx_bumps_total over every label set.
-func bumpsCounted(admin string) (float64, error) {
-	m, err := metricsWithPrefix(admin, "web3gate_tx_bumps_total")
-	var n float64
-	for _, v := range m {
-		n += v
-	}
-	return n, err
-}
-
-// checkBumpRecords reads web3gate's record of every hash and returns what they say. With all, it waits until every record
-// is mined (or confirmed) with its minedHash, and reports those that never got there.
-func checkBumpRecords(ctx context.Context, client *http.Client, api string, cred credentials, hashes []string, all bool) (bumpRecords, []string, error) {
-	deadline := time.Now().Add(bumpRecordWait)
-	for {
-		rs := bumpRecords{states: map[string]int{}}
-		var open []string
-		for _, h := range hashes {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, api+"/v1/transactions/"+h, nil)
-			if err != nil {
-				return rs, nil, err
-			}
-			for _, hd := range cred.headers() {
-				req.Header.Set(hd[0], hd[1])
-			}
-			resp, err := client.Do(req)
-			if err != nil {
-				return rs, nil, err
-			}
-			raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			resp.Body.Close()
-			if err != nil {
-				return rs, nil, err
-			}
-			var body struct {
-				Transaction struct {
-					State     string            `json:"state"`
-					Error     *string           `json:"error"`
-					MinedHash string            `json:"minedHash"`
-					Versions  []json.RawMessage `json:"versions"`
-				} `json:"transaction"`
-			}
-			if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &body) != nil {
-				return rs, nil, fmt.Errorf("GET /v1/transactions/%s: HTTP %d %s", h, resp.StatusCode, raw)
-			}
-			tx := body.Transaction
-			rs.versions += len(tx.Versions)
-			rs.states[tx.State]++
-			if tx.Error != nil && *tx.Error != "" && !slices.Contains(rs.errors, *tx.Error) && len(rs.errors) < 3 {
-				rs.errors = append(rs.errors, *tx.Error)
-			}
-			if (tx.State != "mined" && tx.State != "confirmed") || tx.MinedHash == "" {
-				open = append(open, fmt.Sprintf("%s: state %s, minedHash %q", h, tx.State, tx.MinedHash))
-			}
-		}
-		if !all || len(open) == 0 {
-			return rs, nil, nil
-		}
-		if time.Now().After(deadline) {
-			return rs, []string{fmt.Sprintf("%d of web3gate's records not mined %v after the last block, e.g. %s", len(open), bumpRecordWait, open[0])}, nil
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// startQuietAnvil starts anvil on a free port without mining (--no-mining): blocks come
-// only from evm_mine.
-func startQuietAnvil(ctx context.Context, cs *children, cpus, bin string) (*child, string, error) {
-	want := `"0x` + strconv.FormatUint(anvilChainID, 16) + `"`
-	var url string
-	c, _, err := startServer(ctx, cs, "anvil (k)", cpus, bin, 1,
-		func(p []int) ([]string, error) {
-			url = fmt.Sprintf("http://127.0.0.1:%d", p[0])
-			return []string{"--host", "127.0.0.1", "--port", strconv.Itoa(p[0]),
-				"--chain-id", strconv.Itoa(anvilChainID), "--quiet", "--no-mining"}, nil
-		},
-		func([]int) error {
-			res, err := rpcResult(&target{url: url, body: chainIDBody, headers: [][2]string{{"Content-Type", "application/json"}}})
-			if err == nil && string(res) != want {
-				err = fmt.Errorf("eth_chainId answered %s, want %s: another server has the port", res, want)
-			}
-			return err
-		})
-	return c, url, err
-}
-
 // bumpConfig writes dir/web3gate-bump.yaml: the anvil gateway of the other anvil targets, its
 // store and keystore in dir, and bumping on (at its defaults) or off.
 func bumpConfig(dir, nodeURL string, cred credentials, on bool) func(api, admin int) (string, error) {
@@ -558,58 +353,4 @@ wallet:
     bump:
       enabled: %t
 `, filepath.Join(dir, "web3gate.db"), filepath.Join(dir, "keystore"), on))
-}
-
-// report prints the runs and the medians.
-func (br *bumpRun) report(w io.Writer, cfg runConfig) {
-	if br == nil || len(br.rounds) == 0 {
-		return
-	}
-	first := br.rounds[0]["on"]
-	fmt.Fprintf(w, "\n===== fee bumping: (k) %d transactions priced out by a base-fee spike, bumping on against off =====\n", bumpSends)
-	fmt.Fprintf(w, "%d accounts × %d eth_sendTransaction, fees filled by web3gate at a head base fee of %d wei (highest fee cap %s wei);\n", bumpAccounts, bumpPerAccount, bumpBaseFee, first.feeCap)
-	fmt.Fprintf(w, "then a block every %v at %d × that fee cap (%s wei) for at most %v; bumping at its defaults (after 3 blocks, +12.5 %%); a new anvil and web3gate each run\n", bumpBlockEvery, bumpSpike, first.spike, bumpWindow)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "round\ton: mined\ton: first mined\ton: all mined\ton: blocks\ton: bumps\ton: first bump\ton: all bumped\ton: versions\toff: mined in 60 s\toff: nonces filled\toff: records\t")
-	var all, within, off, spread []float64
-	allDone := true
-	for i, rd := range br.rounds {
-		on, of := rd["on"], rd["off"]
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%.0f\t%s\t%s\t%d\t%d\t%d\t%s\t\n", i+1, on.within, secsOrNone(on.firstMined), secsOrNone(on.allMined), on.blocks, on.bumps,
-			secsOrNone(on.firstBump), secsOrNone(on.allBumped), on.records.versions, of.within, of.others, statesText(of.records.states))
-		if on.allBumped > 0 && on.firstBump > 0 {
-			spread = append(spread, (on.allBumped - on.firstBump).Seconds())
-		}
-		if on.allMined == 0 {
-			allDone = false
-		} else {
-			all = append(all, on.allMined.Seconds())
-		}
-		within = append(within, float64(on.within))
-		off = append(off, float64(of.within))
-	}
-	tw.Flush()
-	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "measure\tmedian\trange over rounds\tresult\t")
-	if len(all) > 0 {
-		fmt.Fprintf(tw, "(k) bumping on: all %d mined after the spike's first block\t%.1f s\t%.1f–%.1f s\t%s\t\n", bumpSends, median(all), slices.Min(all), slices.Max(all), verdict(allDone))
-	}
-	if len(spread) > 0 {
-		fmt.Fprintf(tw, "(k) bumping on: first to %dth bump\t%.2f s\t%.2f–%.2f s\t\t\n", bumpSends, median(spread), slices.Min(spread), slices.Max(spread))
-	}
-	fmt.Fprintf(tw, "(k) bumping on: mined within %v\t%.0f of %d\t%.0f–%.0f\t\t\n", bumpWindow, median(within), bumpSends, slices.Min(within), slices.Max(within))
-	fmt.Fprintf(tw, "(k) bumping off: mined within %v\t%.0f of %d\t%.0f–%.0f\t\t\n", bumpWindow, median(off), bumpSends, slices.Min(off), slices.Max(off))
-	tw.Flush()
-	if bad := br.failures(); bad != "" {
-		fmt.Fprintf(w, "\n!!!!! (k) GOT ERRORS: these figures are not valid !!!!!\n%s\n", bad)
-	}
-}
-
-// failures lists what went wrong in the runs, "" when nothing did.
-func (br *bumpRun) failures() string {
-	if br == nil {
-		return ""
-	}
-	return strings.Join(br.problems, "\n")
 }

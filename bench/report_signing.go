@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -216,4 +217,39 @@ func reportSigning(w io.Writer, cfg runConfig, specs []*signSpec, rounds []signR
 	if bad := signFailures(rounds); bad != "" {
 		fmt.Fprintf(w, "\n!!!!! THE SIGNING LOAD GOT ERRORS: these rates count failed requests or lost nonces and are not valid !!!!!\n%s\n", bad)
 	}
+}
+
+func signProgress(r int, cfg runConfig, sp *signSpec, s signSample) {
+	pg := ""
+	if sp.postgres {
+		pg = fmt.Sprintf("; PostgreSQL backends %.2f CPU, %6.1f µs CPU/call", s.cores(s.pgCPU), us(s.pgPerRequest()))
+	}
+	line := fmt.Sprintf("round %d/%d  (%s) %-22s %7.0f calls/s over %v (1-s rates %s)   web3gate %.2f CPU, %6.1f µs CPU/call, CPUs %3.0f%% idle%s; wrk %.2f CPU; other processes %.2f CPU\n    %s",
+		r+1, cfg.rounds, sp.t.key, sp.t.name, s.wrk.Rate(), sp.duration, secsText(s.secs), s.cores(s.serverCPU), us(s.cpuPerRequest()),
+		100*s.idleShare(), pg, s.cores(s.wrk.CPU), s.cores(s.otherCPU()), s.nonces)
+	if p := s.problems(); p != "" {
+		line += "\n    !!! ERRORS: " + p
+	}
+	fmt.Println(line)
+}
+
+// secsText sums up per-second rates: first → last, and the lowest.
+func secsText(secs []float64) string {
+	if len(secs) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%.0f → %.0f, min %.0f", secs[0], secs[len(secs)-1], slices.Min(secs))
+}
+
+// signFailures lists the signing runs that got errors, "" when none did.
+func signFailures(rounds []signRound) string {
+	var lines []string
+	for i, rd := range rounds {
+		for _, k := range slices.Sorted(maps.Keys(rd)) {
+			if p := rd[k].problems(); p != "" {
+				lines = append(lines, fmt.Sprintf("  round %d, (%s) signing: %s", i+1, k, p))
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
 }

@@ -28,18 +28,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"math/big"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
-	"github.com/ethereum/go-ethereum/core/types"
-	"gopkg.in/yaml.v3"
 )
 
 // The targets of issue 3, for the whole machine.
@@ -55,13 +49,6 @@ const (
 	signAccount = "0x6145D132D1CD15C0a8820daE905beAF7b52fd3Da" // (f)
 	sendAccount = "0x169E8AF7B0bE789C52Ee116Dc358C5df45b22903" // (g)
 	sinkAddress = "0x000000000000000000000000000000000000dEaD"
-)
-
-// Bounds of the wait for the chain to take every send of (g).
-const (
-	settlePoll    = 100 * time.Millisecond
-	settleQuiet   = time.Second
-	settleTimeout = 30 * time.Second
 )
 
 // txBody is a JSON-RPC call of method with the legacy transfer from `from`.
@@ -216,28 +203,6 @@ func measureSigning(ctx context.Context, cs *children, cfg runConfig, env signEn
 		rounds = append(rounds, rd)
 	}
 	return rounds, nil
-}
-
-func signProgress(r int, cfg runConfig, sp *signSpec, s signSample) {
-	pg := ""
-	if sp.postgres {
-		pg = fmt.Sprintf("; PostgreSQL backends %.2f CPU, %6.1f µs CPU/call", s.cores(s.pgCPU), us(s.pgPerRequest()))
-	}
-	line := fmt.Sprintf("round %d/%d  (%s) %-22s %7.0f calls/s over %v (1-s rates %s)   web3gate %.2f CPU, %6.1f µs CPU/call, CPUs %3.0f%% idle%s; wrk %.2f CPU; other processes %.2f CPU\n    %s",
-		r+1, cfg.rounds, sp.t.key, sp.t.name, s.wrk.Rate(), sp.duration, secsText(s.secs), s.cores(s.serverCPU), us(s.cpuPerRequest()),
-		100*s.idleShare(), pg, s.cores(s.wrk.CPU), s.cores(s.otherCPU()), s.nonces)
-	if p := s.problems(); p != "" {
-		line += "\n    !!! ERRORS: " + p
-	}
-	fmt.Println(line)
-}
-
-// secsText sums up per-second rates: first → last, and the lowest.
-func secsText(secs []float64) string {
-	if len(secs) == 0 {
-		return "none"
-	}
-	return fmt.Sprintf("%.0f → %.0f, min %.0f", secs[0], secs[len(secs)-1], slices.Min(secs))
 }
 
 // measureSign runs round r of sp on a fresh web3gate.
@@ -399,177 +364,6 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 	return ss, nil
 }
 
-// checkHandedOut: signatures answered ok after the check's signature at nonce first must
-// have taken the nonces after it, so that the one after them gets first + ok + 1.
-func checkHandedOut(first, next uint64, ok float64) (string, error) {
-	want := first + uint64(ok) + 1
-	if next == want {
-		return fmt.Sprintf("nonces handed out: %.0f signatures answered ok took nonces %d–%d, the next signature got %d: contiguous, none reused", ok, first+1, first+uint64(ok), next), nil
-	}
-	text := fmt.Sprintf("nonce MISMATCH: %.0f signatures answered ok after nonce %d, the next signature got nonce %d, want %d", ok, first, next, want)
-	return text, fmt.Errorf("%s", text)
-}
-
-// checkMined: the sends answered ok must have been mined with one nonce each from start on,
-// and nothing be left pending behind a gap.
-func checkMined(start uint64, after nonceState, ok float64) (string, error) {
-	mined := int64(after.latest) - int64(start)
-	if float64(mined) == ok && after.pending == after.latest {
-		return fmt.Sprintf("nonce gaps: 0 (%.0f sends answered ok, %d nonces mined: %d → %d; pending = latest)", ok, mined, start, after.latest), nil
-	}
-	text := fmt.Sprintf("nonce MISMATCH: %.0f sends answered ok, %d nonces mined (%d → %d), pending %d", ok, mined, start, after.latest, after.pending)
-	switch {
-	case after.pending != after.latest:
-		text += fmt.Sprintf(": %d transactions stuck in the pool behind a gap or unmined", int64(after.pending)-int64(after.latest))
-	case float64(mined) < ok:
-		text += fmt.Sprintf(": %.0f sends answered ok are not on chain (a gap)", ok-float64(mined))
-	default:
-		text += fmt.Sprintf(": %.0f nonces taken by calls not answered ok", float64(mined)-ok)
-	}
-	return text, fmt.Errorf("%s", text)
-}
-
-// checkSigned decodes the raw transaction of an eth_signTransaction result, checks that it is
-// the transfer asked for, signed by from on the dev chain, and returns its nonce.
-func checkSigned(res json.RawMessage, from string) (uint64, error) {
-	var raw string
-	if err := json.Unmarshal(res, &raw); err != nil {
-		return 0, err
-	}
-	b, err := hexutil.Decode(raw)
-	if err != nil {
-		return 0, err
-	}
-	var tx types.Transaction
-	if err := tx.UnmarshalBinary(b); err != nil {
-		return 0, err
-	}
-	if tx.ChainId().Cmp(big.NewInt(devChainID)) != 0 {
-		return 0, fmt.Errorf("chain id %v, want %d", tx.ChainId(), devChainID)
-	}
-	sender, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), &tx)
-	if err != nil {
-		return 0, err
-	}
-	if sender != common.HexToAddress(from) {
-		return 0, fmt.Errorf("signed by %s, want %s", sender, from)
-	}
-	if tx.To() == nil || *tx.To() != common.HexToAddress(sinkAddress) || tx.Value().Cmp(big.NewInt(1)) != 0 || tx.Gas() != 21000 {
-		return 0, fmt.Errorf("not the transfer asked for: to %v, value %v, gas %d", tx.To(), tx.Value(), tx.Gas())
-	}
-	return tx.Nonce(), nil
-}
-
-// nonceState is an account's nonces and web3gate's count of a method's calls answered ok.
-type nonceState struct {
-	latest, pending uint64
-	ok              float64
-	block           uint64 // the chain's eth_blockNumber
-}
-
-// readNonces reads the account's eth_getTransactionCount at "latest" and "pending" through
-// web3gate, and its count of okKey calls.
-func readNonces(t *target, account, okKey string) (nonceState, error) {
-	var n nonceState
-	for _, q := range []struct {
-		tag string
-		dst *uint64
-	}{{"latest", &n.latest}, {"pending", &n.pending}} {
-		probe := *t
-		probe.body = `{"jsonrpc":"2.0","id":1,"method":"eth_getTransactionCount","params":["` + account + `","` + q.tag + `"]}`
-		res, err := rpcResult(&probe)
-		if err != nil {
-			return n, fmt.Errorf("eth_getTransactionCount %s: %w", q.tag, err)
-		}
-		var s string
-		if err := json.Unmarshal(res, &s); err != nil {
-			return n, fmt.Errorf("eth_getTransactionCount %s: %s: %w", q.tag, res, err)
-		}
-		if *q.dst, err = hexutil.DecodeUint64(s); err != nil {
-			return n, fmt.Errorf("eth_getTransactionCount %s: %s: %w", q.tag, res, err)
-		}
-	}
-	probe := *t
-	probe.body = `{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}`
-	res, err := rpcResult(&probe)
-	if err != nil {
-		return n, fmt.Errorf("eth_blockNumber: %w", err)
-	}
-	var s string
-	if err := json.Unmarshal(res, &s); err != nil {
-		return n, fmt.Errorf("eth_blockNumber: %s: %w", res, err)
-	}
-	if n.block, err = hexutil.DecodeUint64(s); err != nil {
-		return n, fmt.Errorf("eth_blockNumber: %s: %w", res, err)
-	}
-	c, err := scrapeAll(t)
-	if err != nil {
-		return n, err
-	}
-	n.ok = c.methods[okKey]
-	return n, nil
-}
-
-// settle waits until the account's nonce at "latest" equals "pending" and neither nor
-// web3gate's count of okKey calls has moved for settleQuiet; it returns that state and when
-// it last moved, from the call. After settleTimeout it returns the last state read, and an
-// error.
-func settle(ctx context.Context, t *target, account, okKey string) (nonceState, time.Duration, error) {
-	start := time.Now()
-	var last nonceState
-	changed := start
-	for first := true; ; first = false {
-		cur, err := readNonces(t, account, okKey)
-		if err != nil {
-			return last, 0, err
-		}
-		now := time.Now()
-		if first || cur != last {
-			last, changed = cur, now
-		}
-		if cur.latest == cur.pending && now.Sub(changed) >= settleQuiet {
-			return cur, changed.Sub(start), nil
-		}
-		if now.Sub(start) > settleTimeout {
-			return cur, now.Sub(start), fmt.Errorf("the chain did not settle within %v: nonce %d at latest, %d pending, last change %v ago",
-				settleTimeout, cur.latest, cur.pending, now.Sub(changed).Round(time.Millisecond))
-		}
-		select {
-		case <-ctx.Done():
-			return cur, 0, ctx.Err()
-		case <-time.After(settlePoll):
-		}
-	}
-}
-
-// quiet waits until web3gate's count of okKey calls has not moved for settleQuiet, bounded
-// by settleTimeout.
-func quiet(ctx context.Context, t *target, okKey string) error {
-	start := time.Now()
-	last, changed := -1.0, start
-	for {
-		c, err := scrapeAll(t)
-		if err != nil {
-			return err
-		}
-		now := time.Now()
-		if v := c.methods[okKey]; v != last {
-			last, changed = v, now
-		}
-		if now.Sub(changed) >= settleQuiet {
-			return nil
-		}
-		if now.Sub(start) > settleTimeout {
-			return fmt.Errorf("web3gate was still answering %s %v after the load", okKey, settleTimeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(settlePoll):
-		}
-	}
-}
-
 // tick is web3gate's count of a method's calls answered ok at a moment.
 type tick struct {
 	at time.Time
@@ -608,59 +402,4 @@ func perSecond(ticks []tick, end time.Time) []float64 {
 		rates = append(rates, (ticks[i].ok-ticks[i-1].ok)/ticks[i].at.Sub(ticks[i-1].at).Seconds())
 	}
 	return rates
-}
-
-// signConfig is the shipped config.yaml as devConfig makes it, with its state (store,
-// keystore, JWT signing key) in dir and the wallet.transactions settings.
-func signConfig(root, dir string, settings [][2]string) func(api, admin int) (string, error) {
-	return func(api, admin int) (string, error) {
-		raw, err := os.ReadFile(filepath.Join(root, "config.yaml"))
-		if err != nil {
-			return "", err
-		}
-		out, err := signConfigBytes(raw, api, admin, dir, settings)
-		if err != nil {
-			return "", fmt.Errorf("config.yaml: %w", err)
-		}
-		path := filepath.Join(dir, "web3gate.yaml")
-		return path, os.WriteFile(path, out, 0o600)
-	}
-}
-
-func signConfigBytes(raw []byte, api, admin int, dir string, settings [][2]string) ([]byte, error) {
-	out, err := devConfigBytes(raw, api, admin)
-	if err != nil {
-		return nil, err
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(out, &doc); err != nil {
-		return nil, err
-	}
-	sets := [][2]string{
-		{"store.path", filepath.Join(dir, "web3gate.db")},
-		{"wallet.keys.dir", filepath.Join(dir, "keystore")},
-		{"auth.oauth.signingKeyFile", filepath.Join(dir, "jwt-signing-key.pem")},
-	}
-	for _, s := range settings {
-		sets = append(sets, [2]string{"wallet.transactions." + s[0], s[1]})
-	}
-	for _, s := range sets {
-		if err := setYAML(&doc, s[0], s[1]); err != nil {
-			return nil, err
-		}
-	}
-	return yaml.Marshal(&doc)
-}
-
-// signFailures lists the signing runs that got errors, "" when none did.
-func signFailures(rounds []signRound) string {
-	var lines []string
-	for i, rd := range rounds {
-		for _, k := range slices.Sorted(maps.Keys(rd)) {
-			if p := rd[k].problems(); p != "" {
-				lines = append(lines, fmt.Sprintf("  round %d, (%s) signing: %s", i+1, k, p))
-			}
-		}
-	}
-	return strings.Join(lines, "\n")
 }

@@ -24,11 +24,11 @@ import (
 	"github.com/web3gate/web3gate/middleware/cache"
 	"github.com/web3gate/web3gate/middleware/filters"
 	"github.com/web3gate/web3gate/middleware/ratelimit"
-	"github.com/web3gate/web3gate/middleware/ratelimit/quota"
 	"github.com/web3gate/web3gate/middleware/route"
 	"github.com/web3gate/web3gate/owners"
 	"github.com/web3gate/web3gate/products"
 	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/quotas"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/upstreams"
 	"github.com/web3gate/web3gate/webhooks"
@@ -53,7 +53,7 @@ type Config struct {
 	Products  products.Config   `yaml:"products"`
 	Cluster   lease.Config      `yaml:"cluster"`
 	Redis     redisx.Config     `yaml:"redis"`
-	Quotas    quota.Config      `yaml:"quotas"`
+	Quotas    quotas.Config     `yaml:"quotas"`
 	RateLimit ratelimit.Config  `yaml:"rateLimit"`
 	Webhooks  webhooks.Config   `yaml:"webhooks"`
 }

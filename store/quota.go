@@ -10,7 +10,7 @@ import (
 )
 
 // Quota usage rows (migration 0014): the compute units each client id spent per UTC day and per
-// UTC calendar month (middleware/ratelimit/quota keeps the charges in memory and adds them
+// UTC calendar month (package quotas keeps the charges in memory and adds them
 // here in batches). AddUsage is one atomic upsert that returns the row's new total, so that
 // the batches of several replicas add up exactly and each learns the sum of all of them.
 

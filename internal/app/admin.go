@@ -13,8 +13,8 @@ import (
 	"github.com/web3gate/web3gate/config"
 	"github.com/web3gate/web3gate/lease"
 	"github.com/web3gate/web3gate/middleware/auth"
-	"github.com/web3gate/web3gate/middleware/ratelimit/quota"
 	"github.com/web3gate/web3gate/products"
+	"github.com/web3gate/web3gate/quotas"
 	"github.com/web3gate/web3gate/webhooks"
 )
 
@@ -29,7 +29,7 @@ func (a *App) adminMux(clients http.Handler) http.Handler {
 	mux.Handle(products.AdminPath, catalog)
 	mux.Handle(products.AdminPath+"/", catalog)
 	mux.Handle(auth.ClientsAdminPath+"/", clients)
-	mux.Handle(quota.AdminPath, a.quotas.AdminHandler())
+	mux.Handle(quotas.AdminPath, a.quotas.AdminHandler())
 	mux.Handle(webhooks.AdminPath, hooks)
 	mux.Handle(webhooks.AdminPath+"/", hooks)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg}))

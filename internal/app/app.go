@@ -28,11 +28,11 @@ import (
 	"github.com/web3gate/web3gate/middleware/cache"
 	"github.com/web3gate/web3gate/middleware/filters"
 	"github.com/web3gate/web3gate/middleware/ratelimit"
-	"github.com/web3gate/web3gate/middleware/ratelimit/quota"
 	"github.com/web3gate/web3gate/middleware/sign"
 	"github.com/web3gate/web3gate/owners"
 	"github.com/web3gate/web3gate/products"
 	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/quotas"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/txmgr"
 	"github.com/web3gate/web3gate/upstreams"
@@ -61,7 +61,7 @@ type App struct {
 
 	db       *store.DB
 	leases   *lease.Leases
-	quotas   *quota.Book
+	quotas   *quotas.Book
 	hooks    *webhooks.Service
 	keys     *wallet.Keys
 	accounts *wallet.Accounts

@@ -18,9 +18,9 @@ import (
 	"github.com/web3gate/web3gate/lease"
 	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/middleware/filters"
-	"github.com/web3gate/web3gate/middleware/ratelimit/quota"
 	"github.com/web3gate/web3gate/owners"
 	"github.com/web3gate/web3gate/products"
+	"github.com/web3gate/web3gate/quotas"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/txmgr"
 	"github.com/web3gate/web3gate/upstreams"
@@ -70,7 +70,7 @@ func (a *App) startLeases(context.Context) (err error) {
 // startQuotas starts the quota book: usage per client id (when quotas.enabled), flushed to
 // the store; its last flush runs at its stop.
 func (a *App) startQuotas(context.Context) (err error) {
-	a.quotas, err = quota.New(a.cfg.Quotas, quota.Deps{DB: a.db, Logger: a.log.Named("quotas"), Registry: a.reg})
+	a.quotas, err = quotas.New(a.cfg.Quotas, quotas.Deps{DB: a.db, Logger: a.log.Named("quotas"), Registry: a.reg})
 	if err != nil {
 		return err
 	}

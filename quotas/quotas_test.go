@@ -1,4 +1,4 @@
-package quota
+package quotas
 
 import (
 	"context"
