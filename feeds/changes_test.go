@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/web3gate/web3gate/internal/wait"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
 
@@ -64,7 +65,7 @@ func TestChanges(t *testing.T) {
 	if added := poll(true, 100); len(added) > 0 && added[0].Number != first {
 		t.Fatalf("the first poll added blocks %s, want %d …", describe(eventsOf(added)), first)
 	}
-	waitFor(t, "the feed to deliver the last block", func() bool { b := tf.tip(); return b != nil && b.Number == last })
+	wait.Within(t, waitTimeout, "the feed to deliver the last block", func() bool { b := tf.tip(); return b != nil && b.Number == last })
 	poll(true, 100)
 	if cur.Number != last {
 		t.Fatalf("cursor at %d after the polls, want %d", cur.Number, last)
@@ -72,7 +73,7 @@ func TestChanges(t *testing.T) {
 
 	// From the history now: no upstream call but the feed's own (head polls and logs).
 	next := emit(t, s, at, 10, 3)
-	waitFor(t, "the feed to deliver the next block", func() bool { b := tf.tip(); return b != nil && b.Number == next })
+	wait.Within(t, waitTimeout, "the feed to deliver the next block", func() bool { b := tf.tip(); return b != nil && b.Number == next })
 	before := c.snapshot()
 	if added := poll(true, 100); len(added) != 1 || added[0].Number != next || len(added[0].Logs) != 3 {
 		t.Fatalf("the poll added %d blocks, want block %d with its 3 logs", len(added), next)
@@ -93,7 +94,7 @@ func TestChanges(t *testing.T) {
 	for i := int64(0); i < 3; i++ {
 		third = emit(t, s, at, 20+i, 1)
 	}
-	waitFor(t, "the feed to deliver the third block", func() bool { b := tf.tip(); return b != nil && b.Number == third })
+	wait.Within(t, waitTimeout, "the feed to deliver the third block", func() bool { b := tf.tip(); return b != nil && b.Number == third })
 	_, _, err = tf.Changes(ctx, at0, false, 2)
 	if !errors.Is(err, ErrTooFar) {
 		t.Fatalf("Changes over 3 blocks with maxBlocks 2: %v, want ErrTooFar", err)
@@ -120,7 +121,7 @@ func TestChangesFillsLogs(t *testing.T) {
 	s := n.session(t, 0)
 	at := deployEmitter(t, s)
 	start := n.head(t)
-	waitFor(t, "the pool's head", func() bool { return n.pool.Head() == start })
+	wait.Within(t, waitTimeout, "the pool's head", func() bool { return n.pool.Head() == start })
 	tf := newFeed(t, n.pool, n.chainID, nil)
 	r := &recorder{}
 	defer tf.Subscribe(r, false)()

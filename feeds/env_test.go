@@ -26,6 +26,7 @@ import (
 	"github.com/web3gate/web3gate/devchain/devchaintest"
 	"github.com/web3gate/web3gate/e2e/anvil"
 	"github.com/web3gate/web3gate/internal/leaktest"
+	"github.com/web3gate/web3gate/internal/wait"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/upstreams"
 )
@@ -297,7 +298,7 @@ func (r *recorder) all() []Event {
 func (r *recorder) waitHead(t *testing.T, n uint64) []Event {
 	t.Helper()
 	var evs []Event
-	waitFor(t, fmt.Sprintf("block %d delivered", n), func() bool {
+	wait.Within(t, waitTimeout, fmt.Sprintf("block %d delivered", n), func() bool {
 		evs = r.all()
 		return len(evs) > 0 && !evs[len(evs)-1].Removed && evs[len(evs)-1].Block.Number == n
 	})
@@ -309,23 +310,11 @@ func (r *recorder) waitHead(t *testing.T, n uint64) []Event {
 func (r *recorder) waitAtLeast(t *testing.T, n uint64) []Event {
 	t.Helper()
 	var evs []Event
-	waitFor(t, fmt.Sprintf("block %d or later delivered", n), func() bool {
+	wait.Within(t, waitTimeout, fmt.Sprintf("block %d or later delivered", n), func() bool {
 		evs = r.all()
 		return len(evs) > 0 && !evs[len(evs)-1].Removed && evs[len(evs)-1].Block.Number >= n
 	})
 	return evs
-}
-
-// waitFor polls cond until it holds, failing the test after waitTimeout.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // canonicalBlock reads the node's block number: its hash and its logs (eth_getLogs by hash).

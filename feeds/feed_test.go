@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/web3gate/web3gate/internal/wait"
 )
 
 // TestDevchainEveryBlockOnce: on the embedded dev chain (a block per transaction, now and
@@ -21,7 +23,7 @@ func TestDevchainEveryBlockOnce(t *testing.T) {
 	s := n.session(t, 0)
 	at := deployEmitter(t, s)
 	start := n.head(t)
-	waitFor(t, "the pool's head", func() bool { return n.pool.Head() == start })
+	wait.Within(t, waitTimeout, "the pool's head", func() bool { return n.pool.Head() == start })
 	startHash, _ := canonicalBlock(t, n, start)
 	tf := newFeed(t, n.pool, n.chainID, nil)
 	r := &recorder{}
@@ -188,7 +190,7 @@ func TestCatchUpAfterOutage(t *testing.T) {
 	s := n.session(t, 0)
 	at := deployEmitter(t, s)
 	start := n.head(t)
-	waitFor(t, "the pool's head", func() bool { return n.pool.Head() == start })
+	wait.Within(t, waitTimeout, "the pool's head", func() bool { return n.pool.Head() == start })
 	c := newCounting(n.pool)
 	tf := newFeed(t, c, n.chainID, nil)
 	r := &recorder{}
@@ -202,7 +204,7 @@ func TestCatchUpAfterOutage(t *testing.T) {
 	mine(t, n.anvil, 60)
 	last := emit(t, s, at, 9, 3)
 	withLogs = append(withLogs, last)
-	waitFor(t, "a failed round", func() bool { return tf.logs.FilterMessage("feed round failed; retrying").Len() > 0 })
+	wait.Within(t, waitTimeout, "a failed round", func() bool { return tf.logs.FilterMessage("feed round failed; retrying").Len() > 0 })
 	c.down.Store(false)
 
 	evs := r.waitHead(t, last)
@@ -234,7 +236,7 @@ func TestCatchUpAfterOutage(t *testing.T) {
 func TestGapLongerThanMaxCatchUp(t *testing.T) {
 	n := anvilNode(t)
 	start := n.head(t)
-	waitFor(t, "the pool's head", func() bool { return n.pool.Head() == start })
+	wait.Within(t, waitTimeout, "the pool's head", func() bool { return n.pool.Head() == start })
 	c := newCounting(n.pool)
 	tf := newFeed(t, c, n.chainID, func(c *Config) { c.MaxCatchUp = 10 })
 	r := &recorder{}
@@ -267,9 +269,9 @@ func TestUnsubscribeStopsTheFeed(t *testing.T) {
 	tf.idleAfter = 50 * time.Millisecond
 	r := &recorder{}
 	unsubscribe := tf.Subscribe(r, false)
-	waitFor(t, "a head poll", func() bool { return c.snapshot()["latest"] > 0 })
+	wait.Within(t, waitTimeout, "a head poll", func() bool { return c.snapshot()["latest"] > 0 })
 	unsubscribe()
-	waitFor(t, "the feed to stop", func() bool {
+	wait.Within(t, waitTimeout, "the feed to stop", func() bool {
 		tf.mu.Lock()
 		defer tf.mu.Unlock()
 		return !tf.running && len(tf.hist) == 0
@@ -280,7 +282,7 @@ func TestUnsubscribeStopsTheFeed(t *testing.T) {
 		t.Fatalf("%d head polls after the feed stopped", got-polls)
 	}
 	start := n.head(t)
-	waitFor(t, "the pool's head", func() bool { return n.pool.Head() == start })
+	wait.Within(t, waitTimeout, "the pool's head", func() bool { return n.pool.Head() == start })
 	defer tf.Subscribe(r, false)()
 	mine(t, n.anvil, 1)
 	r.waitHead(t, start+1)
@@ -291,11 +293,11 @@ func TestUnsubscribeStopsTheFeed(t *testing.T) {
 func TestPoolHeadWakesTheFeed(t *testing.T) {
 	n := anvilNode(t)
 	start := n.head(t)
-	waitFor(t, "the pool's head", func() bool { return n.pool.Head() == start })
+	wait.Within(t, waitTimeout, "the pool's head", func() bool { return n.pool.Head() == start })
 	tf := newFeed(t, n.pool, n.chainID, func(c *Config) { c.PollInterval = time.Hour })
 	r := &recorder{}
 	defer tf.Subscribe(r, false)()
-	waitFor(t, "the feed's start", func() bool { return tf.tip() != nil })
+	wait.Within(t, waitTimeout, "the feed's start", func() bool { return tf.tip() != nil })
 	mine(t, n.anvil, 1)
 	r.waitHead(t, start+1)
 	mine(t, n.anvil, 2)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/web3gate/web3gate/e2e/anvil"
+	"github.com/web3gate/web3gate/internal/wait"
 )
 
 func snapshot(t *testing.T, n *anvil.Node) string {
@@ -37,7 +38,7 @@ func TestReorgOnAnvil(t *testing.T) {
 	s := n.session(t, 0)
 	at := deployEmitter(t, s)
 	base := n.head(t)
-	waitFor(t, "the pool's head", func() bool { return n.pool.Head() == base })
+	wait.Within(t, waitTimeout, "the pool's head", func() bool { return n.pool.Head() == base })
 	tf := newFeed(t, n.pool, n.chainID, nil)
 	r := &recorder{}
 	defer tf.Subscribe(r, true)()
@@ -149,7 +150,7 @@ func TestReorgLongerBranch(t *testing.T) {
 	s := n.session(t, 0)
 	at := deployEmitter(t, s)
 	base := n.head(t)
-	waitFor(t, "the pool's head", func() bool { return n.pool.Head() == base })
+	wait.Within(t, waitTimeout, "the pool's head", func() bool { return n.pool.Head() == base })
 	tf := newFeed(t, n.pool, n.chainID, nil)
 	r := &recorder{}
 	defer tf.Subscribe(r, true)()
@@ -236,11 +237,11 @@ func checkEqual(t *testing.T, what string, got, want []*Block) {
 func TestReorgDeeperThanHistory(t *testing.T) {
 	n := anvilNode(t)
 	base := n.head(t)
-	waitFor(t, "the pool's head", func() bool { return n.pool.Head() == base })
+	wait.Within(t, waitTimeout, "the pool's head", func() bool { return n.pool.Head() == base })
 	tf := newFeed(t, n.pool, n.chainID, func(c *Config) { c.History = 4 })
 	r := &recorder{}
 	defer tf.Subscribe(r, false)()
-	waitFor(t, "the feed's start", func() bool { return tf.tip() != nil })
+	wait.Within(t, waitTimeout, "the feed's start", func() bool { return tf.tip() != nil })
 	now := time.Now().Unix()
 	snap := snapshot(t, n.anvil)
 	for i := int64(1); i <= 6; i++ {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/web3gate/web3gate/e2e/anvil"
+	"github.com/web3gate/web3gate/internal/wait"
 	"github.com/web3gate/web3gate/upstreams"
 )
 
@@ -18,7 +19,7 @@ func TestThousandSinksConstantCalls(t *testing.T) {
 			s := n.session(t, 0)
 			at := deployEmitter(t, s)
 			start := n.head(t)
-			waitFor(t, "the pool's head", func() bool { return n.pool.Head() == start })
+			wait.Within(t, waitTimeout, "the pool's head", func() bool { return n.pool.Head() == start })
 			c := newCounting(n.pool)
 			tf := newFeed(t, c, n.chainID, nil)
 			rs := make([]*recorder, sinks)
@@ -26,7 +27,7 @@ func TestThousandSinksConstantCalls(t *testing.T) {
 				rs[i] = &recorder{}
 				defer tf.Subscribe(rs[i], true)()
 			}
-			waitFor(t, "the feed's start", func() bool { return tf.tip() != nil })
+			wait.Within(t, waitTimeout, "the feed's start", func() bool { return tf.tip() != nil })
 			before := c.snapshot()
 			const blocks = 5
 			var last uint64
@@ -131,24 +132,24 @@ func TestFailoverToLaggingNode(t *testing.T) {
 	cfg := upstreamConfig(31337, a.URL, b.URL)
 	cfg.MaxLag = 1
 	pool := startPool(t, cfg, upstreams.Deps{})
-	waitFor(t, "the pool's head", func() bool { return pool.Head() == 3 })
+	wait.Within(t, waitTimeout, "the pool's head", func() bool { return pool.Head() == 3 })
 	c := newCounting(pool)
 	tf := newFeed(t, c, 31337, nil)
 	r := &recorder{}
 	defer tf.Subscribe(r, false)()
-	waitFor(t, "the feed's start", func() bool { return tf.tip() != nil })
+	wait.Within(t, waitTimeout, "the feed's start", func() bool { return tf.tip() != nil })
 	mineAt([]*anvil.Node{a}, 4, 6)
 	r.waitHead(t, 6)
 
 	a.Kill()
-	waitFor(t, "a head poll answered by the lagging node", func() bool { return tf.metric(t, "web3gate_feed_head_block") == 3 })
+	wait.Within(t, waitTimeout, "a head poll answered by the lagging node", func() bool { return tf.metric(t, "web3gate_feed_head_block") == 3 })
 	polls := c.snapshot()["latest"]
-	waitFor(t, "more head polls", func() bool { return c.snapshot()["latest"] >= polls+5 })
+	wait.Within(t, waitTimeout, "more head polls", func() bool { return c.snapshot()["latest"] >= polls+5 })
 	if evs := r.all(); evs[len(evs)-1].Block.Number != 6 {
 		t.Fatalf("events after the failover: %s", describe(evs))
 	}
 	mineAt([]*anvil.Node{b}, 4, 5)
-	waitFor(t, "a head poll at 5", func() bool { return tf.metric(t, "web3gate_feed_head_block") == 5 })
+	wait.Within(t, waitTimeout, "a head poll at 5", func() bool { return tf.metric(t, "web3gate_feed_head_block") == 5 })
 	mineAt([]*anvil.Node{b}, 6, 8)
 	evs := r.waitHead(t, 8)
 	checkAscending(t, evs, 4, 8)

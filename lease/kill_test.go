@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/web3gate/web3gate/internal/testengine"
+	"github.com/web3gate/web3gate/internal/wait"
 	"github.com/web3gate/web3gate/store"
 )
 
@@ -100,7 +101,7 @@ func TestKill9TakeoverPostgres(t *testing.T) {
 	r := &runs{}
 	b := newPostgresHolder(t, dsn, steadyConfig("b"))
 	hold(t, b.leases, helperLease, r, "b")
-	waitFor(t, 10*time.Second, "b stands by", func() bool { return strings.Contains(b.logs.String(), "standing by") })
+	wait.Within(t, 10*time.Second, "b stands by", func() bool { return strings.Contains(b.logs.String(), "standing by") })
 	time.Sleep(steadyConfig("b").LeaseTimeout) // several polls of the standby
 	if n, _ := r.starts(); n != 0 {
 		t.Fatal("the standby ran the job while the child held the lease")
@@ -110,7 +111,7 @@ func TestKill9TakeoverPostgres(t *testing.T) {
 	}
 	killed := time.Now()
 	_ = child.Wait()
-	waitFor(t, 30*time.Second, "b takes over", func() bool { return r.runningHolder() == "b" })
+	wait.Within(t, 30*time.Second, "b takes over", func() bool { return r.runningHolder() == "b" })
 	t.Logf("b ran the job %s after the kill -9 (check interval %s)", time.Since(killed).Round(time.Millisecond), steadyConfig("b").LeaseCheckInterval)
 }
 
@@ -122,7 +123,7 @@ func TestKill9TakeoverSQLite(t *testing.T) {
 	r := &runs{}
 	b := newTableHolder(t, dir, steadyConfig("b"))
 	hold(t, b.leases, helperLease, r, "b")
-	waitFor(t, 10*time.Second, "b stands by", func() bool { return strings.Contains(b.logs.String(), "standing by") })
+	wait.Within(t, 10*time.Second, "b stands by", func() bool { return strings.Contains(b.logs.String(), "standing by") })
 	time.Sleep(steadyConfig("b").LeaseTimeout) // renewals of the child, polls of the standby
 	if n, _ := r.starts(); n != 0 {
 		t.Fatal("the standby ran the job while the child held the lease")
@@ -137,7 +138,7 @@ func TestKill9TakeoverSQLite(t *testing.T) {
 	if !strings.HasPrefix(row.Holder, "child/") {
 		t.Fatalf("the lease row after the kill = %+v, want the child's", row)
 	}
-	waitFor(t, 30*time.Second, "b takes over", func() bool { return r.runningHolder() == "b" })
+	wait.Within(t, 30*time.Second, "b takes over", func() bool { return r.runningHolder() == "b" })
 	if started := r.lastEvent("b", true); started.Before(row.ExpiresAt) {
 		t.Fatalf("b started at %s, before the child's lease expired at %s", started, row.ExpiresAt)
 	}

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/web3gate/web3gate/internal/leaktest"
+	"github.com/web3gate/web3gate/internal/wait"
 )
 
 func TestMain(m *testing.M) {
@@ -121,20 +122,6 @@ func (r *runs) checkExclusive(t *testing.T) {
 		}
 		t.Fatalf("two jobs ran at once %d times:%s", n, b.String())
 	}
-}
-
-// waitFor polls cond until it holds, failing t after limit (a bound that only catches a
-// hang; the time it took is returned for the log, never asserted).
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > limit {
-			t.Fatalf("%s: not within %s", what, limit)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Since(start)
 }
 
 // holder is one Leases and its Hold of one lease, with its own logs and metrics.
@@ -365,10 +352,10 @@ func TestHoldSameNameInOneProcessTakesTurns(t *testing.T) {
 	defer l.Close()
 	r := &runs{}
 	stopA := hold(t, l, "job", r, "a1")
-	waitFor(t, 10*time.Second, "the first Hold runs its job", func() bool { return r.runningHolder() == "a1" })
+	wait.Within(t, 10*time.Second, "the first Hold runs its job", func() bool { return r.runningHolder() == "a1" })
 	stopB := hold(t, l, "job", r, "a2")
 	stopA()
-	waitFor(t, 10*time.Second, "the second Hold runs its job after the first stopped", func() bool { return r.runningHolder() == "a2" })
+	wait.Within(t, 10*time.Second, "the second Hold runs its job after the first stopped", func() bool { return r.runningHolder() == "a2" })
 	stopB()
 	r.checkExclusive(t)
 	if got := l.HeldLeases(); len(got) != 0 {
@@ -393,7 +380,7 @@ func TestHoldRestartsAJobThatReturned(t *testing.T) {
 		defer close(done)
 		l.Hold(ctx, "job", func(context.Context) { n.Add(1) })
 	}()
-	waitFor(t, 10*time.Second, "the job ran three times", func() bool { return n.Load() >= 3 })
+	wait.Within(t, 10*time.Second, "the job ran three times", func() bool { return n.Load() >= 3 })
 	cancel()
 	<-done
 	if got := counter(t, reg, "web3gate_lease_acquisitions_total", "job"); got < 3 {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/web3gate/web3gate/internal/testengine"
+	"github.com/web3gate/web3gate/internal/wait"
 )
 
 func newPostgresHolder(t *testing.T, dsn string, cfg Config) *holder {
@@ -85,8 +86,8 @@ func TestPostgresOneHolderAtATime(t *testing.T) {
 		hs[id] = newPostgresHolder(t, dsn, fastConfig(id))
 		hold(t, hs[id].leases, name, r, id)
 	}
-	waitFor(t, 10*time.Second, "a first holder runs the job", func() bool { return r.runningHolder() != "" })
-	waitFor(t, 10*time.Second, "every holder shows web3gate_lease_held", func() bool {
+	wait.Within(t, 10*time.Second, "a first holder runs the job", func() bool { return r.runningHolder() != "" })
+	wait.Within(t, 10*time.Second, "every holder shows web3gate_lease_held", func() bool {
 		for _, h := range hs {
 			if heldGauge(h.reg, name) < 0 {
 				return false
@@ -111,7 +112,7 @@ func TestPostgresOneHolderAtATime(t *testing.T) {
 		}
 		n, _ := r.starts()
 		terminate(t, admin, pid)
-		took := waitFor(t, 30*time.Second, "the job runs again", func() bool {
+		took := wait.Within(t, 30*time.Second, "the job runs again", func() bool {
 			m, _ := r.starts()
 			return m > n && r.runningHolder() != ""
 		})
@@ -136,10 +137,10 @@ func TestPostgresTerminatedSessionCancelsTheJob(t *testing.T) {
 	r := &runs{}
 	a := newPostgresHolder(t, dsn, steadyConfig("a"))
 	hold(t, a.leases, name, r, "a")
-	waitFor(t, 10*time.Second, "a runs the job", func() bool { return r.runningHolder() == "a" })
+	wait.Within(t, 10*time.Second, "a runs the job", func() bool { return r.runningHolder() == "a" })
 	terminate(t, admin, lockHolder(t, admin, dsn, name))
-	stopped := waitFor(t, 10*time.Second, "a's job is cancelled", func() bool { return r.runningHolder() != "a" })
-	waitFor(t, 10*time.Second, "a holds the lease again on a new session", func() bool { return r.runningHolder() == "a" })
+	stopped := wait.Within(t, 10*time.Second, "a's job is cancelled", func() bool { return r.runningHolder() != "a" })
+	wait.Within(t, 10*time.Second, "a holds the lease again on a new session", func() bool { return r.runningHolder() == "a" })
 	logs := a.logs.String()
 	for _, want := range []string{`"msg":"lease lost: the job is cancelled"`, "the PostgreSQL session holding it ended",
 		`"msg":"lease: the PostgreSQL session ended: its leases are lost; reconnecting"`, `"replica":"a"`} {
@@ -164,16 +165,16 @@ func TestPostgresReleaseOnStop(t *testing.T) {
 	r := &runs{}
 	a := newPostgresHolder(t, dsn, steadyConfig("a"))
 	stopA := hold(t, a.leases, name, r, "a")
-	waitFor(t, 10*time.Second, "a runs the job", func() bool { return r.runningHolder() == "a" })
+	wait.Within(t, 10*time.Second, "a runs the job", func() bool { return r.runningHolder() == "a" })
 	b := newPostgresHolder(t, dsn, steadyConfig("b"))
 	hold(t, b.leases, name, r, "b")
-	waitFor(t, 10*time.Second, "b stands by", func() bool { return strings.Contains(b.logs.String(), "standing by") })
+	wait.Within(t, 10*time.Second, "b stands by", func() bool { return strings.Contains(b.logs.String(), "standing by") })
 	aPID := lockHolder(t, admin, dsn, name)
 	stopA()
 	if !strings.Contains(a.logs.String(), `"msg":"lease released"`) {
 		t.Fatalf("a's logs lack the release:\n%s", a.logs.String())
 	}
-	took := waitFor(t, 10*time.Second, "b takes over", func() bool { return r.runningHolder() == "b" })
+	took := wait.Within(t, 10*time.Second, "b takes over", func() bool { return r.runningHolder() == "b" })
 	r.checkExclusive(t)
 	if pid := lockHolder(t, admin, dsn, name); pid == 0 || pid == aPID {
 		t.Fatalf("the lock is held by pid %d after the takeover (a's session was %d)", pid, aPID)
@@ -194,13 +195,13 @@ func TestPostgresConnectionClosedFailover(t *testing.T) {
 	r := &runs{}
 	a := newPostgresHolder(t, p.dsn, steadyConfig("a"))
 	hold(t, a.leases, name, r, "a")
-	waitFor(t, 10*time.Second, "a runs the job", func() bool { return r.runningHolder() == "a" })
+	wait.Within(t, 10*time.Second, "a runs the job", func() bool { return r.runningHolder() == "a" })
 	b := newPostgresHolder(t, dsn, steadyConfig("b"))
 	hold(t, b.leases, name, r, "b")
-	waitFor(t, 10*time.Second, "b stands by", func() bool { return strings.Contains(b.logs.String(), "standing by") })
+	wait.Within(t, 10*time.Second, "b stands by", func() bool { return strings.Contains(b.logs.String(), "standing by") })
 
 	p.cut()
-	took := waitFor(t, 30*time.Second, "b takes over", func() bool { return r.runningHolder() == "b" })
+	took := wait.Within(t, 30*time.Second, "b takes over", func() bool { return r.runningHolder() == "b" })
 	r.checkExclusive(t)
 	if heldGauge(a.reg, name) != 0 || heldGauge(b.reg, name) != 1 {
 		t.Fatalf("web3gate_lease_held: a %v, b %v", heldGauge(a.reg, name), heldGauge(b.reg, name))
@@ -218,14 +219,14 @@ func TestPostgresPartitionFailover(t *testing.T) {
 	r := &runs{}
 	a := newPostgresHolder(t, p.dsn, steadyConfig("a"))
 	hold(t, a.leases, name, r, "a")
-	waitFor(t, 10*time.Second, "a runs the job", func() bool { return r.runningHolder() == "a" })
+	wait.Within(t, 10*time.Second, "a runs the job", func() bool { return r.runningHolder() == "a" })
 	b := newPostgresHolder(t, dsn, steadyConfig("b"))
 	hold(t, b.leases, name, r, "b")
-	waitFor(t, 10*time.Second, "b stands by", func() bool { return strings.Contains(b.logs.String(), "standing by") })
+	wait.Within(t, 10*time.Second, "b stands by", func() bool { return strings.Contains(b.logs.String(), "standing by") })
 
 	p.partition()
 	cut := time.Now()
-	waitFor(t, 30*time.Second, "b takes over", func() bool { return r.runningHolder() == "b" })
+	wait.Within(t, 30*time.Second, "b takes over", func() bool { return r.runningHolder() == "b" })
 	r.checkExclusive(t)
 	aStopped, bStarted := r.lastEvent("a", false), r.lastEvent("b", true)
 	if !bStarted.After(aStopped) {

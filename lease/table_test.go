@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/web3gate/web3gate/internal/wait"
 	"github.com/web3gate/web3gate/store"
 )
 
@@ -71,8 +72,8 @@ func TestTableOneHolderAtATime(t *testing.T) {
 		hs[id] = newTableHolder(t, dir, fastConfig(id))
 		hold(t, hs[id].leases, name, r, id)
 	}
-	waitFor(t, 10*time.Second, "a first holder runs the job", func() bool { return r.runningHolder() != "" })
-	waitFor(t, 10*time.Second, "every holder shows web3gate_lease_held", func() bool {
+	wait.Within(t, 10*time.Second, "a first holder runs the job", func() bool { return r.runningHolder() != "" })
+	wait.Within(t, 10*time.Second, "every holder shows web3gate_lease_held", func() bool {
 		for _, h := range hs {
 			if heldGauge(h.reg, name) < 0 {
 				return false
@@ -95,7 +96,7 @@ func TestTableOneHolderAtATime(t *testing.T) {
 			t.Fatalf("round %d: the holder %s shows web3gate_lease_held %v", i, cur, heldGauge(hs[cur].reg, name))
 		}
 		hs[cur].hang.Store(true)
-		took := waitFor(t, 30*time.Second, "another holder takes over from "+cur, func() bool {
+		took := wait.Within(t, 30*time.Second, "another holder takes over from "+cur, func() bool {
 			h := r.runningHolder()
 			return h != "" && h != cur
 		})
@@ -121,10 +122,10 @@ func TestTableFailoverAfterHang(t *testing.T) {
 	r := &runs{}
 	a := newTableHolder(t, dir, steadyConfig("a"))
 	hold(t, a.leases, name, r, "a")
-	waitFor(t, 10*time.Second, "a runs the job", func() bool { return r.runningHolder() == "a" })
+	wait.Within(t, 10*time.Second, "a runs the job", func() bool { return r.runningHolder() == "a" })
 	b := newTableHolder(t, dir, steadyConfig("b"))
 	hold(t, b.leases, name, r, "b")
-	waitFor(t, 10*time.Second, "b stands by", func() bool { return strings.Contains(b.logs.String(), "standing by") })
+	wait.Within(t, 10*time.Second, "b stands by", func() bool { return strings.Contains(b.logs.String(), "standing by") })
 	if heldGauge(b.reg, name) != 0 || heldGauge(a.reg, name) != 1 {
 		t.Fatalf("web3gate_lease_held: a %v, b %v; want 1 and 0", heldGauge(a.reg, name), heldGauge(b.reg, name))
 	}
@@ -132,9 +133,9 @@ func TestTableFailoverAfterHang(t *testing.T) {
 	before := leaseRow(t, db, name)
 
 	a.hang.Store(true)
-	waitFor(t, 30*time.Second, "a's job is cancelled", func() bool { return r.runningHolder() != "a" })
+	wait.Within(t, 30*time.Second, "a's job is cancelled", func() bool { return r.runningHolder() != "a" })
 	row := leaseRow(t, db, name) // a's last renewal: nobody may start before its expiry
-	waitFor(t, 30*time.Second, "b takes over", func() bool { return r.runningHolder() == "b" })
+	wait.Within(t, 30*time.Second, "b takes over", func() bool { return r.runningHolder() == "b" })
 	r.checkExclusive(t)
 	aStopped, bStarted := r.lastEvent("a", false), r.lastEvent("b", true)
 	if !bStarted.After(aStopped) {
@@ -172,10 +173,10 @@ func TestTableReleaseOnStop(t *testing.T) {
 	r := &runs{}
 	a := newTableHolder(t, dir, steadyConfig("a"))
 	stopA := hold(t, a.leases, name, r, "a")
-	waitFor(t, 10*time.Second, "a runs the job", func() bool { return r.runningHolder() == "a" })
+	wait.Within(t, 10*time.Second, "a runs the job", func() bool { return r.runningHolder() == "a" })
 	b := newTableHolder(t, dir, steadyConfig("b"))
 	hold(t, b.leases, name, r, "b")
-	waitFor(t, 10*time.Second, "b stands by", func() bool { return strings.Contains(b.logs.String(), "standing by") })
+	wait.Within(t, 10*time.Second, "b stands by", func() bool { return strings.Contains(b.logs.String(), "standing by") })
 	db := openStore(t, dir)
 	held := leaseRow(t, db, name)
 	stopA()
@@ -194,7 +195,7 @@ func TestTableReleaseOnStop(t *testing.T) {
 	default:
 		t.Fatalf("after a stopped the lease is %+v (it was %+v)", released, held)
 	}
-	took := waitFor(t, 30*time.Second, "b takes over", func() bool { return r.runningHolder() == "b" })
+	took := wait.Within(t, 30*time.Second, "b takes over", func() bool { return r.runningHolder() == "b" })
 	r.checkExclusive(t)
 	if !strings.Contains(a.logs.String(), `"msg":"lease released"`) {
 		t.Fatalf("a's logs lack the release:\n%s", a.logs.String())
@@ -217,14 +218,14 @@ func TestTableSameReplicaTakesOverAtOnce(t *testing.T) {
 	first, second := &runs{}, &runs{}
 	a := newTableHolder(t, dir, steadyConfig("r"))
 	hold(t, a.leases, name, first, "a")
-	waitFor(t, 10*time.Second, "the first process runs the job", func() bool { return first.runningHolder() == "a" })
+	wait.Within(t, 10*time.Second, "the first process runs the job", func() bool { return first.runningHolder() == "a" })
 	a.hang.Store(true) // dead: no renewal, no release
 	db := openStore(t, dir)
 	expires := leaseRow(t, db, name).ExpiresAt
 
 	b := newTableHolder(t, dir, steadyConfig("r"))
 	hold(t, b.leases, name, second, "b")
-	waitFor(t, 10*time.Second, "the restarted process runs the job", func() bool { return second.runningHolder() == "b" })
+	wait.Within(t, 10*time.Second, "the restarted process runs the job", func() bool { return second.runningHolder() == "b" })
 	if started := second.lastEvent("b", true); !started.Before(expires) {
 		t.Fatalf("the restarted process started the job at %s, after its predecessor's lease expired (%s)", started, expires)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 
+	"github.com/web3gate/web3gate/internal/wait"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
 
@@ -357,7 +358,7 @@ func TestWebSocketUpgradeRefused(t *testing.T) {
 	}
 	// A socket joins the gauge once its server side has taken it over, just after the client
 	// read the 101.
-	waitFor(t, "web3gate_websocket_connections 2", func() bool {
+	wait.For(t, "web3gate_websocket_connections 2", func() bool {
 		return testutil.ToFloat64(mustGauge(t, reg, "web3gate_websocket_connections")) == 2
 	})
 	// A plain GET on a JSON-RPC route keeps its answer: 405, POST allowed.
@@ -521,7 +522,7 @@ func TestWebSocketCloses(t *testing.T) {
 		if ce.Code != websocket.CloseMessageTooBig || ce.Text != "message exceeds server.websocket.maxMessageBytes (4096 bytes)" {
 			t.Fatalf("close %d %q", ce.Code, ce.Text)
 		}
-		waitFor(t, "message_too_large counted", func() bool {
+		wait.For(t, "message_too_large counted", func() bool {
 			return testutil.ToFloat64(mustVec(t, reg, "web3gate_websocket_dropped_total", "message_too_large")) == 1
 		})
 	})
@@ -602,7 +603,7 @@ func TestWebSocketSlowConsumer(t *testing.T) {
 	other := wsDial(t, addr, "/v1/web3/mainnet")
 	wsCall(t, other, `{"jsonrpc":"2.0","id":1,"method":"ticker","params":[10]}`)
 	// slow reads nothing until the server has given up on it.
-	waitFor(t, "slow consumer dropped", func() bool {
+	wait.For(t, "slow consumer dropped", func() bool {
 		wsRead(t, other)
 		return testutil.ToFloat64(mustVec(t, reg, "web3gate_websocket_dropped_total", "slow_consumer")) == 1
 	})
@@ -674,7 +675,7 @@ func TestWebSocketCountsAsConnection(t *testing.T) {
 		t.Fatalf("a second connection while the socket is open: %d %s", a.status, a.body)
 	}
 	c.Close()
-	waitFor(t, "the socket's connection counted out", func() bool {
+	wait.For(t, "the socket's connection counted out", func() bool {
 		again := dial(t, addr)
 		defer again.Close()
 		a := roundTrip(t, again, bufio.NewReader(again), post("/v1/web3/mainnet", `{"jsonrpc":"2.0","id":1,"method":"echo"}`))
@@ -696,23 +697,11 @@ func TestWebSocketPingTimeout(t *testing.T) {
 		}
 	}()
 	quiet := wsDial(t, addr, "/v1/web3/mainnet") // reads nothing, so answers no ping
-	waitFor(t, "the quiet peer closed", func() bool {
+	wait.For(t, "the quiet peer closed", func() bool {
 		return testutil.ToFloat64(mustVec(t, reg, "web3gate_websocket_dropped_total", "ping_timeout")) == 1
 	})
 	_ = quiet
 	if err := c.WriteMessage(websocket.TextMessage, []byte(`{"jsonrpc":"2.0","id":1,"method":"echo"}`)); err != nil {
 		t.Fatalf("the answering peer: %v", err)
-	}
-}
-
-// waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/web3gate/web3gate/devchain"
+	"github.com/web3gate/web3gate/internal/wait"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/txmgr/txreq"
@@ -137,7 +138,7 @@ func TestDevChainStartedOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return run.state(t, mined).State == store.StateMined })
+	wait.Within(t, 10*time.Second, "the first send mined", func() bool { return run.state(t, mined).State == store.StateMined })
 	rec, err := run.txs.reserve(ctx, run.pool, id, request(2), reservation{principal: "p", kind: store.KindSend, fields: []byte(`{}`), balance: big.NewInt(1e18)})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +188,7 @@ func TestDevChainStartedOver(t *testing.T) {
 		t.Fatal("the idempotency key answered the abandoned transaction")
 	}
 	// Mined as the confirmer sees it: its recovery ran before.
-	waitFor(t, func() bool { return run.state(t, next).State == store.StateMined })
+	wait.Within(t, 10*time.Second, "the send on the new chain mined", func() bool { return run.state(t, next).State == store.StateMined })
 	if n := run.state(t, next).Nonce; n != 0 {
 		t.Fatalf("the send on the new chain has nonce %d, want 0", n)
 	}
@@ -209,7 +210,7 @@ func TestDevChainStartedOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return run.state(t, after).State == store.StateMined })
+	wait.Within(t, 10*time.Second, "the send after the restart mined", func() bool { return run.state(t, after).State == store.StateMined })
 	if s, n := run.state(t, next).State, run.state(t, after).Nonce; s == store.StateAbandoned || n != 1 {
 		t.Fatalf("after a restart on the same chain: the earlier send is %s, the next has nonce %d (want 1)", s, n)
 	}
@@ -272,7 +273,7 @@ func TestGenesisCheckedWhenTheNodeComesBack(t *testing.T) {
 			time.Sleep(100 * time.Millisecond) // a few confirmer attempts with the node down
 			node.up.Store(true)
 			if confirmerFirst {
-				waitFor(t, func() bool {
+				wait.Within(t, 10*time.Second, "the old send abandoned", func() bool {
 					rec, err := txs.Transaction(ctx, "p", old)
 					return err == nil && rec.State == store.StateAbandoned
 				})

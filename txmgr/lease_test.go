@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/web3gate/web3gate/internal/wait"
 	"github.com/web3gate/web3gate/lease"
 	"github.com/web3gate/web3gate/store"
 )
@@ -52,10 +53,10 @@ func TestConfirmerRunsOnOneReplica(t *testing.T) {
 	}
 	a, leasesA, _ := replica("a")
 	stopA := run(a)
-	waitFor(t, func() bool { return holds(leasesA) })
+	wait.Within(t, 10*time.Second, "a holding the lease", func() bool { return holds(leasesA) })
 	b, leasesB, logsB := replica("b")
 	run(b)
-	waitFor(t, func() bool { return logsB.FilterMessageSnippet("standing by").Len() == 1 })
+	wait.Within(t, 10*time.Second, "b standing by", func() bool { return logsB.FilterMessageSnippet("standing by").Len() == 1 })
 
 	first, err := b.Send(ctx, "p", 7, f.request(1), "")
 	if err != nil {
@@ -71,7 +72,7 @@ func TestConfirmerRunsOnOneReplica(t *testing.T) {
 		second <- result{h, err}
 	}()
 	// The second send waits for the account's only slot; a's confirmer frees it.
-	waitFor(t, func() bool { return a.queue(headKey{7, f.from}).Load() == 0 && b.queue(headKey{7, f.from}).Load() == 1 })
+	wait.Within(t, 10*time.Second, "the second send queued on b", func() bool { return a.queue(headKey{7, f.from}).Load() == 0 && b.queue(headKey{7, f.from}).Load() == 1 })
 	f.chain.seal("x")
 	r := <-second
 	if r.err != nil {
@@ -85,9 +86,9 @@ func TestConfirmerRunsOnOneReplica(t *testing.T) {
 	}
 
 	stopA()
-	waitFor(t, func() bool { return holds(leasesB) })
+	wait.Within(t, 10*time.Second, "b holding the lease", func() bool { return holds(leasesB) })
 	f.chain.seal("y")
-	waitFor(t, func() bool {
+	wait.Within(t, 10*time.Second, "the send mined under b", func() bool {
 		rec, err := b.Transaction(ctx, "p", r.h)
 		return err == nil && rec.State == store.StateMined
 	})
@@ -144,7 +145,7 @@ func TestRecoveryOnASharedStoreLeavesRecentRows(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); txs.Run(runCtx) }()
 	defer func() { stop(); <-done }()
-	waitFor(t, func() bool { return state(old.ID) == store.StateBroadcast })
+	wait.Within(t, 10*time.Second, "the stale row rebroadcast", func() bool { return state(old.ID) == store.StateBroadcast })
 	if s := state(recent.ID); s != store.StateReserved {
 		t.Fatalf("the row updated a second ago is %s after the recovery, want reserved", s)
 	}

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/web3gate/web3gate/internal/testengine"
+	"github.com/web3gate/web3gate/internal/wait"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/txmgr/txreq"
@@ -359,7 +360,7 @@ func TestUnacceptedSendIsFinishedByTheConfirmer(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); f.txs.Run(runCtx) }()
 	defer func() { stop(); <-done }()
-	waitFor(t, func() bool {
+	wait.Within(t, 10*time.Second, "the send mined", func() bool {
 		f.chain.seal("b")
 		rec, err := f.txs.Transaction(ctx, "p", d.Hash)
 		return err == nil && rec.State == store.StateMined
@@ -390,12 +391,12 @@ func TestReorgMovesBackToBroadcast(t *testing.T) {
 		}
 		return rec
 	}
-	waitFor(t, func() bool { return state().State == store.StateMined })
+	wait.Within(t, 10*time.Second, "the send mined", func() bool { return state().State == store.StateMined })
 	first := state().BlockHash
 	f.chain.reorgLast(map[common.Hash]*types.Transaction{h: tx})
-	waitFor(t, func() bool { return state().State == store.StateBroadcast })
+	wait.Within(t, 10*time.Second, "the send back to broadcast after the reorg", func() bool { return state().State == store.StateBroadcast })
 	f.chain.seal("c")
-	waitFor(t, func() bool { s := state(); return s.State == store.StateMined && s.BlockHash != first })
+	wait.Within(t, 10*time.Second, "the send mined in another block", func() bool { s := state(); return s.State == store.StateMined && s.BlockHash != first })
 }
 
 // TestExpiredHandOutIsReused: a handed-out nonce not used within the TTL is released and
@@ -415,7 +416,7 @@ func TestExpiredHandOutIsReused(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); f.txs.Run(runCtx) }()
 	defer func() { stop(); <-done }()
-	waitFor(t, func() bool {
+	wait.Within(t, 10*time.Second, "the nonce released", func() bool {
 		rec, err := f.txs.Transaction(ctx, "p", first.Hash())
 		return err == nil && rec.State == store.StateReleased
 	})
@@ -429,16 +430,5 @@ func TestExpiredHandOutIsReused(t *testing.T) {
 	}
 	if first.Nonce() != 0 || second.Nonce() != 0 {
 		t.Fatalf("nonces %d then %d, want the released 0 reused", first.Nonce(), second.Nonce())
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/web3gate/web3gate/internal/wait"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
 
@@ -24,7 +25,7 @@ func batchingSet(t *testing.T, f *fakeNode, mutate func(*Config)) (testSet, *Poo
 	}
 	s := startSet(t, cfg, Deps{})
 	p := s.dev(t)
-	eventually(t, 2*time.Second, "the node verified", p.healthy)
+	wait.Within(t, 2*time.Second, "the node verified", p.healthy)
 	co := p.nodes[0].co
 	if co == nil {
 		t.Fatal("the http node has no coalescer")
@@ -50,7 +51,7 @@ func holdSlot(t *testing.T, p *Pool, co *coalescer) <-chan error {
 		}
 		done <- err
 	}()
-	eventually(t, 2*time.Second, "the slot taken", func() bool { n, _ := co.state(); return n == 1 })
+	wait.Within(t, 2*time.Second, "the slot taken", func() bool { n, _ := co.state(); return n == 1 })
 	return done
 }
 
@@ -74,7 +75,7 @@ func queueBehindHolder(t *testing.T, p *Pool, co *coalescer, n int) {
 			}
 		})
 	}
-	eventually(t, 2*time.Second, "the calls queued", func() bool { _, q := co.state(); return q == n })
+	wait.Within(t, 2*time.Second, "the calls queued", func() bool { _, q := co.state(); return q == n })
 	if err := <-holder; err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestBatchingQueuedCallLeavesOnCancel(t *testing.T) {
 		_, err := p.Forward(ctx, "echo_params", []byte(`["gone"]`))
 		done <- err
 	}()
-	eventually(t, 2*time.Second, "the call queued", func() bool { _, q := co.state(); return q == 1 })
+	wait.Within(t, 2*time.Second, "the call queued", func() bool { _, q := co.state(); return q == 1 })
 	start := time.Now()
 	cancel()
 	err := <-done
@@ -221,7 +222,7 @@ func TestBatchingQueuedCallLeavesOnCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The abandoned call is not sent: nobody waits for its answer.
-	eventually(t, 2*time.Second, "the slot free", func() bool { n, _ := co.state(); return n == 0 })
+	wait.Within(t, 2*time.Second, "the slot free", func() bool { n, _ := co.state(); return n == 0 })
 	if got := f.count("batch") + f.count("echo_params"); got != 1 {
 		t.Errorf("exchanges = %d, want 1 (the holder only)", got)
 	}
@@ -267,7 +268,7 @@ func TestBatchingLeaderGathersRunnableCalls(t *testing.T) {
 	for i := range n {
 		wg.Go(func() { errs[i] = forward(fmt.Sprintf(`["call-%d"]`, i)) })
 	}
-	eventually(t, 2*time.Second, "the calls queued behind the leader", func() bool { in, q := co.state(); return in == 1 && q == n })
+	wait.Within(t, 2*time.Second, "the calls queued behind the leader", func() bool { in, q := co.state(); return in == 1 && q == n })
 	close(resume)
 	wg.Wait()
 	for _, err := range errs {

@@ -412,18 +412,6 @@ func status(t *testing.T, p *Pool, name string) NodeStatus {
 	return NodeStatus{}
 }
 
-// eventually polls cond every 10ms until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // forwardN makes n reads and returns the results and the number of failures.
 func forwardN(t *testing.T, p *Pool, n int) (results []string, failed int) {
 	t.Helper()

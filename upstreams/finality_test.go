@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/web3gate/web3gate/e2e/anvil"
+	"github.com/web3gate/web3gate/internal/wait"
 )
 
 // anvilChain starts anvil (chain 31337) with blocks mined and a set polling it every 20ms
@@ -32,20 +33,12 @@ func mine(t *testing.T, n *anvil.Node, blocks int) {
 
 func hexQ(v uint64) string { return "0x" + strconv.FormatUint(v, 16) }
 
-// awaitFinality waits until the pool's finality satisfies cond.
+// awaitFinality waits until the pool's finality satisfies cond, and returns it.
 func awaitFinality(t *testing.T, p *Pool, what string, cond func(Finality) bool) Finality {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		f := p.Finality()
-		if cond(f) {
-			return f
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10s: %s; last %+v", what, f)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var f Finality
+	wait.Within(t, 10*time.Second, what, func() bool { f = p.Finality(); return cond(f) })
+	return f
 }
 
 // anvil answers the finalized tag with the block 64 below its head: auto and tag take it,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/web3gate/web3gate/e2e/anvil"
+	"github.com/web3gate/web3gate/internal/wait"
 )
 
 // BenchmarkHedgedTail measures the latency of reads (eth_getBalance) to a pool of two anvil
@@ -33,7 +34,7 @@ func BenchmarkHedgedTail(b *testing.B) {
 			cfg.Hedge.Enabled = hedge
 			s := startSet(b, cfg, Deps{})
 			p := s.anvilPool(b)
-			eventually(b, 5*time.Second, "both nodes in rotation", func() bool {
+			wait.Within(b, 5*time.Second, "both nodes in rotation", func() bool {
 				st := p.Nodes()
 				return st[0].Healthy && st[1].Healthy
 			})

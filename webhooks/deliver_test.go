@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/web3gate/web3gate/internal/wait"
 	"github.com/web3gate/web3gate/lease"
 	"github.com/web3gate/web3gate/store"
 )
@@ -28,7 +29,7 @@ func TestDeliversSignedEventsInOrder(t *testing.T) {
 	other := newTx(t, db, "bob", 8) // no endpoint: no event
 	advance(t, db, id, "broadcast", "mined", "confirmed")
 	advance(t, db, other, "broadcast")
-	waitFor(t, "3 deliveries", 10*time.Second, func() bool { return s.count(outcomeDelivered) == 3 })
+	wait.Within(t, 10*time.Second, "3 deliveries", func() bool { return s.count(outcomeDelivered) == 3 })
 
 	got := rcv.deliveries()
 	var types []string
@@ -74,7 +75,7 @@ func TestOrderWhileEarlierFails(t *testing.T) {
 	advance(t, db, first, "broadcast", "mined", "confirmed")
 	advance(t, db, second, "broadcast", "mined")
 	s := startService(t, db, testConfig(), Deps{})
-	waitFor(t, "5 deliveries", 10*time.Second, func() bool { return s.count(outcomeDelivered) == 5 })
+	wait.Within(t, 10*time.Second, "5 deliveries", func() bool { return s.count(outcomeDelivered) == 5 })
 
 	var firstTypes []string
 	secondDone := -1
@@ -122,7 +123,7 @@ func TestDeadAfterMaxAttempts(t *testing.T) {
 	s := startService(t, db, cfg, Deps{})
 	id := newTx(t, db, "alice", 1)
 	advance(t, db, id, "broadcast", "mined")
-	waitFor(t, "the mined event after the dead one", 10*time.Second, func() bool { return s.count(outcomeDelivered) == 1 })
+	wait.Within(t, 10*time.Second, "the mined event after the dead one", func() bool { return s.count(outcomeDelivered) == 1 })
 
 	got := rcv.deliveries()
 	if len(got) != 5 || got[4].Event.Type != "transaction.mined" {
@@ -164,7 +165,7 @@ func TestRefusesLoopbackUnlessAllowed(t *testing.T) {
 	cfg.AllowNetworks, cfg.MaxAttempts = nil, 2
 	s := startService(t, db, cfg, Deps{})
 	advance(t, db, newTx(t, db, "alice", 1), "broadcast")
-	waitFor(t, "the delivery dead", 10*time.Second, func() bool { return s.count(outcomeDead) == 1 })
+	wait.Within(t, 10*time.Second, "the delivery dead", func() bool { return s.count(outcomeDead) == 1 })
 	if n := len(rcv.deliveries()); n != 0 {
 		t.Errorf("the loopback receiver got %d requests", n)
 	}
@@ -177,7 +178,7 @@ func TestRefusesLoopbackUnlessAllowed(t *testing.T) {
 	cfg.AllowNetworks = []string{"127.0.0.0/8"}
 	s = startService(t, db, cfg, Deps{})
 	advance(t, db, newTx(t, db, "alice", 2), "broadcast")
-	waitFor(t, "the delivery", 10*time.Second, func() bool { return s.count(outcomeDelivered) == 1 })
+	wait.Within(t, 10*time.Second, "the delivery", func() bool { return s.count(outcomeDelivered) == 1 })
 }
 
 // TestRedirectNotFollowed: a 3xx is a failure; the redirect's target is never asked.
@@ -190,7 +191,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 	cfg.MaxAttempts = 1
 	s := startService(t, db, cfg, Deps{})
 	advance(t, db, newTx(t, db, "alice", 1), "broadcast")
-	waitFor(t, "the delivery dead", 10*time.Second, func() bool { return s.count(outcomeDead) == 1 })
+	wait.Within(t, 10*time.Second, "the delivery dead", func() bool { return s.count(outcomeDead) == 1 })
 	if n := len(target.deliveries()); n != 0 {
 		t.Errorf("the redirect target got %d requests", n)
 	}
@@ -223,7 +224,7 @@ func TestOneDelivererAtATime(t *testing.T) {
 			for i := range 10 {
 				advance(t, db, newTx(t, db, "alice", uint64(i)), "broadcast")
 			}
-			waitFor(t, "10 deliveries", 20*time.Second, func() bool { return a.count(outcomeDelivered)+b.count(outcomeDelivered) == 10 })
+			wait.Within(t, 20*time.Second, "10 deliveries", func() bool { return a.count(outcomeDelivered)+b.count(outcomeDelivered) == 10 })
 			holder, standby := a, b
 			if b.count(outcomeDelivered) > 0 {
 				holder, standby = b, a
@@ -236,7 +237,7 @@ func TestOneDelivererAtATime(t *testing.T) {
 			for i := range 5 {
 				advance(t, db, newTx(t, db, "alice", uint64(100+i)), "broadcast")
 			}
-			waitFor(t, "the standby's 5 deliveries", 20*time.Second, func() bool { return standby.count(outcomeDelivered) == 5 })
+			wait.Within(t, 20*time.Second, "the standby's 5 deliveries", func() bool { return standby.count(outcomeDelivered) == 5 })
 			if n := len(rcv.deliveries()); n != 15 {
 				t.Errorf("the receiver got %d deliveries, want 15", n)
 			}
@@ -264,14 +265,14 @@ func TestNothingRunsWithoutEndpoints(t *testing.T) {
 	rcv := newReceiver(t, testSecret, nil)
 	addWebhook(t, db, "wh_1", "alice", rcv.srv.URL, testSecret)
 	advance(t, db, newTx(t, db, "alice", 1), "broadcast")
-	waitFor(t, "the delivery", 10*time.Second, func() bool { return s.count(outcomeDelivered) == 1 })
+	wait.Within(t, 10*time.Second, "the delivery", func() bool { return s.count(outcomeDelivered) == 1 })
 	if held := l.HeldLeases(); len(held) != 1 || held[0].Name != LeaseName {
 		t.Errorf("leases held while delivering: %+v", held)
 	}
 	if err := db.Write(t.Context(), func(tx *store.DBTx) error { return tx.DeleteWebhook(t.Context(), "wh_1") }); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the lease released", 10*time.Second, func() bool { return len(l.HeldLeases()) == 0 })
+	wait.Within(t, 10*time.Second, "the lease released", func() bool { return len(l.HeldLeases()) == 0 })
 }
 
 // TestFailureReasons: each kind of failed attempt is recorded with a short fixed reason that
@@ -307,7 +308,7 @@ func TestFailureReasons(t *testing.T) {
 			cfg.MaxAttempts, cfg.Timeout = 1, 300*time.Millisecond
 			s := startService(t, db, cfg, Deps{})
 			advance(t, db, newTx(t, db, "alice", 1), "broadcast")
-			waitFor(t, "the delivery dead", 10*time.Second, func() bool { return s.count(outcomeDead) == 1 })
+			wait.Within(t, 10*time.Second, "the delivery dead", func() bool { return s.count(outcomeDead) == 1 })
 			d := deliveryLog(t, db, "wh_1")[0]
 			if d.LastError != tc.reason || d.LastStatus != tc.status {
 				t.Errorf("last error %q status %d, want %q %d", d.LastError, d.LastStatus, tc.reason, tc.status)

@@ -197,17 +197,6 @@ func advance(t *testing.T, db *store.DB, id int64, states ...string) {
 	}
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func deliveryLog(t *testing.T, db *store.DB, webhookID string) []store.WebhookDelivery {
 	t.Helper()
 	ctx := context.Background()

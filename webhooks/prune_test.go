@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/web3gate/web3gate/internal/wait"
 	"github.com/web3gate/web3gate/store"
 )
 
@@ -47,14 +48,14 @@ func testRetention(t *testing.T, driver string) {
 	s := startTuned(t, db, cfg, Deps{Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }},
 		func(s *Service) { s.pruneEvery = 20 * time.Millisecond })
 	pruned := func(table string) int { return int(testutil.ToFloat64(s.m.pruned.WithLabelValues(table))) }
-	waitFor(t, "3 delivered, 2 failures", 10*time.Second, func() bool { return s.count(outcomeDelivered) == 3 && s.count(outcomeFailed) >= 2 })
+	wait.Within(t, 10*time.Second, "3 delivered, 2 failures", func() bool { return s.count(outcomeDelivered) == 3 && s.count(outcomeFailed) >= 2 })
 	time.Sleep(100 * time.Millisecond) // rounds of retention ran: nothing is old enough
 	if pruned("deliveries") != 0 || pruned("events") != 0 {
 		t.Fatalf("pruned %d deliveries and %d events younger than retention", pruned("deliveries"), pruned("events"))
 	}
 
 	skew.Store(int64(2 * time.Hour))
-	waitFor(t, "the delivered request pruned", 10*time.Second, func() bool { return pruned("events") == 3 })
+	wait.Within(t, 10*time.Second, "the delivered request pruned", func() bool { return pruned("events") == 3 })
 	if n := pruned("deliveries"); n != 3 {
 		t.Errorf("pruned %d deliveries, want 3 (the delivered request's)", n)
 	}
@@ -74,7 +75,7 @@ func testRetention(t *testing.T, driver string) {
 	}
 
 	failing.Store(false)
-	waitFor(t, "the failing request delivered", 10*time.Second, func() bool { return s.count(outcomeDelivered) == 5 })
+	wait.Within(t, 10*time.Second, "the failing request delivered", func() bool { return s.count(outcomeDelivered) == 5 })
 	var order []string
 	for _, r := range rcv.deliveries() {
 		// (not Verified: the service's clock is hours ahead, so its timestamps are out of tolerance)
@@ -87,7 +88,7 @@ func testRetention(t *testing.T, driver string) {
 	}
 	// Delivered now, and older than retention by the service's clock a moment later.
 	skew.Store(int64(4 * time.Hour))
-	waitFor(t, "everything pruned", 10*time.Second, func() bool { return pruned("events") == 5 && pruned("deliveries") == 5 })
+	wait.Within(t, 10*time.Second, "everything pruned", func() bool { return pruned("events") == 5 && pruned("deliveries") == 5 })
 }
 
 // TestRetentionZeroKeeps: retention 0 keeps every row, however old.
@@ -103,7 +104,7 @@ func TestRetentionZeroKeeps(t *testing.T) {
 	var skew atomic.Int64
 	s := startTuned(t, db, cfg, Deps{Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }},
 		func(s *Service) { s.pruneEvery = 20 * time.Millisecond })
-	waitFor(t, "2 delivered", 10*time.Second, func() bool { return s.count(outcomeDelivered) == 2 })
+	wait.Within(t, 10*time.Second, "2 delivered", func() bool { return s.count(outcomeDelivered) == 2 })
 	skew.Store(int64(100 * 365 * 24 * time.Hour))
 	time.Sleep(200 * time.Millisecond)
 	if n := len(deliveryLog(t, db, "wh_1")); n != 2 || len(events(t, db, id)) != 2 {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/web3gate/web3gate/internal/leaktest"
 	"github.com/web3gate/web3gate/internal/testengine"
+	"github.com/web3gate/web3gate/internal/wait"
 )
 
 func TestMain(m *testing.M) { leaktest.MainIgnoring(m) }
@@ -65,18 +66,6 @@ func (e *env) counter(name string, labels ...string) float64 {
 }
 
 func (e *env) up() float64 { return testutil.ToFloat64(e.c.up) }
-
-// eventually polls cond every 20 ms for up to 20 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 20s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func TestNilClientIsRedisOff(t *testing.T) {
 	c, err := New(Config{}, Deps{Registry: prometheus.NewRegistry()})
@@ -204,7 +193,7 @@ func TestKilledRedisIsSkippedThenRecovered(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond) // several failed probes
 	srv.Restart()
-	eventually(t, "redis used again after the restart", c.Up)
+	wait.For(t, "redis used again after the restart", c.Up)
 	if e.up() != 1 {
 		t.Error("web3gate_redis_up not back to 1")
 	}
@@ -262,7 +251,7 @@ func TestStalledRedisCostsAtMostTheTimeout(t *testing.T) {
 		t.Fatal("a Redis that answers nothing was not marked down")
 	}
 	<-over
-	eventually(t, "redis used again after the sleep", c.Up)
+	wait.For(t, "redis used again after the sleep", c.Up)
 	if v, st := c.Get("t:k"); st != Hit || string(v) != "v" {
 		t.Fatalf("after the stall: %q %v", v, st)
 	}
@@ -282,7 +271,7 @@ func TestDownAtStartConnectsLater(t *testing.T) {
 		t.Error("the failed connection was not counted")
 	}
 	srv.Restart()
-	eventually(t, "connected once Redis answers", e.c.Up)
+	wait.For(t, "connected once Redis answers", e.c.Up)
 	if _, st := e.c.Get("t:k"); st != Miss {
 		t.Fatalf("get once connected: %v", st)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/web3gate/web3gate/contracts"
 	"github.com/web3gate/web3gate/internal/testengine"
+	"github.com/web3gate/web3gate/internal/wait"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
 )
@@ -247,7 +248,7 @@ func TestFilterExpiry(t *testing.T) {
 		t.Fatalf("uninstall of an expired filter = %s, want false", res)
 	}
 	// The sweeper deletes the expired row and the gauge counts the live one.
-	waitFor(t, "the sweeper deletes the expired filter", func() bool {
+	wait.For(t, "the sweeper deletes the expired filter", func() bool {
 		var rows int
 		if err := db.ReadOne(t.Context(), func(tx *store.DBTx) error {
 			return tx.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM filters`).Scan(&rows)
@@ -364,15 +365,4 @@ func TestFilterReplicas(t *testing.T) {
 	}
 	got = append(got, b.blockChanges(alice, id))
 	n.checkEveryBlockOnce(got, first)
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 30s: %s", what)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
 }
