@@ -15,6 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"go.uber.org/zap"
 
+	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/wallet"
 )
 
@@ -38,10 +39,18 @@ an empty or new keystore directory; import-keystore copies the key files of DIR 
 configured backend. Keys are copied as they are, encrypted with the keystore passphrase, each
 checked to decrypt with it first: the way between the keystore directory and the store.`
 
+// accountsFlags are the flags of the accounts commands.
+type accountsFlags struct {
+	cfgPath, owner, passFile, keyFile, dir string
+	keyStdin                               bool
+}
+
+// rawKey reports whether a raw private key is imported (not a key file).
+func (f *accountsFlags) rawKey() bool { return f.keyFile != "" || f.keyStdin }
+
 // accountsCmd manages the accounts the service holds: keys in the keystore, owners in the
 // store. The keystore passphrase comes from wallet.keys (env var or file), never a flag.
 func accountsCmd(ctx context.Context, env Env, args []string) error {
-	stdin, stdout, stderr := env.Stdin, env.Stdout, env.Stderr
 	if len(args) == 0 {
 		return usageError{errors.New(accountsUsage)}
 	}
@@ -49,43 +58,99 @@ func accountsCmd(ctx context.Context, env Env, args []string) error {
 	if err := refuseKeyInArgs(args[1:]); err != nil {
 		return usageError{fmt.Errorf("accounts %s: %w", sub, err)}
 	}
+	var f accountsFlags
 	fs := flag.NewFlagSet("web3gate accounts "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "config.yaml", "configuration file")
-	owner := fs.String("owner", "", "the principal the account belongs to")
-	passFile := fs.String("passphrase-file", "", "file holding the passphrase of the KEYFILE to import (else $"+ImportPassphraseEnv+")")
-	keyFile := fs.String("private-key-file", "", "file holding a raw hex private key to import (mode 0600 or 0400; - for standard input)")
-	keyStdin := fs.Bool("private-key-stdin", false, "read a raw hex private key to import from standard input")
-	dir := fs.String("dir", "", "the keystore directory to export into or import from")
+	fs.SetOutput(env.Stderr)
+	fs.StringVar(&f.cfgPath, "config", "config.yaml", "configuration file")
+	fs.StringVar(&f.owner, "owner", "", "the principal the account belongs to")
+	fs.StringVar(&f.passFile, "passphrase-file", "", "file holding the passphrase of the KEYFILE to import (else $"+ImportPassphraseEnv+")")
+	fs.StringVar(&f.keyFile, "private-key-file", "", "file holding a raw hex private key to import (mode 0600 or 0400; - for standard input)")
+	fs.BoolVar(&f.keyStdin, "private-key-stdin", false, "read a raw hex private key to import from standard input")
+	fs.StringVar(&f.dir, "dir", "", "the keystore directory to export into or import from")
 	positional, err := parseInterspersed(fs, args[1:])
 	if err != nil {
 		return usageErrorOf(err)
 	}
-	rawKey := *keyFile != "" || *keyStdin
+	if err := checkAccountsArgs(sub, &f, positional); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cfg, db, log, err := openStore(ctx, f.cfgPath, env.Stderr)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	switch sub {
+	case "list":
+		return listAccounts(ctx, db, f.owner, env.Stdout)
+	case "export-keystore", "import-keystore":
+		return copyKeystoreCmd(ctx, sub, cfg.Wallet.Keys, f.dir, wallet.Deps{Logger: log, Store: db}, env.Stdout)
+	}
+	// The key to import is read (and a key file decrypted with its own passphrase) before the
+	// keystore is unlocked: a wrong file or passphrase is told at once, and apart from a
+	// wrong keystore passphrase, which comes from unlocking it.
+	var priv *ecdsa.PrivateKey
+	switch {
+	case sub != "import":
+	case f.rawKey():
+		priv, err = readRawKey(f.keyFile, env.Stdin)
+	default:
+		priv, err = readKeyFile(positional[0], f.passFile)
+	}
+	if err != nil {
+		return err
+	}
+	keys, err := wallet.OpenKeys(cfg.Wallet.Keys, wallet.Deps{Logger: log, Store: db})
+	if err != nil {
+		return err
+	}
+	accounts := wallet.NewAccounts(keys, db)
+	var addr common.Address
+	if sub == "new" {
+		addr, err = accounts.Create(ctx, f.owner)
+	} else {
+		addr, err = accounts.ImportKey(ctx, f.owner, priv)
+	}
+	if errors.Is(err, wallet.ErrKeyExists) {
+		return fmt.Errorf("accounts %s: %w: %s is already held for %s", sub, err, addr.Hex(), f.owner)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Stdout, addr.Hex())
+	log.Debug("accounts command done", zap.String("command", sub))
+	return nil
+}
+
+// checkAccountsArgs refuses a command line whose flags and arguments do not fit the accounts
+// command sub.
+func checkAccountsArgs(sub string, f *accountsFlags, positional []string) error {
 	switch sub {
 	case "new", "import":
-		if strings.TrimSpace(*owner) == "" {
+		if strings.TrimSpace(f.owner) == "" {
 			return usageError{fmt.Errorf("accounts %s: --owner is required\n%s", sub, accountsUsage)}
 		}
 	case "list":
 	case "export-keystore", "import-keystore":
-		if *dir == "" {
+		if f.dir == "" {
 			return usageError{fmt.Errorf("accounts %s: --dir is required\n%s", sub, accountsUsage)}
 		}
 	default:
 		return usageError{fmt.Errorf("unknown accounts command %q\n%s", sub, accountsUsage)}
 	}
+	rawKey := f.rawKey()
 	switch {
 	case rawKey && sub != "import":
 		return usageError{fmt.Errorf("accounts %s: --private-key-file and --private-key-stdin are flags of accounts import\n%s", sub, accountsUsage)}
-	case *keyFile != "" && *keyStdin:
+	case f.keyFile != "" && f.keyStdin:
 		return usageError{fmt.Errorf("accounts import: give --private-key-file or --private-key-stdin, not both\n%s", accountsUsage)}
 	case rawKey && len(positional) > 0:
 		return usageError{fmt.Errorf("accounts import: give either a KEYFILE or a raw private key (--private-key-file, --private-key-stdin), not both\n%s", accountsUsage)}
-	case rawKey && *passFile != "":
+	case rawKey && f.passFile != "":
 		return usageError{fmt.Errorf("accounts import: --passphrase-file is the passphrase of a KEYFILE; a raw private key has none\n%s", accountsUsage)}
 	}
-	if *dir != "" && sub != "export-keystore" && sub != "import-keystore" {
+	if f.dir != "" && sub != "export-keystore" && sub != "import-keystore" {
 		return usageError{fmt.Errorf("accounts %s: --dir is a flag of accounts export-keystore and import-keystore\n%s", sub, accountsUsage)}
 	}
 	want := map[string]int{"import": 1}[sub]
@@ -95,69 +160,24 @@ func accountsCmd(ctx context.Context, env Env, args []string) error {
 	if len(positional) != want {
 		return usageError{fmt.Errorf("accounts %s: wrong number of arguments\n%s", sub, accountsUsage)}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	cfg, db, log, err := openStore(ctx, *cfgPath, stderr)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-
-	if sub == "list" {
-		accs, err := db.AllAccounts(ctx)
-		if *owner != "" {
-			accs, err = db.AccountsOf(ctx, *owner)
-		}
-		if err != nil {
-			return err
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ADDRESS\tOWNER\tSOURCE\tCREATED")
-		for _, a := range accs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Address.Hex(), a.Owner, a.Source, a.CreatedAt.Format(time.RFC3339))
-		}
-		return tw.Flush()
-	}
-
-	if sub == "export-keystore" || sub == "import-keystore" {
-		return copyKeystoreCmd(ctx, sub, cfg.Wallet.Keys, *dir, wallet.Deps{Logger: log, Store: db}, stdout)
-	}
-
-	// The key to import is read (and a key file decrypted with its own passphrase) before the
-	// keystore is unlocked: a wrong file or passphrase is told at once, and apart from a
-	// wrong keystore passphrase, which comes from unlocking it.
-	var priv *ecdsa.PrivateKey
-	switch {
-	case sub != "import":
-	case rawKey:
-		priv, err = readRawKey(*keyFile, stdin)
-	default:
-		priv, err = readKeyFile(positional[0], *passFile)
-	}
-	if err != nil {
-		return err
-	}
-
-	keys, err := wallet.OpenKeys(cfg.Wallet.Keys, wallet.Deps{Logger: log, Store: db})
-	if err != nil {
-		return err
-	}
-	accounts := wallet.NewAccounts(keys, db)
-	var addr common.Address
-	if sub == "new" {
-		addr, err = accounts.Create(ctx, *owner)
-	} else {
-		addr, err = accounts.ImportKey(ctx, *owner, priv)
-	}
-	if errors.Is(err, wallet.ErrKeyExists) {
-		return fmt.Errorf("accounts %s: %w: %s is already held for %s", sub, err, addr.Hex(), *owner)
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, addr.Hex())
-	log.Debug("accounts command done", zap.String("command", sub))
 	return nil
+}
+
+// listAccounts prints the accounts of owner (all of them when empty).
+func listAccounts(ctx context.Context, db *store.DB, owner string, stdout io.Writer) error {
+	accs, err := db.AllAccounts(ctx)
+	if owner != "" {
+		accs, err = db.AccountsOf(ctx, owner)
+	}
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ADDRESS\tOWNER\tSOURCE\tCREATED")
+	for _, a := range accs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Address.Hex(), a.Owner, a.Source, a.CreatedAt.Format(time.RFC3339))
+	}
+	return tw.Flush()
 }
 
 // copyKeystoreCmd copies the keys of the configured backend into dir (export-keystore) or
