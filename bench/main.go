@@ -11,18 +11,18 @@
 //	(h) web3gate (b)'s process answering GET /v1/tokens/60/1337/{contract}/1 from its cache
 //	    (an on-chain ERC721 deployed through it before the load)
 //
-// and custodial signing (issue 3; signing.go), each round on a fresh web3gate with its own store:
+// and custodial signing (signing.go), each round on a fresh web3gate with its own store:
 //
 //	(f) eth_signTransaction: signatures per second from one dev account
 //	(g) eth_sendTransaction: sends per second from one dev account, sustained over
 //	    -send-duration, every send mined with no nonce gap
 //
-// and the product catalog (issue 5; products.go):
+// and the product catalog (products.go):
 //
 //	(p) GET /v1/products over 100,000 imported products: each kind of list, and a mix of
 //	    them, at concurrency 1
 //
-// and the NFT owners index (issue 5; owners.go):
+// and the NFT owners index (owners.go):
 //
 //	(i) ingest: a fresh web3gate indexing 1,000,000 NFT transfers from an anvil node, logs/s
 //	(o) GET /v1/owners over that index: each kind of query, and a mix, at concurrency 1

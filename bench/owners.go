@@ -1,6 +1,6 @@
 package main
 
-// The NFT owners measurements (issue 5):
+// The NFT owners measurements:
 //
 //	(i) ingest: a fresh web3gate (fresh store) indexing an anvil chain that holds 1,000,000
 //	    NFT transfers: 720,000 ERC721 mints and 180,000 ERC721 transfers over three contracts,

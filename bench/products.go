@@ -1,6 +1,6 @@
 package main
 
-// The product catalog measurement (issue 5):
+// The product catalog measurement:
 //
 //	(p) GET /v1/products over a catalog of 100,000 products: the latency of each kind of
 //	    list (no filter, a creator, a sale type, sold, deep offsets, a full page, filters

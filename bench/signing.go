@@ -1,6 +1,6 @@
 package main
 
-// The measurements of custodial signing (issue 3):
+// The measurements of custodial signing:
 //
 //	(f) eth_signTransaction: signatures per second, each call taking (and holding) its own
 //	    nonce of one dev account. Target ≥ 5,000/s on the machine.
@@ -36,7 +36,7 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 )
 
-// The targets of issue 3, for the whole machine.
+// The signing targets: rates of the whole machine.
 const (
 	targetSignRate = 5000.0 // eth_signTransaction per second
 	targetSendRate = 1000.0 // eth_sendTransaction per second from one account, sustained

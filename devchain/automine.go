@@ -23,7 +23,7 @@ const maxIdleCommits = 64
 
 // automine mines a block whenever transactions reach the pool, and again until the pool
 // has no executable transactions left: the loop go-ethereum's dev mode runs (the "dev"
-// API of catalyst.RegisterSimulatedBeaconAPIs with period 0), with two differences.
+// API of catalyst.RegisterSimulatedBeaconAPIs with period 0), with three differences.
 //
 //   - It subscribes to the pool when built, before the node starts. go-ethereum subscribes
 //     in a goroutine it starts unsynchronised; when the node is closed before that goroutine
@@ -37,8 +37,9 @@ const maxIdleCommits = 64
 //     interval (Config.BurstBlockInterval) after the start of that one, not at once: each
 //     block costs the node about the same whatever it holds (building it, executing it
 //     again as the beacon's payload, the pools' reset, every client reading the new head),
-//     and under a stream of sends the blocks sealed back to back held about 5 transactions
-//     each. A transaction reaching an idle chain is still mined at once.
+//     and under a stream of sends, blocks sealed back to back hold only a few transactions
+//     each (docs/performance.md, "Notes from the code", devchain). A transaction reaching an
+//     idle chain is still mined at once.
 type automine struct {
 	beacon   *catalyst.SimulatedBeacon
 	pool     *txpool.TxPool

@@ -22,9 +22,9 @@ const (
 )
 
 // DefaultBurstBlockInterval is burstBlockInterval's default, set by the config loader before
-// the file is applied (a zero there is an explicit 0). 30 ms: blocks of about 12-25
-// transactions under a stream of 500-900 sends a second, where blocks sealed back to back
-// held about 5, and about 180 µs less CPU per send in the process running the chain.
+// the file is applied (a zero there is an explicit 0). 30 ms: under a stream of sends, blocks
+// of a dozen or more transactions instead of a few, for less CPU per send in the process
+// running the chain (docs/performance.md, "Notes from the code", devchain).
 const DefaultBurstBlockInterval = 30 * time.Millisecond
 
 // Config is the `devchain:` section of config.yaml.

@@ -100,16 +100,16 @@ var plainBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-// The attack that took the process from 152 MB to 2.5 GB: 300 connections send the head of
-// a request declaring a 5 MiB body and nothing more, 200 more the same head and a few bytes
-// of the body, and all stall. Bodies are read as they arrive, so the attack costs little
-// memory; another client is served all along; and the memory is back once the attackers are
-// gone. The shipped config (its 1024 connections from one address take the test's 500).
+// The attack of stalled bodies: 300 connections send the head of a request declaring a 5 MiB
+// body and nothing more, 200 more the same head and a few bytes of the body, and all stall.
+// Bodies are read as they arrive, so the attack costs little memory (under 100 MB); another
+// client is served all along; and the memory is back once the attackers are gone. The
+// shipped config (its 1024 connections from one address take the test's 500).
 //
 // The binary is built without the race detector, as it is deployed: what of a buffer
 // allocated and not written to is resident depends on the allocator, and the race
-// detector's changes it (before bodies were read as they arrive, this attack grew the race
-// build by nothing and the plain build by 174 MB).
+// detector's changes it enough to hide what this test looks for (docs/performance.md,
+// "Notes from the code", e2e).
 func TestHardeningStalledBodies(t *testing.T) {
 	bin, err := plainBinary()
 	if err != nil {

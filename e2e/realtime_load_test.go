@@ -400,9 +400,9 @@ server:
 // 1008, when the close frame can still reach it: behind a full socket it cannot), counted in
 // web3gate_websocket_dropped_total, and the others are given every block and every log.
 // web3gate's resident memory grows by less than 32 MiB from the slow socket's start to two
-// blocks after its drop (the race-enabled binary; measured: about 5 MiB, and flat without a
-// slow socket; one full queue is 64 messages of about 7 KB, and what the socket could not
-// take stays in the kernel's socket buffers, 2 to 3 MB here).
+// blocks after its drop (the race-enabled binary; one full queue is 64 messages of about
+// 7 KB, and what the socket could not take stays in the kernel's socket buffers, 2 to 3 MB
+// here; the growth measured: docs/performance.md, "Notes from the code", e2e).
 func TestRealtimeSlowConsumer(t *testing.T) {
 	const (
 		logsPerBlock = 40

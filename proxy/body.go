@@ -13,10 +13,10 @@ import (
 // Request bodies are read as they arrive. fasthttp streams them (StreamRequestBody): before
 // it calls the handler it reads at most streamedBodyOver bytes of a body, into a buffer of that
 // size at most, whatever length the body declares. A body within that size is then in memory
-// whole, as before; the handler reads the rest of a longer one (readStreamed) into a buffer
-// that grows with the bytes received, each growth taken from the body budget first
-// (server.maxBodyBytesInFlight), and never pooled. A client that declares 5 MiB and sends a
-// few bytes holds 8 KiB, not 5 MiB.
+// whole, as an unstreamed body would be; the handler reads the rest of a longer one
+// (readStreamed) into a buffer that grows with the bytes received, each growth taken from the
+// body budget first (server.maxBodyBytesInFlight), and never pooled. A client that declares
+// 5 MiB and sends a few bytes holds 8 KiB, not 5 MiB.
 
 // streamedBodyOver is the most of a body that fasthttp reads before it calls the handler (its
 // pre-read of a streamed body).

@@ -78,9 +78,9 @@ type Exchange struct {
 	msg    jsonrpc.Message // the parsed body
 
 	// inline holds the copy of a small body and the strings above (newExchange): an
-	// eth_getBalance or a short eth_call with its headers fits. Its size brings the exchange
-	// to 696 bytes on 64-bit platforms, 704 with the allocator's 8-byte header of an object
-	// with pointers over 512 bytes: a size class, so nothing is wasted (TestExchangeSize).
+	// eth_getBalance or a short eth_call with its headers fits. Its length makes the exchange
+	// fill a size class of the allocator, so nothing is wasted (TestExchangeSize; see
+	// docs/performance.md, "Notes from the code", proxy).
 	inline [192]byte
 }
 

@@ -22,13 +22,12 @@ import (
 // timer per request. One watchdog goroutine scans the connections every deadlineTick and,
 // for a deadline that has passed, sets the real deadline in the past, so that the blocked
 // read or write fails as it would have: a timeout (net.Error with Timeout true), which
-// fasthttp answers as before (a 408 for a request read too slowly, a quiet close for an
-// idle connection). A deadline is recorded one tick long, so that the coarse clock (up to a
-// tick behind) never makes it early, and is enforced up to a tick after it: each timeout
-// holds between its length and its length plus two ticks (200 ms); the timeouts are seconds
-// long. Recording the deadlines instead of setting them saved about 0.4 µs of user CPU of a
-// request that web3gate answers itself in 11 µs; leaving out fasthttp's three clock readings
-// saved 0.27 µs more (3.54 to 3.27 µs of user CPU per request; bench rig, see README).
+// fasthttp answers as it answers its own timeouts (a 408 for a request read too slowly, a
+// quiet close for an idle connection). A deadline is recorded one tick long, so that the
+// coarse clock (up to a tick behind) never makes it early, and is enforced up to a tick after
+// it: each timeout holds between its length and its length plus two ticks (200 ms); the
+// timeouts are seconds long. What this saves per request: docs/performance.md, "Notes from
+// the code", proxy.
 //
 // A request's head (and what fasthttp reads of its body before calling the handler, up to
 // streamedBodyOver bytes) has the header timeout, shorter than the read timeout; a handler

@@ -190,8 +190,8 @@ func TestClientIDFromURL(t *testing.T) {
 	}
 }
 
-// The exchange fills a size class of the allocator (see Exchange.inline): 632 bytes and the
-// allocator's 8-byte header are 640.
+// The exchange fills a size class of the allocator (see Exchange.inline and
+// docs/performance.md, "Notes from the code", proxy).
 func TestExchangeSize(t *testing.T) {
 	if n := unsafe.Sizeof(Exchange{}); n != 696 {
 		t.Fatalf("Exchange is %d bytes: resize inline so that it is 696", n)

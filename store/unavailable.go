@@ -29,7 +29,7 @@ import (
 // treat it as they treat a crash (the confirmer finishes a nonce reservation that did commit).
 //
 // SQLite's errors are not classified: one file on a local disk is not "unavailable", and its
-// failures stay internal errors as before.
+// failures stay internal errors.
 
 // ErrUnavailable matches (errors.Is) the error of a store call the database could not serve.
 var ErrUnavailable = errors.New("store unavailable")

@@ -7,10 +7,9 @@
 // returns EAGAIN and waits in the network poller. Entering the system-call state has a cost
 // beyond its own: when every P of the process was idle, the monitor thread (sysmon) sleeps,
 // and the first system call after the idle spell wakes it. A server that answers one request
-// at a time goes idle between every two of them, so each request woke sysmon, which then
-// took the CPU from the request, every 20 µs until the process went idle again. On the bench
-// machine that was about 18 µs of CPU and 27 µs of latency per forwarded request at
-// concurrency 1 (see README, Performance).
+// at a time goes idle between every two of them, so each request would wake sysmon, which
+// then takes the CPU from the request every 20 µs until the process is idle again (what that
+// costs: docs/performance.md, "Notes from the code", internal/rawconn).
 //
 // Conn runs the same read(2) and write(2) as raw system calls inside the connection's
 // syscall.RawConn, so the deadlines, the poller's waiting and Close work as for any
@@ -26,8 +25,8 @@ import (
 	"syscall"
 )
 
-// maxChunk is the most one read(2) or write(2) copies. On the bench machine, 8 MiB written
-// over loopback in writes of maxChunk took 28–34 µs per write, the reader's share included.
+// maxChunk is the most one read(2) or write(2) copies: small enough that a raw call takes
+// tens of microseconds at most (docs/performance.md, "Notes from the code", internal/rawconn).
 const maxChunk = 64 << 10
 
 // Conn is a TCP connection whose Read and Write are raw system calls on its socket. It is

@@ -70,9 +70,9 @@ type Deps struct {
 type holder struct{ c rueidis.Client }
 
 // opDeadline is a context that operations started within timeout/8 of each other share,
-// so that an operation pays for no context and timer of its own (a context with a timeout
-// was 5 % of web3gate's CPU per Redis hit). Each operation gets from 7/8 of the timeout to
-// the whole of it. Its timer releases it at the deadline.
+// so that an operation pays for no context and timer of its own (a visible share of a Redis
+// hit's CPU: docs/performance.md, "Notes from the code", internal/redisx). Each operation
+// gets from 7/8 of the timeout to the whole of it. Its timer releases it at the deadline.
 type opDeadline struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -187,8 +187,8 @@ func (c *Client) options() rueidis.ClientOption {
 		PipelineMultiplex: log2(c.cfg.connections()),
 		BlockingPoolSize:  c.cfg.connections(),
 		Dialer:            net.Dialer{Timeout: c.cfg.DialTimeout, KeepAlive: 15 * time.Second},
-		// Reads and writes as raw system calls, as the upstream connections make them: a
-		// Redis hit cost ~1.5 µs less CPU (BenchmarkHandleRedisHit, interleaved runs).
+		// Reads and writes as raw system calls, as the upstream connections make them: less
+		// CPU per Redis hit (docs/performance.md, "Notes from the code", internal/redisx).
 		DialCtxFn: dialRaw,
 		// A connection that answers nothing for this long is closed and dialled anew.
 		ConnWriteTimeout: max(time.Second, c.cfg.DialTimeout),

@@ -61,8 +61,8 @@ const DefaultMaxFlushDelay = 100 * time.Microsecond
 
 // connections is the number of connections to open: PoolSize, or for 0 one per 4 CPUs (the
 // largest power of two at most GOMAXPROCS/4), from 1 to 8. Fewer connections carry larger
-// pipelined batches: on 2 CPUs one connection halved the system calls per operation of two
-// (Redis counted 6.4 commands per read against 3.1) for the same CPU in web3gate.
+// pipelined batches, so fewer system calls per operation in web3gate and in Redis
+// (docs/performance.md, "Notes from the code", internal/redisx).
 func (c *Config) connections() int {
 	if c.PoolSize > 0 {
 		return c.PoolSize

@@ -31,7 +31,7 @@ type OAuthConfig struct {
 	OIDC []OIDCConfig `yaml:"oidc"`
 
 	// MaxConcurrentHashes bounds the argon2id verifications of client secrets running at once
-	// (each holds 19 MiB for ~21 ms); 0 is 2 × GOMAXPROCS.
+	// (each holds 19 MiB for tens of milliseconds); 0 is 2 × GOMAXPROCS.
 	MaxConcurrentHashes int `yaml:"maxConcurrentHashes"`
 	// MaxQueuedHashes bounds the token requests waiting for a verification slot (default
 	// 64); one more is refused at once with 503 and Retry-After.

@@ -17,9 +17,9 @@ import (
 const ClientIDPrefix = "w3g_"
 
 // The argon2id parameters of new hashes: OWASP's first recommendation (19 MiB, 2 passes, one
-// lane). One hash takes about 21 ms on the 2-core reference machine (BenchmarkHashSecret) and
-// 19 MiB while it runs; the token endpoint bounds how many run at once. Hashes made with other
-// parameters keep verifying: the parameters travel in the encoded string.
+// lane). A hash holds its 19 MiB for tens of milliseconds (docs/performance.md, "Notes from
+// the code", middleware/auth), so the token endpoint bounds how many run at once. Hashes made
+// with other parameters keep verifying: the parameters travel in the encoded string.
 const (
 	argonTime    = 2
 	argonMemory  = 19 * 1024 // KiB
