@@ -8,6 +8,8 @@ import (
 	"github.com/web3gate/web3gate/internal/defaults"
 	"github.com/web3gate/web3gate/txmgr"
 	"github.com/web3gate/web3gate/wallet"
+	"github.com/web3gate/web3gate/wallet/awskms"
+	"github.com/web3gate/web3gate/wallet/pkcs11"
 )
 
 // WalletConfig is the `wallet:` section. Its parts belong to two packages: key custody
@@ -20,12 +22,20 @@ type WalletConfig struct {
 	DevPrincipal string `yaml:"devPrincipal"`
 	// Transactions configures the nonce manager, the confirmer and the signing rules.
 	Transactions txmgr.Config `yaml:"transactions"`
+	// PKCS11 is the PKCS#11 token (an HSM) holding the keys of the accounts whose backend is
+	// pkcs11; off while its module is empty.
+	PKCS11 pkcs11.Config `yaml:"pkcs11"`
+	// AWSKMS is AWS KMS, holding the keys of the accounts whose backend is awskms; off unless
+	// enabled.
+	AWSKMS awskms.Config `yaml:"awskms"`
 }
 
 // SetDefaults fills unset fields with their defaults.
 func (c *WalletConfig) SetDefaults() {
 	c.Keys.SetDefaults()
 	c.Transactions.SetDefaults()
+	c.PKCS11.SetDefaults()
+	c.AWSKMS.SetDefaults()
 	defaults.Set(&c.DevPrincipal, "dev")
 }
 
@@ -34,6 +44,8 @@ func (c *WalletConfig) Validate() error {
 	var errs []error
 	errs = append(errs, underKey("keys", c.Keys.Validate())...)
 	errs = append(errs, underKey("transactions", c.Transactions.Validate())...)
+	errs = append(errs, underKey("pkcs11", c.PKCS11.Validate())...)
+	errs = append(errs, underKey("awskms", c.AWSKMS.Validate())...)
 	if strings.TrimSpace(c.DevPrincipal) == "" {
 		errs = append(errs, errors.New("devPrincipal: must not be empty"))
 	}

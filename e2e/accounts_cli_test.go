@@ -77,7 +77,7 @@ func TestAccountsCLI(t *testing.T) {
 		{"wrong keystore passphrase", []string{"WEB3GATE_KEYSTORE_PASSPHRASE=wrong"}, []string{"accounts", "new", "--owner", "carol"}, 1, "UTC--"},
 		{"wrong keystore passphrase, named", []string{"WEB3GATE_KEYSTORE_PASSPHRASE=wrong"}, []string{"accounts", "new", "--owner", "carol"}, 1, "wrong keystore passphrase (from env WEB3GATE_KEYSTORE_PASSPHRASE)"},
 		{"no owner", withPass, []string{"accounts", "new"}, 2, "--owner is required"},
-		{"unknown subcommand", withPass, []string{"accounts", "delete"}, 2, `unknown accounts command "delete"`},
+		{"unknown subcommand", withPass, []string{"accounts", "delete"}, 2, "unexpected argument delete"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, code := run(tc.env, tc.args...)

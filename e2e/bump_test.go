@@ -20,6 +20,7 @@ import (
 
 	"github.com/web3gate/web3gate/e2e/anvil"
 	"github.com/web3gate/web3gate/internal/testengine"
+	"github.com/web3gate/web3gate/internal/wait"
 )
 
 // Fee bumping, speed-up and cancel against a real anvil that mines only when told
@@ -280,6 +281,9 @@ func TestFeeBumpCapStuckThenCancel(t *testing.T) {
 	if lines := metric(t, g, `web3gate_tx_stuck_total{chain="31337"}`); len(lines) != 1 || !strings.HasSuffix(lines[0], " 1") {
 		t.Errorf("stuck metric: %q", lines)
 	}
+	// The confirmer's count of the chain's unsettled requests sees it stuck.
+	stuckOpen := func() float64 { return metricValues(t, g, "web3gate_tx_open")[`{chain="31337",state="stuck"}`] }
+	wait.Within(t, 10*time.Second, "web3gate_tx_open{state=stuck} 1", func() bool { return stuckOpen() == 1 })
 	tip := s.Versions[0].MaxPriorityFeePerGas.ToInt()
 	fees := func(feeCap, tip *big.Int) string {
 		return fmt.Sprintf(`{"maxFeePerGas":%q,"maxPriorityFeePerGas":%q}`, hexutil.EncodeBig(feeCap), hexutil.EncodeBig(tip))
@@ -352,6 +356,7 @@ func TestFeeBumpCapStuckThenCancel(t *testing.T) {
 	if lines := metric(t, g, `web3gate_tx_cancelled_total{chain="31337"}`); len(lines) != 1 || !strings.HasSuffix(lines[0], " 1") {
 		t.Errorf("cancelled metric: %q", lines)
 	}
+	wait.Within(t, 10*time.Second, "web3gate_tx_open{state=stuck} 0", func() bool { return stuckOpen() == 0 })
 }
 
 // TestSpeedupOnAnvil: a speed-up with no body bumps by the rules at once, one with explicit

@@ -58,7 +58,19 @@ func TestSignaturesRecoverToTheSigner(t *testing.T) {
 			t.Errorf("%s recovers to %s", name, got.Hex())
 		}
 	}
-	td := apitypes.TypedData{
+	td := greeting()
+	hash, _, err := apitypes.TypedDataAndHash(td)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := recoverAddr(hash, call("eth_signTypedData_v4", dev.Hex(), td)); got != dev {
+		t.Errorf("eth_signTypedData_v4 recovers to %s", got.Hex())
+	}
+}
+
+// greeting is an EIP-712 document for eth_signTypedData_v4 on the dev chain (chain id 1337).
+func greeting() apitypes.TypedData {
+	return apitypes.TypedData{
 		Types: apitypes.Types{
 			"EIP712Domain": {{Name: "name", Type: "string"}, {Name: "chainId", Type: "uint256"}},
 			"Greeting":     {{Name: "text", Type: "string"}},
@@ -66,12 +78,5 @@ func TestSignaturesRecoverToTheSigner(t *testing.T) {
 		PrimaryType: "Greeting",
 		Domain:      apitypes.TypedDataDomain{Name: "web3gate", ChainId: (*math.HexOrDecimal256)(big.NewInt(1337))},
 		Message:     apitypes.TypedDataMessage{"text": "hello"},
-	}
-	hash, _, err := apitypes.TypedDataAndHash(td)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := recoverAddr(hash, call("eth_signTypedData_v4", dev.Hex(), td)); got != dev {
-		t.Errorf("eth_signTypedData_v4 recovers to %s", got.Hex())
 	}
 }

@@ -15,13 +15,18 @@ import (
 const (
 	SourceKeystore = "keystore" // a key in the encrypted keystore
 	SourceDev      = "dev"      // a pre-funded account of the embedded dev chain
+	SourcePKCS11   = "pkcs11"   // a key on a PKCS#11 token (an HSM), KeyRef its CKA_ID
+	SourceAWSKMS   = "awskms"   // a key in AWS KMS, KeyRef its key id
 )
 
 // Account is an EVM account the service holds, owned by one principal.
 type Account struct {
-	Address   common.Address
-	Owner     string // the principal
-	Source    string // SourceKeystore or SourceDev
+	Address common.Address
+	Owner   string // the principal
+	Source  string // where the key lives: SourceKeystore, SourceDev, SourcePKCS11, SourceAWSKMS
+	// KeyRef finds the key inside a hardware backend (SourcePKCS11, SourceAWSKMS); empty
+	// for the others.
+	KeyRef    string
 	CreatedAt time.Time
 }
 
@@ -34,8 +39,15 @@ func (db *DB) AddAccount(ctx context.Context, a Account) error {
 		return errors.New("add account: address is the zero address")
 	case a.Owner == "":
 		return errors.New("add account: owner is empty")
-	case a.Source != SourceKeystore && a.Source != SourceDev:
+	case a.Source != SourceKeystore && a.Source != SourceDev && a.Source != SourcePKCS11 && a.Source != SourceAWSKMS:
 		return fmt.Errorf("add account: unknown source %q", a.Source)
+	case (a.Source == SourcePKCS11 || a.Source == SourceAWSKMS) != (a.KeyRef != ""):
+		return fmt.Errorf("add account: a %s account needs a key reference exactly when its key is in hardware", a.Source)
+	}
+	if a.KeyRef != "" {
+		if err := CheckText("add account: key reference", a.KeyRef); err != nil {
+			return err
+		}
 	}
 	if err := CheckText("add account: owner", a.Owner); err != nil {
 		return err
@@ -45,7 +57,7 @@ func (db *DB) AddAccount(ctx context.Context, a Account) error {
 	}
 	err := db.Write(ctx, func(dbtx *DBTx) error {
 		_, err := dbtx.ExecContext(ctx, qAddAccount,
-			addressKey(a.Address), a.Owner, a.Source, formatTime(a.CreatedAt))
+			addressKey(a.Address), a.Owner, a.Source, a.KeyRef, formatTime(a.CreatedAt))
 		return err
 	})
 	if err != nil {
@@ -75,7 +87,7 @@ func (db *DB) AccountsOf(ctx context.Context, owner string) ([]Account, error) {
 		return nil, nil // no stored owner is such text
 	}
 	accts, err := db.queryAccounts(ctx,
-		`SELECT address, owner, source, created_at FROM accounts WHERE owner = ? ORDER BY created_at, address`, owner)
+		`SELECT address, owner, source, key_ref, created_at FROM accounts WHERE owner = ? ORDER BY created_at, address`, owner)
 	if err != nil {
 		return nil, fmt.Errorf("accounts of %q: %w", owner, err)
 	}
@@ -85,7 +97,7 @@ func (db *DB) AccountsOf(ctx context.Context, owner string) ([]Account, error) {
 // AllAccounts are all accounts, oldest first (ties by address).
 func (db *DB) AllAccounts(ctx context.Context) ([]Account, error) {
 	accts, err := db.queryAccounts(ctx,
-		`SELECT address, owner, source, created_at FROM accounts ORDER BY created_at, address`)
+		`SELECT address, owner, source, key_ref, created_at FROM accounts ORDER BY created_at, address`)
 	if err != nil {
 		return nil, fmt.Errorf("all accounts: %w", err)
 	}
@@ -117,7 +129,7 @@ type scanner interface{ Scan(dest ...any) error }
 func scanAccount(s scanner) (Account, error) {
 	var addr, created string
 	var a Account
-	if err := s.Scan(&addr, &a.Owner, &a.Source, &created); err != nil {
+	if err := s.Scan(&addr, &a.Owner, &a.Source, &a.KeyRef, &created); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return Account{}, ErrNotFound
 		}
@@ -137,6 +149,6 @@ func scanAccount(s scanner) (Account, error) {
 
 // Queries prepared once at Open (see prepared).
 var (
-	qAddAccount = prepared(`INSERT INTO accounts (address, owner, source, created_at) VALUES (?, ?, ?, ?)`)
-	qAccount    = prepared(`SELECT address, owner, source, created_at FROM accounts WHERE address = ?`)
+	qAddAccount = prepared(`INSERT INTO accounts (address, owner, source, key_ref, created_at) VALUES (?, ?, ?, ?, ?)`)
+	qAccount    = prepared(`SELECT address, owner, source, key_ref, created_at FROM accounts WHERE address = ?`)
 )

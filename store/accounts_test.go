@@ -30,6 +30,41 @@ func testAccountRoundTrip(t *testing.T, be backend) {
 	}
 }
 
+// TestAccountHardwareKeyRef: an account whose key is in a hardware backend keeps its key
+// reference; a hardware account without one, or a keystore account with one, is refused.
+func TestAccountHardwareKeyRef(t *testing.T) { forEachBackend(t, testAccountHardwareKeyRef) }
+
+func testAccountHardwareKeyRef(t *testing.T, be backend) {
+	ctx := context.Background()
+	db := openBackend(t, be)
+	hsm := Account{Address: common.HexToAddress("0x00000000000000000000000000000000000000a1"), Owner: "alice",
+		Source: SourcePKCS11, KeyRef: "5f1c0a0b0c0d0e0f"}
+	kms := Account{Address: common.HexToAddress("0x00000000000000000000000000000000000000a2"), Owner: "alice",
+		Source: SourceAWSKMS, KeyRef: "arn:aws:kms:eu-west-1:111122223333:key/0b7c6f1e"}
+	for _, a := range []Account{hsm, kms} {
+		if err := db.AddAccount(ctx, a); err != nil {
+			t.Fatalf("AddAccount(%s): %v", a.Source, err)
+		}
+		got, err := db.Account(ctx, a.Address)
+		if err != nil || got.Source != a.Source || got.KeyRef != a.KeyRef {
+			t.Fatalf("Account(%s) = %+v, %v; want source %s, key %s", a.Address.Hex(), got, err, a.Source, a.KeyRef)
+		}
+	}
+	list, err := db.AccountsOf(ctx, "alice")
+	if err != nil || len(list) != 2 || list[0].KeyRef == "" || list[1].KeyRef == "" {
+		t.Fatalf("AccountsOf = %+v, %v", list, err)
+	}
+	for _, bad := range []Account{
+		{Address: common.HexToAddress("0xb1"), Owner: "bob", Source: SourcePKCS11},
+		{Address: common.HexToAddress("0xb2"), Owner: "bob", Source: SourceKeystore, KeyRef: "x"},
+		{Address: common.HexToAddress("0xb3"), Owner: "bob", Source: "vault", KeyRef: "x"},
+	} {
+		if err := db.AddAccount(ctx, bad); err == nil {
+			t.Errorf("AddAccount(%+v) accepted", bad)
+		}
+	}
+}
+
 // TestAccountAddressCase: an address given in any case is one account, stored lowercase.
 func TestAccountAddressCase(t *testing.T) { forEachBackend(t, testAccountAddressCase) }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"gopkg.in/yaml.v3"
 
@@ -343,5 +344,54 @@ func TestReplaceOutcomes(t *testing.T) {
 		if _, _, err := f.txs.Replace(ctx, "p", h, store.VersionSpeedup, nil); !errors.Is(err, ErrNotReplaceable) || !strings.Contains(err.Error(), "cancelled") {
 			t.Fatalf("a cancelled request: %v", err)
 		}
+	})
+}
+
+// TestOpenGauge: web3gate_tx_open exists at 0 for every state of a configured chain from the
+// start (as the other web3gate_tx_* series), and a confirmer pass counts the chain's rows:
+// one broadcast, then one mined once a block holds it; a lost lease sets it back to 0.
+func TestOpenGauge(t *testing.T) {
+	forEachStore(t, func(t *testing.T, driver string) {
+		f := newFixtureOn(t, Config{}, driver)
+		ctx := context.Background()
+		m := f.txs.metrics
+		want := func(t *testing.T, counts map[string]float64) {
+			t.Helper()
+			for _, st := range store.OpenStates {
+				if got := testutil.ToFloat64(m.open.WithLabelValues("7", st)); got != counts[st] {
+					t.Errorf("web3gate_tx_open{chain=7,state=%s} = %v, want %v", st, got, counts[st])
+				}
+			}
+		}
+		if n := testutil.CollectAndCount(m.open); n != len(store.OpenStates) {
+			t.Fatalf("%d series of web3gate_tx_open before any send, want %d", n, len(store.OpenStates))
+		}
+		if n := testutil.CollectAndCount(m.stuck); n != 1 {
+			t.Fatalf("%d series of web3gate_tx_stuck_total before any send, want 1", n)
+		}
+		want(t, nil)
+		h, err := f.txs.SendWith(ctx, "p", 7, f.request(1), SendOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if rec, err := f.txs.Transaction(ctx, "p", h); err == nil && rec.State == store.StateBroadcast {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("not broadcast within 5s")
+			}
+		}
+		c := f.confirmer()
+		c.countOpen(ctx)
+		want(t, map[string]float64{store.StateBroadcast: 1})
+		f.chain.seal("a")
+		if _, err := c.follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		c.countOpen(ctx)
+		want(t, map[string]float64{store.StateMined: 1})
+		m.setOpen(7, nil)
+		want(t, nil)
 	})
 }

@@ -58,6 +58,17 @@ func (a BumpAfter) String() string {
 	return strconv.FormatUint(a.Blocks, 10) + " blocks"
 }
 
+// MarshalYAML writes a as UnmarshalYAML reads it (unset: null).
+func (a BumpAfter) MarshalYAML() (any, error) {
+	switch {
+	case a.Duration > 0:
+		return a.Duration.String(), nil
+	case a.Blocks > 0:
+		return a.Blocks, nil
+	}
+	return nil, nil
+}
+
 // UnmarshalYAML reads an integer (blocks) or a duration string.
 func (a *BumpAfter) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {

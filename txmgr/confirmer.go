@@ -52,6 +52,8 @@ func (t *Manager) Run(ctx context.Context) {
 				c := &confirmer{t: t, chainID: id, ch: ch, log: t.log.With(zap.Uint64("chain", id)), recent: map[uint64]common.Hash{},
 					seen: map[int64]seenAt{}, checked: map[int64]checkedAt{}}
 				c.run(ctx)
+				// Another replica counts the chain's rows while it holds the lease.
+				t.metrics.setOpen(id, nil)
 			})
 		}()
 	}
@@ -152,4 +154,21 @@ func (c *confirmer) tick(ctx context.Context) {
 		c.autoBump(ctx, c.head)
 	}
 	c.expire(ctx, now)
+	c.countOpen(ctx)
+}
+
+// countOpen sets web3gate_tx_open to the chain's rows not settled yet; a failed count
+// leaves the last one (the store's outage is logged by the store and counted elsewhere).
+func (c *confirmer) countOpen(ctx context.Context) {
+	var counts map[string]int
+	if err := c.t.db.Read(ctx, func(tx *store.DBTx) (err error) {
+		counts, err = tx.CountOpenTxs(ctx, c.chainID)
+		return err
+	}); err != nil {
+		if ctx.Err() == nil {
+			c.log.Debug("confirmer: counting open transactions failed", zap.Error(err))
+		}
+		return
+	}
+	c.t.metrics.setOpen(c.chainID, counts)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"go.uber.org/zap"
 
+	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/txmgr/txreq"
 )
@@ -37,10 +38,10 @@ func (t *Manager) giveUp(ctx context.Context, ch Chain, rec *store.TxRecord, rea
 		return err
 	})
 	if err != nil {
-		t.log.Error("failing a transaction failed", zap.Int64("tx", rec.ID), zap.Error(err))
+		t.log.Error("failing a transaction failed", proxy.RequestIDField(ctx), zap.Int64("tx", rec.ID), zap.Error(err))
 		return
 	}
-	t.log.Warn("transaction failed", zap.Int64("tx", rec.ID), zap.Uint64("chain", rec.ChainID),
+	t.log.Warn("transaction failed", proxy.RequestIDField(ctx), zap.Int64("tx", rec.ID), zap.Uint64("chain", rec.ChainID),
 		zap.String("from", rec.Address.Hex()), zap.Uint64("nonce", rec.Nonce), zap.String("reason", reason))
 	if !lowered && rec.Kind != store.KindSign {
 		t.fillGap(ctx, ch, rec.ChainID, rec.Address, rec.Principal, rec.Nonce)

@@ -52,7 +52,7 @@ func startDevRun(t *testing.T, chain *devchain.Chain, db *store.DB, keys *wallet
 	pool, _ := ups.Pool(id)
 	core, logs := observer.New(zapcore.InfoLevel)
 	txs, err := New(Config{PollInterval: 20 * time.Millisecond}, Deps{
-		Keys: keys, DB: db, Chains: map[uint64]Chain{id: pool}, Logger: zap.New(core),
+		Signers: wallet.NewSigners(keys, wallet.SignersDeps{}), DB: db, Chains: map[uint64]Chain{id: pool}, Logger: zap.New(core),
 	})
 	if err != nil {
 		ups.Close()
@@ -143,7 +143,7 @@ func TestDevChainStartedOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, stuck, err := run.txs.signRecord(rec, request(2))
+	raw, stuck, err := run.txs.signRecord(context.Background(), rec, request(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestGenesisCheckedWhenTheNodeComesBack(t *testing.T) {
 			node := &downChain{fakeChain: reset}
 			core, logs := observer.New(zapcore.InfoLevel)
 			txs, err := New(Config{PollInterval: 20 * time.Millisecond, BroadcastTimeout: 500 * time.Millisecond},
-				Deps{Keys: f.txs.keys, DB: f.db, Chains: map[uint64]Chain{7: node}, Logger: zap.New(core)})
+				Deps{Signers: f.txs.keys, DB: f.db, Chains: map[uint64]Chain{7: node}, Logger: zap.New(core)})
 			if err != nil {
 				t.Fatal(err)
 			}

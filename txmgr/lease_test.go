@@ -33,7 +33,7 @@ func TestConfirmerRunsOnOneReplica(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = leases.Close() })
-		txs, err := New(cfg, Deps{Keys: f.txs.keys, DB: f.db, Chains: map[uint64]Chain{7: f.chain}, Hold: leases.Hold})
+		txs, err := New(cfg, Deps{Signers: f.txs.keys, DB: f.db, Chains: map[uint64]Chain{7: f.chain}, Hold: leases.Hold})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +137,7 @@ func TestRecoveryOnASharedStoreLeavesRecentRows(t *testing.T) {
 	recent := insert(0, time.Second)
 	old := insert(1, time.Minute)
 	txs, err := New(Config{PollInterval: 20 * time.Millisecond, BroadcastTimeout: 5 * time.Second},
-		Deps{Keys: f.txs.keys, DB: f.db, Chains: map[uint64]Chain{7: f.chain}, Shared: true})
+		Deps{Signers: f.txs.keys, DB: f.db, Chains: map[uint64]Chain{7: f.chain}, Shared: true})
 	if err != nil {
 		t.Fatal(err)
 	}

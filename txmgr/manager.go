@@ -6,11 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
@@ -27,10 +30,11 @@ type Chain interface {
 
 // Deps are the nonce manager's collaborators.
 type Deps struct {
-	Keys   *wallet.Keys
-	DB     *store.DB
-	Chains map[uint64]Chain
-	Logger *zap.Logger
+	// Signers signs as the accounts, whichever backend holds their keys.
+	Signers *wallet.Signers
+	DB      *store.DB
+	Chains  map[uint64]Chain
+	Logger  *zap.Logger
 	// Hold, when set, runs the confirmer of each chain under the lease "confirmer/<chain id>"
 	// (lease.Leases.Hold): on one replica at a time, again after a loss. nil runs them here.
 	Hold func(ctx context.Context, name string, job func(ctx context.Context))
@@ -40,6 +44,8 @@ type Deps struct {
 	Shared bool
 	// Registry takes the fee bumping's metrics; nil: not exported.
 	Registry prometheus.Registerer
+	// Tracer makes the spans of the send path (trace.go); nil: tracing off.
+	Tracer trace.Tracer
 }
 
 // Manager is the nonce manager: it signs, sends and tracks the transactions of the accounts
@@ -47,7 +53,7 @@ type Deps struct {
 type Manager struct {
 	cfg    Config
 	rules  map[common.Address]rule
-	keys   *wallet.Keys
+	keys   *wallet.Signers
 	db     *store.DB
 	chains map[uint64]Chain
 	log    *zap.Logger
@@ -70,6 +76,8 @@ type Manager struct {
 
 	bumps   map[uint64]bumpRules // the bump settings of each configured chain (bump.go)
 	metrics *bumpMetrics
+
+	tracer trace.Tracer // nil: tracing off
 }
 
 // New builds the manager; Run starts its confirmers.
@@ -83,7 +91,7 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	if deps.Keys == nil || deps.DB == nil {
+	if deps.Signers == nil || deps.DB == nil {
 		return nil, errors.New("wallet: transactions need keys and a store")
 	}
 	slots := make(map[uint64]*slotSignal, len(deps.Chains))
@@ -98,9 +106,11 @@ func New(cfg Config, deps Deps) (*Manager, error) {
 	for id := range deps.Chains {
 		bumps[id] = cfg.Bump.forChain(id)
 	}
-	return &Manager{cfg: cfg, rules: rules, keys: deps.Keys, db: deps.DB, chains: deps.Chains, log: log, slots: slots,
+	metrics := newBumpMetrics(deps.Registry)
+	metrics.initChains(slices.Sorted(maps.Keys(deps.Chains)))
+	return &Manager{cfg: cfg, rules: rules, keys: deps.Signers, db: deps.DB, chains: deps.Chains, log: log, slots: slots,
 		hold: hold, shared: deps.Shared, created: time.Now(), groupReservations: deps.DB.Driver() == store.DriverPostgres,
-		bumps: bumps, metrics: newBumpMetrics(deps.Registry)}, nil
+		bumps: bumps, metrics: metrics, tracer: deps.Tracer}, nil
 }
 
 // Fill reports whether requests are read in the form clients send (ParseFill) rather than

@@ -218,9 +218,11 @@ func newFixtureWith(t *testing.T, cfg Config, scfg store.Config) *fixture {
 	t.Cleanup(func() { db.Close() })
 	keys, from := inMemoryKeys(t, "nonce manager")
 	ch := newFakeChain()
-	cfg.BroadcastTimeout = 500 * time.Millisecond
+	if cfg.BroadcastTimeout == 0 {
+		cfg.BroadcastTimeout = 500 * time.Millisecond
+	}
 	// The log shows on failure: an internal error names its cause only there.
-	txs, err := New(cfg, Deps{Keys: keys, DB: db, Chains: map[uint64]Chain{7: ch}, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
+	txs, err := New(cfg, Deps{Signers: wallet.NewSigners(keys, wallet.SignersDeps{}), DB: db, Chains: map[uint64]Chain{7: ch}, Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))})
 	if err != nil {
 		t.Fatal(err)
 	}

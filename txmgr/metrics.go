@@ -21,6 +21,7 @@ type bumpMetrics struct {
 	cancelled *prometheus.CounterVec
 	toMined   *prometheus.HistogramVec
 	reverted  *prometheus.CounterVec
+	open      *prometheus.GaugeVec
 }
 
 func newBumpMetrics(reg prometheus.Registerer) *bumpMetrics {
@@ -42,6 +43,32 @@ func newBumpMetrics(reg prometheus.Registerer) *bumpMetrics {
 		toMined: f.NewHistogramVec(prometheus.HistogramOpts{Name: "web3gate_tx_time_to_mined_seconds",
 			Help:    "From a transaction's recording (just before its first broadcast) to the block scan that found it mined.",
 			Buckets: []float64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600}}, []string{"chain"}),
+		open: f.NewGaugeVec(prometheus.GaugeOpts{Name: "web3gate_tx_open",
+			Help: "Transactions not settled yet, by chain and state (reserved, signed, handed_out, broadcast, stuck, mined), as the chain's confirmer counted them at its last pass; 0 on the replicas not holding its lease."}, []string{"chain", "state"}),
+	}
+}
+
+// initChains creates the series of chains, at 0: they are exported before their first event.
+func (m *bumpMetrics) initChains(chains []uint64) {
+	for _, id := range chains {
+		label := chainLabel(id)
+		for _, r := range []string{"auto", "speedup", "cancel"} {
+			m.bumps.WithLabelValues(label, r)
+		}
+		m.replaced.WithLabelValues(label)
+		m.stuck.WithLabelValues(label)
+		m.cancelled.WithLabelValues(label)
+		m.reverted.WithLabelValues(label)
+		m.toMined.WithLabelValues(label)
+		m.setOpen(id, nil)
+	}
+}
+
+// setOpen sets chainID's web3gate_tx_open gauges to counts (store.OpenStates; nil: all 0).
+func (m *bumpMetrics) setOpen(chainID uint64, counts map[string]int) {
+	label := chainLabel(chainID)
+	for _, st := range store.OpenStates {
+		m.open.WithLabelValues(label, st).Set(float64(counts[st]))
 	}
 }
 

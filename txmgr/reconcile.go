@@ -9,6 +9,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"go.uber.org/zap"
 
+	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
 )
@@ -75,7 +76,7 @@ func (t *Manager) reconcile(ctx context.Context, ch Chain, rec *store.TxRecord) 
 	if err != nil {
 		return common.Hash{}, false, err
 	}
-	t.log.Warn("nonce used outside web3gate", zap.Uint64("chain", rec.ChainID), zap.String("from", rec.Address.Hex()),
+	t.log.Warn("nonce used outside web3gate", proxy.RequestIDField(ctx), zap.Uint64("chain", rec.ChainID), zap.String("from", rec.Address.Hex()),
 		zap.Uint64("nonce", rec.Nonce), zap.Uint64("chain_pending_nonce", pending))
 	return common.Hash{}, true, jsonrpc.ErrInvalidParams.Withf("nonce %d of %s was used by a transaction web3gate did not sign; nothing was sent, retry",
 		rec.Nonce, rec.Address.Hex())

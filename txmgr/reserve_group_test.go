@@ -69,7 +69,9 @@ func contiguousFrom0(ns []uint64) bool {
 // and all are mined.
 func TestConcurrentSendsTakeContiguousNonces(t *testing.T) {
 	forEachStore(t, func(t *testing.T, driver string) {
-		f := newFixtureOn(t, Config{MaxInFlight: 1000}, driver)
+		// 120 sends share one committer: under -race on a busy machine signing and storing
+		// the last of them takes longer than the fixture's usual 500 ms.
+		f := newFixtureOn(t, Config{MaxInFlight: 1000, BroadcastTimeout: 15 * time.Second}, driver)
 		ctx := context.Background()
 		var sends []func() (common.Hash, error)
 		for i := range 120 {

@@ -7,12 +7,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"go.opentelemetry.io/otel/attribute"
+	"go.uber.org/zap"
 
+	"github.com/web3gate/web3gate/internal/tracing"
+	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
 	"github.com/web3gate/web3gate/txmgr/txreq"
@@ -50,6 +55,23 @@ type SendOptions struct {
 
 // SendWith is Send with the request's options.
 func (t *Manager) SendWith(ctx context.Context, principal string, chainID uint64, r *txreq.Request, opts SendOptions) (common.Hash, error) {
+	if t.tracer != nil {
+		if tctx, span := tracing.Start(ctx, t.tracer, "txmgr.send"); span != nil {
+			span.SetAttributes(attribute.Int64("web3gate.chain_id", int64(chainID)),
+				attribute.Bool("web3gate.tx.idempotency_key", opts.IdempotencyKey != ""))
+			hash, err := t.sendWith(tctx, principal, chainID, r, opts)
+			if err == nil {
+				span.SetAttributes(attribute.String("web3gate.tx.hash", hash.Hex()))
+			}
+			tracing.End(span, err)
+			return hash, err
+		}
+	}
+	return t.sendWith(ctx, principal, chainID, r, opts)
+}
+
+// sendWith is SendWith without its span.
+func (t *Manager) sendWith(ctx context.Context, principal string, chainID uint64, r *txreq.Request, opts SendOptions) (common.Hash, error) {
 	idemKey := opts.IdempotencyKey
 	ch, err := t.chain(ctx, chainID)
 	if err != nil {
@@ -95,6 +117,11 @@ func (t *Manager) SendWith(ctx context.Context, principal string, chainID uint64
 		if retry && attempt < 2 {
 			continue // the nonce was used outside web3gate and nothing was sent: a new nonce
 		}
+		if err == nil {
+			t.log.Info("transaction sent", proxy.RequestIDField(ctx), zap.Int64("tx", rec.ID),
+				zap.Uint64("chain", chainID), zap.String("from", rec.Address.Hex()), zap.Uint64("nonce", rec.Nonce),
+				zap.Stringer("hash", hash))
+		}
 		return hash, err
 	}
 }
@@ -103,6 +130,19 @@ func (t *Manager) SendWith(ctx context.Context, principal string, chainID uint64
 // then the signed bytes are persisted with the nonce "handed out" to the caller, who submits
 // them.
 func (t *Manager) SignTransaction(ctx context.Context, principal string, chainID uint64, r *txreq.Request) ([]byte, error) {
+	if t.tracer != nil {
+		if tctx, span := tracing.Start(ctx, t.tracer, "txmgr.sign_transaction"); span != nil {
+			span.SetAttributes(attribute.Int64("web3gate.chain_id", int64(chainID)))
+			raw, err := t.signTransaction(tctx, principal, chainID, r)
+			tracing.End(span, err)
+			return raw, err
+		}
+	}
+	return t.signTransaction(ctx, principal, chainID, r)
+}
+
+// signTransaction is SignTransaction without its span.
+func (t *Manager) signTransaction(ctx context.Context, principal string, chainID uint64, r *txreq.Request) ([]byte, error) {
 	ch, err := t.chain(ctx, chainID)
 	if err != nil {
 		return nil, err
@@ -117,18 +157,23 @@ func (t *Manager) SignTransaction(ctx context.Context, principal string, chainID
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.BroadcastTimeout)
 	defer cancel()
-	raw, hash, err := t.signRecord(rec, r)
+	_, span := t.startSpan(wctx, "txmgr.sign", rec)
+	raw, hash, err := t.signRecord(wctx, rec, r)
+	tracing.End(span, err)
 	if err != nil {
+		t.signFailed(wctx, rec, err)
 		t.giveUp(wctx, ch, rec, err.Error())
-		return nil, jsonrpc.ErrInternal.With("signing failed")
+		return nil, SigningError(err)
 	}
 	expires := time.Now().Add(t.cfg.HandOutTTL)
-	err = t.db.WriteOne(wctx, func(tx *store.DBTx) error {
-		return tx.SetHandedOut(wctx, rec.ID, raw, hash, expires)
+	pctx, span := t.startSpan(wctx, "txmgr.persist", rec)
+	err = t.db.WriteOne(pctx, func(tx *store.DBTx) error {
+		return tx.SetHandedOut(pctx, rec.ID, raw, hash, expires)
 	})
+	tracing.End(span, err)
 	if err != nil {
 		// Not handed out: the confirmer releases the reserved slot (kind sign is never sent).
-		return nil, t.notStored(rec, err, "it is not handed out; retry")
+		return nil, t.notStored(wctx, rec, err, "it is not handed out; retry")
 	}
 	return raw, nil
 }
@@ -147,21 +192,7 @@ func (t *Manager) prepareAndReserve(ctx context.Context, ch Chain, principal str
 		}
 	}()
 	for {
-		b, reused, err := t.latestBlock(ctx, ch, chainID)
-		if err != nil {
-			return nil, err
-		}
-		if err := t.fillIn(ctx, ch, b, r); err != nil {
-			return nil, err
-		}
-		balance, err := t.check(ctx, ch, chainID, b, r)
-		if errors.Is(err, ErrUnderpriced) && reused {
-			// The head may have moved since b was read (the pool learns of new heads at its
-			// polls, and a dev chain seals a block per send): read it again before refusing.
-			if b, err = t.readLatestBlock(ctx, ch, chainID); err == nil {
-				balance, err = t.check(ctx, ch, chainID, b, r)
-			}
-		}
+		balance, err := t.fillAndCheck(ctx, ch, chainID, r)
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +204,12 @@ func (t *Manager) prepareAndReserve(ctx context.Context, ch Chain, principal str
 		if string(fields) != string(request) {
 			res.request = request
 		}
-		rec, err := t.reserve(ctx, ch, chainID, r, res)
+		rctx, span := t.startSpan(ctx, "txmgr.reserve", nil)
+		rec, err := t.reserve(rctx, ch, chainID, r, res)
+		if span != nil && err == nil {
+			recordTx(span, rec)
+		}
+		tracing.End(span, err)
 		if !errors.Is(err, errInFlightFull) {
 			return rec, err
 		}
@@ -196,6 +232,29 @@ func (t *Manager) prepareAndReserve(ctx context.Context, ch Chain, principal str
 			}
 		}
 	}
+}
+
+// fillAndCheck completes r (the fields its client left out) from the latest block and checks
+// it against the chain, returning the balance it read.
+func (t *Manager) fillAndCheck(ctx context.Context, ch Chain, chainID uint64, r *txreq.Request) (balance *big.Int, err error) {
+	ctx, span := t.startSpan(ctx, "txmgr.check", nil)
+	defer func() { tracing.End(span, err) }()
+	b, reused, err := t.latestBlock(ctx, ch, chainID)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.fillIn(ctx, ch, b, r); err != nil {
+		return nil, err
+	}
+	balance, err = t.check(ctx, ch, chainID, b, r)
+	if errors.Is(err, ErrUnderpriced) && reused {
+		// The head may have moved since b was read (the pool learns of new heads at its
+		// polls, and a dev chain seals a block per send): read it again before refusing.
+		if b, err = t.readLatestBlock(ctx, ch, chainID); err == nil {
+			balance, err = t.check(ctx, ch, chainID, b, r)
+		}
+	}
+	return balance, err
 }
 
 // inFlight is the number of transactions of addr in flight on chainID.

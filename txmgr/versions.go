@@ -82,7 +82,7 @@ func (t *Manager) signVersion(ctx context.Context, ch Chain, rec *store.TxRecord
 		return nil, err
 	}
 	chainID := new(big.Int).SetUint64(rec.ChainID)
-	signed, err := t.keys.SignTx(rec.Address, next.Tx(rec.Nonce, chainID), chainID)
+	signed, err := t.keys.SignTx(ctx, rec.Address, next.Tx(rec.Nonce, chainID), chainID)
 	if err != nil {
 		return nil, fmt.Errorf("sign: %w", err)
 	}

@@ -22,9 +22,10 @@ var ErrHeldByOther = errors.New("the key is held for another principal")
 
 // Accounts ties the keys the service holds to the principals they belong to.
 type Accounts struct {
-	keys *Keys
-	db   *store.DB
-	held sync.Map // holding{owner, addr} -> struct{}: ownership seen in the store
+	keys    *Keys
+	signers *Signers // which accounts can be signed for, hardware ones included
+	db      *store.DB
+	held    sync.Map // holding{owner, addr} -> struct{}: ownership seen in the store
 }
 
 type holding struct {
@@ -32,8 +33,17 @@ type holding struct {
 	addr  common.Address
 }
 
-// NewAccounts builds the account service over keys and their ownership records.
-func NewAccounts(keys *Keys, db *store.DB) *Accounts { return &Accounts{keys: keys, db: db} }
+// NewAccounts builds the account service over the keystore's keys and their ownership
+// records, with no hardware backend.
+func NewAccounts(keys *Keys, db *store.DB) *Accounts {
+	return NewAccountsOf(NewSigners(keys, SignersDeps{Store: db}), db)
+}
+
+// NewAccountsOf builds the account service over every signer (the keystore's and the
+// hardware backends') and the ownership records.
+func NewAccountsOf(signers *Signers, db *store.DB) *Accounts {
+	return &Accounts{keys: signers.Keys(), signers: signers, db: db}
+}
 
 // Create makes a new key for owner.
 func (a *Accounts) Create(ctx context.Context, owner string) (common.Address, error) {
@@ -45,6 +55,47 @@ func (a *Accounts) Create(ctx context.Context, owner string) (common.Address, er
 		return common.Address{}, fmt.Errorf("record owner of %s: %w", addr.Hex(), err)
 	}
 	return addr, nil
+}
+
+// CreateIn makes a new key for owner inside a hardware backend (a PKCS#11 token, a KMS): the
+// key is generated there, not extractable, and the account records its backend and reference.
+func (a *Accounts) CreateIn(ctx context.Context, b KeyBackend, owner, label string) (common.Address, error) {
+	ref, err := b.Generate(ctx, label)
+	if err != nil {
+		return common.Address{}, fmt.Errorf("generate a key in %s: %w", b.Name(), err)
+	}
+	return a.recordHardware(ctx, b, owner, ref)
+}
+
+// ImportIn puts key into a hardware backend for owner (where the backend can import), not
+// extractable from then on. The caller removes every other copy of the key.
+func (a *Accounts) ImportIn(ctx context.Context, b KeyBackend, owner string, key *ecdsa.PrivateKey, label string) (common.Address, error) {
+	addr := crypto.PubkeyToAddress(key.PublicKey)
+	if acc, err := a.db.Account(ctx, addr); err == nil {
+		if acc.Owner != owner {
+			return common.Address{}, ErrHeldByOther
+		}
+		return addr, fmt.Errorf("%w: %s is held already (%s)", ErrKeyExists, addr.Hex(), acc.Source)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return common.Address{}, err
+	}
+	ref, err := b.Import(ctx, key, label)
+	if err != nil {
+		return common.Address{}, fmt.Errorf("import the key of %s into %s: %w", addr.Hex(), b.Name(), err)
+	}
+	if ref.Address != addr {
+		return common.Address{}, fmt.Errorf("import into %s: the backend reports %s for the key of %s", b.Name(), ref.Address.Hex(), addr.Hex())
+	}
+	return a.recordHardware(ctx, b, owner, ref)
+}
+
+// recordHardware records owner as the owner of the hardware key ref.
+func (a *Accounts) recordHardware(ctx context.Context, b KeyBackend, owner string, ref KeyRef) (common.Address, error) {
+	acct := store.Account{Address: ref.Address, Owner: owner, Source: b.Name(), KeyRef: ref.Ref}
+	if err := a.db.AddAccount(ctx, acct); err != nil {
+		return common.Address{}, fmt.Errorf("record the owner of %s (key %s in %s): %w", ref.Address.Hex(), ref.Ref, b.Name(), err)
+	}
+	return ref.Address, nil
 }
 
 // Import adds a V3 key file for owner. Importing a key the owner already holds again is
@@ -95,7 +146,7 @@ func (a *Accounts) List(ctx context.Context, owner string) ([]store.Account, err
 
 // Holds returns nil when addr is held for owner and its key is loaded, else ErrNotHeld.
 func (a *Accounts) Holds(ctx context.Context, owner string, addr common.Address) error {
-	if !a.keys.Has(addr) {
+	if !a.signers.Has(addr) {
 		return ErrNotHeld
 	}
 	// An account never changes owner (there is no transfer), so a positive answer is kept.

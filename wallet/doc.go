@@ -14,12 +14,14 @@
 // (Holds) before anything is signed for a caller. The embedded dev chain's well-known keys
 // are adopted for wallet.devPrincipal.
 //
-// Signing. sign.go signs as an account: transactions (SignTx, with go-ethereum's latest
-// signer for the chain), hashes, EIP-191 text and EIP-712 typed data. middleware/sign answers
-// the signing methods with it.
+// Signing. Signers (signers.go) signs as any account, whichever backend holds its key: the
+// keystore (Keys.SignHash, sign.go) or a hardware backend (signer.go: Signer and KeyBackend,
+// implemented by wallet/pkcs11 and wallet/awskms), as the account's record names it:
+// transactions (SignTx, with go-ethereum's latest signer for the chain), hashes, EIP-191 text
+// and EIP-712 typed data. middleware/sign answers the signing methods with it.
 //
 // Transactions are not kept here: the nonce manager, which checks, reserves, signs (through
-// Keys), broadcasts and confirms them, is package txmgr (txmgr/doc.go). txmgr imports wallet;
+// Signers), broadcasts and confirms them, is package txmgr (txmgr/doc.go). txmgr imports wallet;
 // wallet imports nothing of txmgr. The `wallet:` section of the configuration, which holds
 // both (wallet.keys, wallet.transactions), is composed in config/wallet.go.
 package wallet

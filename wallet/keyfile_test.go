@@ -218,7 +218,7 @@ func TestReadPrivateKeyFile(t *testing.T) {
 		path func(t *testing.T) string
 		want string
 	}{
-		{"a directory", func(t *testing.T) string { d := t.TempDir(); os.Chmod(d, 0o700); return d }, "not a regular file"},
+		{"a directory", func(t *testing.T) string { d := t.TempDir(); os.Chmod(d, 0o700); return d }, "is a directory; give the file that holds the secret"},
 		{"missing", func(t *testing.T) string { return filepath.Join(t.TempDir(), "nope") }, "no such file"},
 		{"too large", func(t *testing.T) string {
 			return writeSecret(t, anvilKey0+strings.Repeat(" ", maxPrivateKeyInput), 0o600)

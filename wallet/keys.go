@@ -266,8 +266,8 @@ func (k *Keys) unlockFiles(ctx context.Context, files []keyFile) (unlocked []*ec
 func (k *Keys) unlock(f keyFile) (*ecdsa.PrivateKey, error) {
 	key, err := decryptKey(f.json, k.pass.v, defaultKDFLimits())
 	if errors.Is(err, keystore.ErrDecrypt) {
-		return nil, fmt.Errorf("keystore: unlock %s: %w (from %s), %s: %w",
-			f.where, ErrKeystorePassphrase, k.passFrom, k.backend.wrongPassphraseHint(), err)
+		return nil, fmt.Errorf("keystore: unlock %s: %w (from %s), %s: %w%s",
+			f.where, ErrKeystorePassphrase, k.passFrom, k.backend.wrongPassphraseHint(), err, PassphraseHint(k.pass.v))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("keystore: unlock %s: %w", f.where, err)

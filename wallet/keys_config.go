@@ -60,15 +60,16 @@ func (c *KeysConfig) Validate() error {
 	if c.Dir == "" {
 		errs = append(errs, errors.New("dir: must not be empty"))
 	}
-	if !isEnvName(c.PassphraseEnv) {
+	if !IsEnvName(c.PassphraseEnv) {
 		errs = append(errs, errors.New("passphraseEnv: must be the name of an environment variable "+
 			"(letters, digits and _, not starting with a digit), not the passphrase itself"))
 	}
 	return errors.Join(errs...)
 }
 
-// isEnvName reports whether s is a portable environment variable name.
-func isEnvName(s string) bool {
+// IsEnvName reports whether s is a portable environment variable name (letters, digits and
+// _, not starting with a digit): what a setting naming a secret's variable must hold.
+func IsEnvName(s string) bool {
 	if s == "" {
 		return false
 	}

@@ -121,7 +121,7 @@ func TestStoreBackendNewImportList(t *testing.T) {
 		t.Fatalf("reopened: %d keys unlocked, want 3", len(got))
 	}
 	for _, addr := range []common.Address{created, imported, fromFile} {
-		sig, err := again.SignText(addr, []byte("hello"))
+		sig, err := signersOf(again).SignText(context.Background(), addr, []byte("hello"))
 		if err != nil {
 			t.Fatalf("reopened: SignText(%s): %v", addr, err)
 		}
@@ -174,7 +174,7 @@ func TestStoreReplicaFindsALaterKey(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sig, err := k2.SignText(imported, []byte("concurrent"))
+			sig, err := signersOf(k2).SignText(context.Background(), imported, []byte("concurrent"))
 			if err == nil {
 				_, err = crypto.SigToPub(accounts.TextHash([]byte("concurrent")), append(sig[:64:64], sig[64]-27))
 			}
@@ -188,7 +188,7 @@ func TestStoreReplicaFindsALaterKey(t *testing.T) {
 			t.Fatalf("replica: concurrent SignText of a key imported elsewhere: %v", err)
 		}
 	}
-	sig, err := k2.SignText(imported, []byte("hi"))
+	sig, err := signersOf(k2).SignText(context.Background(), imported, []byte("hi"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestStoreReplicaFindsALaterKey(t *testing.T) {
 	}
 
 	unknown := crypto.PubkeyToAddress(mustKey(t).PublicKey)
-	if _, err := k2.SignText(unknown, []byte("x")); !errors.Is(err, ErrUnknownAccount) {
+	if _, err := signersOf(k2).SignText(context.Background(), unknown, []byte("x")); !errors.Is(err, ErrUnknownAccount) {
 		t.Fatalf("replica: SignText for an address in no backend: %v, want ErrUnknownAccount", err)
 	}
 	if k2.Has(unknown) {

@@ -1,12 +1,14 @@
 package wallet
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"strings"
 )
 
 // maxPassphraseFile bounds how much of a passphrase file is read.
@@ -76,10 +78,13 @@ func firstLine(b []byte) []byte {
 }
 
 // readSecretFile returns the first limit bytes of the file at path, which holds a secret (a
-// passphrase, a private key); what names it in errors. The file must be a regular file that
-// group and others cannot access: one others can read is a leaked secret, and a passphrase
-// file they can write lets them choose the passphrase of every new key. (Windows has no POSIX
-// modes; there the check is skipped.)
+// passphrase, a private key); what names it in errors. It may be a regular file, or a pipe
+// or character device (`--passphrase-file <(pass show key)` is /dev/fd/63, a pipe), of
+// which it reads up to the first line's end. A regular file or a named pipe must not be
+// open to group and others: one others can read is a leaked secret, and a passphrase file
+// they can write lets them choose the passphrase of every new key; the modes of anonymous
+// pipes (0600) and devices say nothing of that. (Windows has no POSIX modes; there the check
+// is skipped.)
 func readSecretFile(path, what string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -90,16 +95,43 @@ func readSecretFile(path, what string, limit int64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s %s: not a regular file", what, path)
+	mode := st.Mode()
+	switch {
+	case mode.IsDir():
+		return nil, fmt.Errorf("%s %s: is a directory; give the file that holds the secret", what, path)
+	case !mode.IsRegular() && mode&(os.ModeNamedPipe|os.ModeCharDevice) == 0:
+		return nil, fmt.Errorf("%s %s: not a regular file, a pipe or a character device", what, path)
 	}
-	if perm := st.Mode().Perm(); runtime.GOOS != "windows" && perm&0o077 != 0 {
+	if perm := mode.Perm(); runtime.GOOS != "windows" && mode&os.ModeCharDevice == 0 && perm&0o077 != 0 {
 		return nil, fmt.Errorf("%s %s: mode %04o gives group or others access; "+
 			"restrict it to the owner (chmod 600 %s)", what, path, perm, path)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, limit))
+	r := io.LimitReader(f, limit)
+	if !mode.IsRegular() {
+		// A pipe or a terminal may stay open after the line: read the line only.
+		b, err := bufio.NewReaderSize(r, 4096).ReadBytes('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s %s: %w", what, path, err)
+		}
+		return b, nil
+	}
+	b, err := io.ReadAll(r)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", what, path, err)
 	}
 	return b, nil
+}
+
+// PassphraseHint completes the message of a passphrase that did not decrypt a key, from what
+// the passphrase looks like (never its value): empty, or with whitespace around it, as a
+// line copied with its end or an environment variable set from such a file.
+func PassphraseHint(pass string) string {
+	switch {
+	case pass == "":
+		return "; the passphrase given is empty"
+	case strings.TrimSpace(pass) != pass:
+		return "; the passphrase given begins or ends with whitespace (a space, tab or carriage return): " +
+			"if that is not part of it, remove it"
+	}
+	return ""
 }

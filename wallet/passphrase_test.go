@@ -126,7 +126,7 @@ func TestPassphraseMissing(t *testing.T) {
 		{
 			name: "file is a directory",
 			file: func(t *testing.T) string { return t.TempDir() },
-			want: []string{"not a regular file"},
+			want: []string{"is a directory; give the file that holds the secret"},
 		},
 	}
 	for _, tt := range tests {

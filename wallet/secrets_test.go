@@ -90,28 +90,28 @@ func TestSecretsNeverLogged(t *testing.T) {
 
 	// Signing, good and bad.
 	for _, addr := range k.Addresses() {
-		_, err = k.SignTx(addr, legacyTx(), chain137)
+		_, err = signersOf(k).SignTx(context.Background(), addr, legacyTx(), chain137)
 		note(err)
-		_, err = k.SignText(addr, []byte("hello"))
+		_, err = signersOf(k).SignText(context.Background(), addr, []byte("hello"))
 		note(err)
 		_, err = k.SignHash(addr, make([]byte, 32))
 		note(err)
-		_, err = k.SignTypedData(addr, mailExample(t))
+		_, err = signersOf(k).SignTypedData(context.Background(), addr, mailExample(t))
 		note(err)
 	}
-	_, err = k.SignTx(dev, dynamicFeeTx(chain137), chain137)
+	_, err = signersOf(k).SignTx(context.Background(), dev, dynamicFeeTx(chain137), chain137)
 	note(err)
-	_, err = k.SignTx(dev, dynamicFeeTx(big.NewInt(1)), chain137)
+	_, err = signersOf(k).SignTx(context.Background(), dev, dynamicFeeTx(big.NewInt(1)), chain137)
 	note(err)
-	_, err = k.SignTx(dev, dynamicFeeTx(chain137), nil)
+	_, err = signersOf(k).SignTx(context.Background(), dev, dynamicFeeTx(chain137), nil)
 	note(err)
 	_, err = k.SignHash(dev, []byte("short"))
 	note(err)
 	bad := mailExample(t)
 	bad.Message["contents"] = 1
-	_, err = k.SignTypedData(dev, bad)
+	_, err = signersOf(k).SignTypedData(context.Background(), dev, bad)
 	note(err)
-	_, err = k.SignText(recipient, []byte("x"))
+	_, err = signersOf(k).SignText(context.Background(), recipient, []byte("x"))
 	note(err)
 
 	// Reopen: right passphrase, wrong passphrase, passphrase file with a bad mode, a file
@@ -265,9 +265,9 @@ func TestStoreSecretsNeverLogged(t *testing.T) {
 	note(err)
 
 	for _, addr := range []common.Address{created, imported, raw} {
-		_, err = replica.SignText(addr, []byte("hello"))
+		_, err = signersOf(replica).SignText(context.Background(), addr, []byte("hello"))
 		note(err)
-		_, err = wrong.SignText(addr, []byte("hello"))
+		_, err = signersOf(wrong).SignText(context.Background(), addr, []byte("hello"))
 		note(err)
 		if err == nil {
 			t.Fatalf("a replica with the wrong passphrase signed for %s", addr)

@@ -2,6 +2,7 @@ package wallet
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"math/big"
@@ -17,6 +18,9 @@ import (
 	"github.com/ethereum/go-ethereum/signer/core/apitypes"
 	"github.com/holiman/uint256"
 )
+
+// signersOf signs with the keys of k alone, as the server does for keystore accounts.
+func signersOf(k *Keys) *Signers { return NewSigners(k, SignersDeps{}) }
 
 // inMemoryKeys returns an empty keystore in a temporary directory holding the key
 // keccak256(seed) in memory, and that key's address.
@@ -63,7 +67,7 @@ func TestSignTxRecoversToTheSender(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			signed, err := k.SignTx(addr, tt.tx, chain137)
+			signed, err := signersOf(k).SignTx(context.Background(), addr, tt.tx, chain137)
 			if err != nil {
 				t.Fatalf("SignTx: %v", err)
 			}
@@ -100,7 +104,7 @@ func TestSignTxRecoversToTheSender(t *testing.T) {
 
 func TestSignTxLegacyV(t *testing.T) {
 	k, addr := inMemoryKeys(t, "sign tx")
-	signed, err := k.SignTx(addr, legacyTx(), chain137)
+	signed, err := signersOf(k).SignTx(context.Background(), addr, legacyTx(), chain137)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +137,7 @@ func TestSignTxRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			signed, err := k.SignTx(addr, tt.tx, tt.chainID)
+			signed, err := signersOf(k).SignTx(context.Background(), addr, tt.tx, tt.chainID)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("SignTx: err = %v, want one containing %q", err, tt.want)
 			}
@@ -171,7 +175,7 @@ func TestSignHash(t *testing.T) {
 func TestSignText(t *testing.T) {
 	k, addr := inMemoryKeys(t, "sign text")
 	for _, msg := range [][]byte{[]byte("Hello, web3gate!"), {}, bytes.Repeat([]byte{0xff}, 1000)} {
-		sig, err := k.SignText(addr, msg)
+		sig, err := signersOf(k).SignText(context.Background(), addr, msg)
 		if err != nil {
 			t.Fatalf("SignText: %v", err)
 		}
@@ -250,7 +254,7 @@ func TestSignTypedDataEIP712Example(t *testing.T) {
 	if got, want := hexutil.Encode(digest), "0xbe609aee343fb3c4b28e1df9e632fca64fcfaede20f02e86244efddf30957bd2"; got != want {
 		t.Fatalf("digest = %s, want %s", got, want)
 	}
-	sig, err := k.SignTypedData(addr, data)
+	sig, err := signersOf(k).SignTypedData(context.Background(), addr, data)
 	if err != nil {
 		t.Fatalf("SignTypedData: %v", err)
 	}
@@ -277,7 +281,7 @@ func TestSignTypedDataRejectsInvalidData(t *testing.T) {
 	k, addr := inMemoryKeys(t, "cow")
 	data := mailExample(t)
 	data.Message["contents"] = 42 // a number for a string field
-	if _, err := k.SignTypedData(addr, data); err == nil || !strings.Contains(err.Error(), "typed data:") {
+	if _, err := signersOf(k).SignTypedData(context.Background(), addr, data); err == nil || !strings.Contains(err.Error(), "typed data:") {
 		t.Fatalf("SignTypedData: err = %v, want a typed data error", err)
 	}
 }
@@ -290,10 +294,16 @@ func TestUnknownAccount(t *testing.T) {
 		name string
 		sign func() error
 	}{
-		{"SignTx", func() error { _, err := k.SignTx(stranger, legacyTx(), chain137); return err }},
+		{"SignTx", func() error {
+			_, err := signersOf(k).SignTx(context.Background(), stranger, legacyTx(), chain137)
+			return err
+		}},
 		{"SignHash", func() error { _, err := k.SignHash(stranger, hash); return err }},
-		{"SignText", func() error { _, err := k.SignText(stranger, []byte("x")); return err }},
-		{"SignTypedData", func() error { _, err := k.SignTypedData(stranger, mailExample(t)); return err }},
+		{"SignText", func() error { _, err := signersOf(k).SignText(context.Background(), stranger, []byte("x")); return err }},
+		{"SignTypedData", func() error {
+			_, err := signersOf(k).SignTypedData(context.Background(), stranger, mailExample(t))
+			return err
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -319,7 +329,7 @@ func TestConcurrentSigningWhileKeysChange(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 50 {
-				signed, err := k.SignTx(addr, legacyTx(), chain137)
+				signed, err := signersOf(k).SignTx(context.Background(), addr, legacyTx(), chain137)
 				if err != nil {
 					t.Error(err)
 					return
@@ -369,7 +379,10 @@ func BenchmarkSignTx(b *testing.B) {
 	b.Run("baseline=types.SignTx", func(b *testing.B) {
 		run(b, func(tx *types.Transaction) (*types.Transaction, error) { return types.SignTx(tx, signer, key) })
 	})
-	b.Run("Keys.SignTx", func(b *testing.B) {
-		run(b, func(tx *types.Transaction) (*types.Transaction, error) { return k.SignTx(addr, tx, chain137) })
+	b.Run("Signers.SignTx", func(b *testing.B) {
+		signers := signersOf(k)
+		run(b, func(tx *types.Transaction) (*types.Transaction, error) {
+			return signers.SignTx(context.Background(), addr, tx, chain137)
+		})
 	})
 }

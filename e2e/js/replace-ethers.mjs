@@ -184,7 +184,9 @@ async function byRoute(action) {
   let answer;
   const { err, blocks } = await replaced(tx, async (waiting) => {
     answer = await rest.replace(tx.hash, action);
-    return node.mineUntil(waiting, {});
+    // Blocks until both waits have ended: each learns of the replacement from its own
+    // block events, and one that was between polls when the other ended needs a block more.
+    return node.mineUntil(Promise.allSettled([waiting, fetchedWait]), {});
   });
   if (answer.signed.hash.toLowerCase() !== err.hash.toLowerCase()) {
     fail(`the ${action} route signed ${JSON.stringify(answer.signed)}, ethers found ${err.hash}`);

@@ -1,10 +1,10 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,144 +23,174 @@ import (
 // --passphrase-file is not given.
 const ImportPassphraseEnv = "WEB3GATE_IMPORT_PASSPHRASE"
 
-const accountsUsage = `usage:
-  web3gate accounts new --owner PRINCIPAL [--config FILE]
-  web3gate accounts import --owner PRINCIPAL [--passphrase-file F] [--config FILE] KEYFILE
-  web3gate accounts import --owner PRINCIPAL --private-key-file F|- [--config FILE]
-  web3gate accounts import --owner PRINCIPAL --private-key-stdin [--config FILE]
-  web3gate accounts list [--owner PRINCIPAL] [--config FILE]
-  web3gate accounts export-keystore --dir DIR [--config FILE]
-  web3gate accounts import-keystore --dir DIR [--config FILE]
-KEYFILE is a V3 keystore file (geth, cast, ethers, ...), decrypted with its own passphrase
-(--passphrase-file or $` + ImportPassphraseEnv + `). A raw private key (64 hex digits) comes from a
-file only you can read, or from standard input; never from the command line.
-export-keystore copies every key of the configured key backend (wallet.keys.backend) into DIR,
-an empty or new keystore directory; import-keystore copies the key files of DIR into the
-configured backend. Keys are copied as they are, encrypted with the keystore passphrase, each
-checked to decrypt with it first: the way between the keystore directory and the store.`
-
-// accountsFlags are the flags of the accounts commands.
-type accountsFlags struct {
-	cfgPath, owner, passFile, keyFile, dir string
-	keyStdin                               bool
-}
-
-// rawKey reports whether a raw private key is imported (not a key file).
-func (f *accountsFlags) rawKey() bool { return f.keyFile != "" || f.keyStdin }
-
 // accountsCmd manages the accounts the service holds: keys in the keystore, owners in the
 // store. The keystore passphrase comes from wallet.keys (env var or file), never a flag.
-func accountsCmd(ctx context.Context, env Env, args []string) error {
-	if len(args) == 0 {
-		return usageError{errors.New(accountsUsage)}
+type accountsCmd struct {
+	New            accountsNewCmd            `cmd:"" help:"Create an account: a new key, held for a principal."`
+	Import         accountsImportCmd         `cmd:"" help:"Import a key: a V3 key file (geth, cast, ethers, ...) or a raw hex private key from a file or standard input."`
+	List           accountsListCmd           `cmd:"" help:"List the accounts (of one owner)."`
+	ExportKeystore accountsExportKeystoreCmd `cmd:"" name:"export-keystore" help:"Copy every key of the configured key backend into a keystore directory."`
+	ImportKeystore accountsImportKeystoreCmd `cmd:"" name:"import-keystore" help:"Copy the key files of a keystore directory into the configured key backend."`
+}
+
+type accountsNewCmd struct {
+	configFlag
+	Owner   string `placeholder:"PRINCIPAL" help:"The principal the account belongs to (required)."`
+	Backend string `default:"keystore" enum:"keystore,pkcs11,awskms" help:"Where the key is made and kept: keystore (encrypted, in wallet.keys), pkcs11 (generated on the token of wallet.pkcs11, non-extractable) or awskms (an ECC_SECG_P256K1 key in AWS KMS, wallet.awskms)."`
+	Label   string `placeholder:"TEXT" help:"A label for the key in the HSM or KMS (pkcs11, awskms), for its operators."`
+}
+
+func (c *accountsNewCmd) Run(ctx context.Context, env Env) error {
+	if strings.TrimSpace(c.Owner) == "" {
+		return usageError{errors.New("accounts new: --owner is required")}
 	}
-	sub := args[0]
-	if err := refuseKeyInArgs(args[1:]); err != nil {
-		return usageError{fmt.Errorf("accounts %s: %w", sub, err)}
-	}
-	var f accountsFlags
-	fs := flag.NewFlagSet("web3gate accounts "+sub, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	fs.StringVar(&f.cfgPath, "config", "config.yaml", "configuration file")
-	fs.StringVar(&f.owner, "owner", "", "the principal the account belongs to")
-	fs.StringVar(&f.passFile, "passphrase-file", "", "file holding the passphrase of the KEYFILE to import (else $"+ImportPassphraseEnv+")")
-	fs.StringVar(&f.keyFile, "private-key-file", "", "file holding a raw hex private key to import (mode 0600 or 0400; - for standard input)")
-	fs.BoolVar(&f.keyStdin, "private-key-stdin", false, "read a raw hex private key to import from standard input")
-	fs.StringVar(&f.dir, "dir", "", "the keystore directory to export into or import from")
-	positional, err := parseInterspersed(fs, args[1:])
-	if err != nil {
-		return usageErrorOf(err)
-	}
-	if err := checkAccountsArgs(sub, &f, positional); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	cfg, db, log, err := openStore(ctx, f.cfgPath, env.Stderr)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	switch sub {
-	case "list":
-		return listAccounts(ctx, db, f.owner, env.Stdout)
-	case "export-keystore", "import-keystore":
-		return copyKeystoreCmd(ctx, sub, cfg.Wallet.Keys, f.dir, wallet.Deps{Logger: log, Store: db}, env.Stdout)
+	return addAccount(ctx, env, "new", c.Config, accountTarget{owner: c.Owner, backend: c.Backend, label: c.Label}, nil)
+}
+
+type accountsImportCmd struct {
+	configFlag
+	Owner           string `placeholder:"PRINCIPAL" help:"The principal the account belongs to (required)."`
+	PassphraseFile  string `name:"passphrase-file" placeholder:"FILE" help:"File (or pipe) holding the passphrase of the KEYFILE, its first line (else ${importEnv})."`
+	PrivateKeyFile  string `name:"private-key-file" placeholder:"FILE" help:"File holding a raw hex private key (mode 0600 or 0400; - for standard input)."`
+	PrivateKeyStdin bool   `name:"private-key-stdin" help:"Read a raw hex private key from standard input."`
+	KeyFile         string `arg:"" optional:"" name:"KEYFILE" help:"A V3 keystore file, decrypted with its own passphrase."`
+	Backend         string `default:"keystore" enum:"keystore,pkcs11" help:"Where the key goes: keystore (encrypted with the keystore passphrase; the file is left as it is) or pkcs11 (onto the token of wallet.pkcs11, non-extractable; the KEYFILE or --private-key-file is then deleted)."`
+	Label           string `placeholder:"TEXT" help:"A label for the key on the token (pkcs11)."`
+}
+
+func (c *accountsImportCmd) Help() string {
+	return "KEYFILE is a V3 keystore file (geth, cast, ethers, ...), decrypted with its own passphrase (--passphrase-file, " +
+		"which may be a pipe such as <(pass show key), or $" + ImportPassphraseEnv + "). A raw private key (64 hex digits) " +
+		"comes from a file only you can read, or from standard input; never from the command line, where other users " +
+		"(ps, /proc) and the shell history see it."
+}
+
+func (c *accountsImportCmd) rawKey() bool { return c.PrivateKeyFile != "" || c.PrivateKeyStdin }
+
+func (c *accountsImportCmd) Run(ctx context.Context, env Env) error {
+	raw := c.rawKey()
+	switch {
+	case strings.TrimSpace(c.Owner) == "":
+		return usageError{errors.New("accounts import: --owner is required")}
+	case c.PrivateKeyFile != "" && c.PrivateKeyStdin:
+		return usageError{errors.New("accounts import: give --private-key-file or --private-key-stdin, not both")}
+	case raw && c.KeyFile != "":
+		return usageError{errors.New("accounts import: give either a KEYFILE or a raw private key (--private-key-file, --private-key-stdin), not both")}
+	case raw && c.PassphraseFile != "":
+		return usageError{errors.New("accounts import: --passphrase-file is the passphrase of a KEYFILE; a raw private key has none")}
+	case !raw && c.KeyFile == "":
+		return usageError{errors.New("accounts import: give a KEYFILE, or a raw private key with --private-key-file or --private-key-stdin")}
 	}
 	// The key to import is read (and a key file decrypted with its own passphrase) before the
 	// keystore is unlocked: a wrong file or passphrase is told at once, and apart from a
 	// wrong keystore passphrase, which comes from unlocking it.
 	var priv *ecdsa.PrivateKey
-	switch {
-	case sub != "import":
-	case f.rawKey():
-		priv, err = readRawKey(f.keyFile, env.Stdin)
-	default:
-		priv, err = readKeyFile(positional[0], f.passFile)
-	}
-	if err != nil {
-		return err
-	}
-	keys, err := wallet.OpenKeys(cfg.Wallet.Keys, wallet.Deps{Logger: log, Store: db})
-	if err != nil {
-		return err
-	}
-	accounts := wallet.NewAccounts(keys, db)
-	var addr common.Address
-	if sub == "new" {
-		addr, err = accounts.Create(ctx, f.owner)
+	var err error
+	if raw {
+		priv, err = readRawKey(c.PrivateKeyFile, env.Stdin)
 	} else {
-		addr, err = accounts.ImportKey(ctx, f.owner, priv)
+		priv, err = readKeyFile(c.KeyFile, c.PassphraseFile)
+	}
+	if err != nil {
+		return err
+	}
+	target := accountTarget{owner: c.Owner, backend: c.Backend, label: c.Label}
+	if c.Backend == wallet.BackendPKCS11 {
+		target.file = c.KeyFile
+		if c.PrivateKeyFile != "-" {
+			target.file = cmp.Or(c.PrivateKeyFile, c.KeyFile)
+		}
+	}
+	return addAccount(ctx, env, "import", c.Config, target, priv)
+}
+
+// accountTarget is where accounts new or import puts a key: the owner, the backend and the
+// key's label in it, and (import onto a token) the file the key came from, deleted after.
+type accountTarget struct {
+	owner, backend, label string
+	file                  string
+}
+
+// addAccount creates a key for the target's owner (priv nil) or imports priv, in the target's
+// backend, and prints its address.
+func addAccount(ctx context.Context, env Env, sub, cfgPath string, target accountTarget, priv *ecdsa.PrivateKey) error {
+	if target.backend != wallet.BackendKeystore {
+		return addHardwareAccount(ctx, env, sub, cfgPath, target, priv)
+	}
+	owner := target.owner
+	ctx, s, done, err := openStore(ctx, cfgPath, env.Stderr, 5*time.Minute)
+	if err != nil {
+		return err
+	}
+	defer done()
+	keys, err := wallet.OpenKeys(s.cfg.Wallet.Keys, wallet.Deps{Logger: s.log, Store: s.db})
+	if err != nil {
+		return err
+	}
+	accounts := wallet.NewAccounts(keys, s.db)
+	var addr common.Address
+	if priv == nil {
+		addr, err = accounts.Create(ctx, owner)
+	} else {
+		addr, err = accounts.ImportKey(ctx, owner, priv)
 	}
 	if errors.Is(err, wallet.ErrKeyExists) {
-		return fmt.Errorf("accounts %s: %w: %s is already held for %s", sub, err, addr.Hex(), f.owner)
+		return fmt.Errorf("accounts %s: %w: %s is already held for %s", sub, err, addr.Hex(), owner)
 	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(env.Stdout, addr.Hex())
-	log.Debug("accounts command done", zap.String("command", sub))
+	s.log.Debug("accounts command done", zap.String("command", sub))
 	return nil
 }
 
-// checkAccountsArgs refuses a command line whose flags and arguments do not fit the accounts
-// command sub.
-func checkAccountsArgs(sub string, f *accountsFlags, positional []string) error {
-	switch sub {
-	case "new", "import":
-		if strings.TrimSpace(f.owner) == "" {
-			return usageError{fmt.Errorf("accounts %s: --owner is required\n%s", sub, accountsUsage)}
-		}
-	case "list":
-	case "export-keystore", "import-keystore":
-		if f.dir == "" {
-			return usageError{fmt.Errorf("accounts %s: --dir is required\n%s", sub, accountsUsage)}
-		}
-	default:
-		return usageError{fmt.Errorf("unknown accounts command %q\n%s", sub, accountsUsage)}
+type accountsListCmd struct {
+	configFlag
+	Owner string `placeholder:"PRINCIPAL" help:"Only the accounts of this principal."`
+}
+
+func (c *accountsListCmd) Run(ctx context.Context, env Env) error {
+	ctx, s, done, err := openStore(ctx, c.Config, env.Stderr, time.Minute)
+	if err != nil {
+		return err
 	}
-	rawKey := f.rawKey()
-	switch {
-	case rawKey && sub != "import":
-		return usageError{fmt.Errorf("accounts %s: --private-key-file and --private-key-stdin are flags of accounts import\n%s", sub, accountsUsage)}
-	case f.keyFile != "" && f.keyStdin:
-		return usageError{fmt.Errorf("accounts import: give --private-key-file or --private-key-stdin, not both\n%s", accountsUsage)}
-	case rawKey && len(positional) > 0:
-		return usageError{fmt.Errorf("accounts import: give either a KEYFILE or a raw private key (--private-key-file, --private-key-stdin), not both\n%s", accountsUsage)}
-	case rawKey && f.passFile != "":
-		return usageError{fmt.Errorf("accounts import: --passphrase-file is the passphrase of a KEYFILE; a raw private key has none\n%s", accountsUsage)}
+	defer done()
+	return listAccounts(ctx, s.db, c.Owner, env.Stdout)
+}
+
+// keystoreDirArgs are the flags of export-keystore and import-keystore.
+type keystoreDirArgs struct {
+	configFlag
+	Dir string `placeholder:"DIR" help:"The keystore directory to export into (empty or new) or import from (required)."`
+}
+
+func (a keystoreDirArgs) run(ctx context.Context, env Env, sub string) error {
+	if a.Dir == "" {
+		return usageError{fmt.Errorf("accounts %s: --dir is required", sub)}
 	}
-	if f.dir != "" && sub != "export-keystore" && sub != "import-keystore" {
-		return usageError{fmt.Errorf("accounts %s: --dir is a flag of accounts export-keystore and import-keystore\n%s", sub, accountsUsage)}
+	ctx, s, done, err := openStore(ctx, a.Config, env.Stderr, 5*time.Minute)
+	if err != nil {
+		return err
 	}
-	want := map[string]int{"import": 1}[sub]
-	if rawKey {
-		want = 0
-	}
-	if len(positional) != want {
-		return usageError{fmt.Errorf("accounts %s: wrong number of arguments\n%s", sub, accountsUsage)}
-	}
-	return nil
+	defer done()
+	return copyKeystoreCmd(ctx, sub, s.cfg.Wallet.Keys, a.Dir, wallet.Deps{Logger: s.log, Store: s.db}, env.Stdout)
+}
+
+// accountsExportKeystoreCmd copies the keys of the configured backend into a directory, as
+// they are (encrypted with the keystore passphrase), each checked to decrypt first.
+type accountsExportKeystoreCmd struct{ keystoreDirArgs }
+
+func (c *accountsExportKeystoreCmd) Run(ctx context.Context, env Env) error {
+	return c.run(ctx, env, "export-keystore")
+}
+
+// accountsImportKeystoreCmd copies the key files of a directory into the configured
+// backend: the way from the keystore directory to the store.
+type accountsImportKeystoreCmd struct{ keystoreDirArgs }
+
+func (c *accountsImportKeystoreCmd) Run(ctx context.Context, env Env) error {
+	return c.run(ctx, env, "import-keystore")
 }
 
 // listAccounts prints the accounts of owner (all of them when empty).
@@ -173,9 +203,13 @@ func listAccounts(ctx context.Context, db *store.DB, owner string, stdout io.Wri
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ADDRESS\tOWNER\tSOURCE\tCREATED")
+	fmt.Fprintln(tw, "ADDRESS\tOWNER\tBACKEND\tKEY\tCREATED")
 	for _, a := range accs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", a.Address.Hex(), a.Owner, a.Source, a.CreatedAt.Format(time.RFC3339))
+		ref := a.KeyRef
+		if ref == "" {
+			ref = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Address.Hex(), a.Owner, a.Source, ref, a.CreatedAt.Format(time.RFC3339))
 	}
 	return tw.Flush()
 }
@@ -237,7 +271,7 @@ func readKeyFile(path, passFile string) (*ecdsa.PrivateKey, error) {
 	}
 	key, err := wallet.DecryptKeyFile(keyJSON, pass)
 	if errors.Is(err, wallet.ErrFilePassphrase) {
-		return nil, fmt.Errorf("accounts import: %s: %w, read from %s", path, wallet.ErrFilePassphrase, from)
+		return nil, fmt.Errorf("accounts import: %s: %w, read from %s%s", path, wallet.ErrFilePassphrase, from, wallet.PassphraseHint(pass))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("accounts import: %s: %w", path, err)

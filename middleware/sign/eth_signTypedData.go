@@ -2,12 +2,16 @@ package sign
 
 import (
 	"encoding/json"
+	"errors"
+	"strings"
 
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/signer/core/apitypes"
 
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
+	"github.com/web3gate/web3gate/txmgr"
+	"github.com/web3gate/web3gate/wallet"
 )
 
 // signTypedData answers eth_signTypedData_v4 (and _v3, and the unsuffixed name as wallets
@@ -34,9 +38,12 @@ func (s *Stage) signTypedData(c *proxy.Call) (*proxy.Response, error) {
 	if err := s.held(c.Ctx, c, addr); err != nil {
 		return nil, err
 	}
-	sig, err := s.keys.SignTypedData(addr, td)
+	sig, err := s.keys.SignTypedData(c.Ctx, addr, td)
+	if errors.Is(err, wallet.ErrInvalidTypedData) {
+		return nil, jsonrpc.ErrInvalidParams.Withf("typed data: %s", strings.TrimPrefix(err.Error(), wallet.ErrInvalidTypedData.Error()+": "))
+	}
 	if err != nil {
-		return nil, jsonrpc.ErrInvalidParams.Withf("typed data: %v", err)
+		return nil, txmgr.SigningError(err)
 	}
 	return result(hexutil.Bytes(sig))
 }

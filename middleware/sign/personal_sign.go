@@ -9,6 +9,7 @@ import (
 
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
+	"github.com/web3gate/web3gate/txmgr"
 )
 
 // personalSign answers personal_sign [message, address] with an EIP-191 signature
@@ -59,9 +60,9 @@ func (s *Stage) signText(c *proxy.Call, addr common.Address, msg []byte) (*proxy
 	if err := s.held(c.Ctx, c, addr); err != nil {
 		return nil, err
 	}
-	sig, err := s.keys.SignText(addr, msg)
+	sig, err := s.keys.SignText(c.Ctx, addr, msg)
 	if err != nil {
-		return nil, err
+		return nil, txmgr.SigningError(err)
 	}
 	return result(hexutil.Bytes(sig))
 }

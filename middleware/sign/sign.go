@@ -22,7 +22,7 @@ const ScopeSign = "eth_sign"
 // Deps are the stage's collaborators.
 type Deps struct {
 	Accounts *wallet.Accounts
-	Keys     *wallet.Keys
+	Keys     *wallet.Signers
 	// Transactions, the nonce manager, serves eth_sendTransaction and eth_signTransaction;
 	// nil: they are -32601.
 	Transactions *txmgr.Manager
@@ -31,7 +31,7 @@ type Deps struct {
 // Stage answers the signing methods and passes every other call on.
 type Stage struct {
 	accounts *wallet.Accounts
-	keys     *wallet.Keys
+	keys     *wallet.Signers
 	txs      *txmgr.Manager
 	methods  map[string]func(s *Stage, c *proxy.Call) (*proxy.Response, error)
 }
