@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The real-time measurement:
@@ -43,8 +45,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,6 +84,12 @@ type wsOptions struct {
 	heads, logs     int // sockets of each kind
 	blocks, warmups int
 	noAnvil         bool // (w) alone, for quick iterations: no (w0) reference
+	// node: also (wn) and (wp), web3gate fed by an anvil node, polling it and pushed by it.
+	node bool
+	// nodeOnly: (wn), (wp) and (w0) without (w), for quick iterations.
+	nodeOnly bool
+	// floorBin is bench/wsfloor, built: (wf), the write floor, runs with (wn) and (wp).
+	floorBin string
 }
 
 func (o wsOptions) sockets() int { return o.heads + o.logs }
@@ -104,7 +114,11 @@ type wsSample struct {
 	// CPUs used on average from the measured blocks' sends to their last deliveries: by the
 	// server, and by processes other than the server and this one.
 	serverCores, otherCores float64
-	problems                []string
+	// feedCallsPerBlock: web3gate's feed upstream calls per measured block
+	// (web3gate_feed_upstream_calls_total), hasFeedCalls when read.
+	feedCallsPerBlock float64
+	hasFeedCalls      bool
+	problems          []string
 }
 
 func (s wsSample) rssPerSocket(n int) float64 { return float64(s.rssAfter-s.rssBefore) / float64(n) }
@@ -140,7 +154,7 @@ func measureWS(ctx context.Context, cs *children, cfg runConfig, env signEnv, an
 		o.heads, o.logs, wsLogsPerBlock, o.warmups, o.blocks)
 	for r := range cfg.rounds {
 		rd := map[string]*wsSample{}
-		for _, k := range wsOrder(r) {
+		for _, k := range wsOrder(r, o) {
 			if k == "w0" && o.noAnvil {
 				continue
 			}
@@ -148,7 +162,13 @@ func measureWS(ctx context.Context, cs *children, cfg runConfig, env signEnv, an
 			if err := os.Mkdir(roundDir, 0o700); err != nil {
 				return run, err
 			}
-			s, err := wsRound(ctx, cs, cfg, env, anvilBin, roundDir, k, o)
+			var s *wsSample
+			var err error
+			if k == "wf" {
+				s, err = wsFloorRound(ctx, cs, cfg, o)
+			} else {
+				s, err = wsRound(ctx, cs, cfg, env, anvilBin, roundDir, k, o)
+			}
 			if err != nil {
 				return run, fmt.Errorf("round %d, (%s): %w", r+1, k, err)
 			}
@@ -160,12 +180,20 @@ func measureWS(ctx context.Context, cs *children, cfg runConfig, env signEnv, an
 	return run, nil
 }
 
-// wsOrder is the order of the servers in round r: anvil first in odd rounds (counted from 1).
-func wsOrder(r int) []string {
-	if r%2 == 0 {
-		return []string{"w0", "w"}
+// wsOrder is the order of the servers in round r: anvil first in odd rounds (counted from 1),
+// last in even ones; with o.node, (wn) and (wp) after (w), in alternating order too.
+func wsOrder(r int, o wsOptions) []string {
+	ks := []string{"w0"}
+	if !o.nodeOnly {
+		ks = append(ks, "w")
 	}
-	return []string{"w", "w0"}
+	if o.node || o.nodeOnly {
+		ks = append(ks, "wn", "wp", "wf")
+	}
+	if r%2 == 1 {
+		slices.Reverse(ks)
+	}
+	return ks
 }
 
 // wsRound measures one server: k "w" (web3gate) or "w0" (anvil).
@@ -174,7 +202,7 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = cs.stop(srv.proc) }()
+	defer srv.stop(cs)
 	s := &wsSample{}
 
 	// The chain: a token, the multicall holding tokens, and the block transaction.
@@ -205,6 +233,14 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 		return nil, fmt.Errorf("%s: %w\n%s", srv.name, err, indent(srv.proc.out.String()))
 	}
 	s.connect = time.Since(started)
+	var ac *wsClient // the bench's own socket on the node, whose newHeads announce the blocks
+	if srv.announce != "" {
+		ac = newWSClient(srv.announce, http.Header{}, wsLogsPerBlock)
+		defer ac.close()
+		if err := ac.subscribeAll(ctx, 1, 0, 1, ""); err != nil {
+			return nil, fmt.Errorf("%s: the announcer socket: %w", srv.name, err)
+		}
+	}
 	if s.rssAfter, err = settledRSS(ctx, pid); err != nil {
 		return nil, err
 	}
@@ -227,7 +263,13 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 	// From each measured block's send to its last delivery: the time, and the CPU time of the
 	// server, of this process, of interrupts and of the whole machine.
 	var wall, cpu, self, irq, busy time.Duration
+	var calls0, calls1 float64 // the feed's upstream calls before the measured blocks and after
 	for b := range o.warmups + o.blocks {
+		if b == o.warmups && srv.admin != "" {
+			if calls0, err = feedCalls(srv.admin); err != nil {
+				return nil, err
+			}
+		}
 		// A pause: the feed's poll is at another phase for every block.
 		select {
 		case <-ctx.Done():
@@ -273,6 +315,12 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 			break
 		}
 	}
+	if srv.admin != "" && len(hashes) > o.warmups {
+		if calls1, err = feedCalls(srv.admin); err != nil {
+			return nil, err
+		}
+		s.feedCallsPerBlock, s.hasFeedCalls = (calls1-calls0)/float64(len(hashes)-o.warmups), true
+	}
 	if len(hashes) > o.warmups {
 		s.cpuPerBlock = cpu / time.Duration(len(hashes)-o.warmups)
 		s.irqPerBlock = irq / time.Duration(len(hashes)-o.warmups)
@@ -296,7 +344,14 @@ func wsRound(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvi
 		}
 	}
 	var starts []int64
-	if srv.sightFromFeed {
+	if ac != nil {
+		if _, err := ac.waitDone(ctx, int64(len(numbers)), wsDeliverLimit); err != nil {
+			return nil, err
+		}
+		if starts, err = announcements(ac, numbers); err != nil {
+			return nil, err
+		}
+	} else if srv.sightFromFeed {
 		if starts, err = sightTimes(sights, numbers); err != nil {
 			return nil, err
 		}

@@ -1,3 +1,5 @@
+//go:build linux
+
 // (w)'s blocks: one Multicall of 100 ERC-20 transfers each, sent from one account.
 
 package main

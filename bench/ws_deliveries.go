@@ -1,3 +1,5 @@
+//go:build linux
+
 // (w)'s deliveries: the latency of every notification received, and what went wrong.
 
 package main

@@ -1,3 +1,5 @@
+//go:build linux
+
 // (w)'s process readings and settings: CPU, interrupt and RSS figures, the file limit, CPU pinning.
 
 package main

@@ -1,3 +1,5 @@
+//go:build linux
+
 // The servers under (w): starting them, web3gate's config, and what its metrics tell.
 
 package main
@@ -30,10 +32,25 @@ type wsServer struct {
 	header        http.Header
 	key0          *ecdsa.PrivateKey // the sending account
 	sightFromFeed bool              // the start of a delivery is the feed's sight of the block
+	others        []*child          // more processes of the server (the node behind web3gate)
+	// announce is the node's ws:// URL whose newHeads announce the blocks: the start of a
+	// delivery is the announcement's receive time on the bench's own socket there.
+	announce string
+}
+
+// stop stops the server's processes.
+func (srv *wsServer) stop(cs *children) {
+	_ = cs.stop(srv.proc)
+	for _, c := range srv.others {
+		_ = cs.stop(c)
+	}
 }
 
 // startWSServer starts the server of k with its sending account, on the servers' CPUs.
 func startWSServer(ctx context.Context, cs *children, cfg runConfig, env signEnv, anvilBin, dir, k string, o wsOptions) (*wsServer, error) {
+	if k == "wn" || k == "wp" {
+		return startWSNodeServer(ctx, cs, cfg, env, anvilBin, dir, k, o, k == "wp")
+	}
 	if k == "w0" {
 		t := &target{key: "w0", headers: [][2]string{{"Content-Type", "application/json"}}}
 		if err := startAnvil(ctx, cs, cfg.serverCPUs, anvilBin, t); err != nil {
@@ -91,7 +108,8 @@ func wsConfigBytes(raw []byte, api, admin int, dir string, sockets int) ([]byte,
 		return nil, err
 	}
 	limit := strconv.Itoa(sockets + 100) // and the bench's HTTP connections
-	for _, key := range []string{"server.maxConns", "server.maxConnsPerIP", "server.websocket.maxConnsPerClient"} {
+	for _, key := range []string{"server.maxConns", "server.maxConnsPerIP", "server.websocket.maxConnsPerClient",
+		"server.websocket.maxConnsPerPrincipal", "server.websocket.maxConnsPerAddress"} {
 		if err := setYAML(&doc, key, limit); err != nil {
 			return nil, err
 		}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -353,7 +355,9 @@ func TestWSConfigBytes(t *testing.T) {
 			MaxConns      int    `yaml:"maxConns"`
 			MaxConnsPerIP int    `yaml:"maxConnsPerIP"`
 			Websocket     struct {
-				MaxConnsPerClient int `yaml:"maxConnsPerClient"`
+				MaxConnsPerClient    int `yaml:"maxConnsPerClient"`
+				MaxConnsPerPrincipal int `yaml:"maxConnsPerPrincipal"`
+				MaxConnsPerAddress   int `yaml:"maxConnsPerAddress"`
 			} `yaml:"websocket"`
 		} `yaml:"server"`
 		Store struct {
@@ -365,6 +369,7 @@ func TestWSConfigBytes(t *testing.T) {
 	}
 	s := cfg.Server
 	if s.Listen != "127.0.0.1:1" || s.MaxConns < 11_000 || s.MaxConnsPerIP < 11_000 || s.Websocket.MaxConnsPerClient < 11_000 ||
+		s.Websocket.MaxConnsPerPrincipal < 11_000 || s.Websocket.MaxConnsPerAddress < 11_000 ||
 		cfg.Store.Path != "/tmp/x/web3gate.db" {
 		t.Fatalf("config: %+v, store %q", s, cfg.Store.Path)
 	}

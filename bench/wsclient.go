@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The client side of (w): thousands of WebSocket subscribers in this process, each one

@@ -55,7 +55,7 @@ func socketDialer(rcvBuf int) *websocket.Dialer {
 		nd.Control = func(_, _ string, c syscall.RawConn) error {
 			var serr error
 			err := c.Control(func(fd uintptr) {
-				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvBuf)
+				serr = setRcvBuf(fd, rcvBuf)
 			})
 			return errors.Join(err, serr)
 		}
@@ -283,7 +283,7 @@ func TestRealtimeOneFeed(t *testing.T) {
 	g := startGateway(t, realtimeConfig(`
 server:
   maxConnsPerIP: 4096
-  websocket: {maxConnsPerClient: 2000}
+  websocket: {maxConnsPerClient: 2000, maxConnsPerPrincipal: 2000, maxConnsPerAddress: 2000}
 `, node.URL))
 	waitReady(t, g)
 	url := wsURL(g, "/v1/web3/mainnet/e2e")

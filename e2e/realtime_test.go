@@ -29,6 +29,7 @@ import (
 	"github.com/web3gate/web3gate/contracts"
 	"github.com/web3gate/web3gate/devchain"
 	"github.com/web3gate/web3gate/e2e/anvil"
+	"github.com/web3gate/web3gate/internal/testproc"
 )
 
 // Real time through the binary: WebSocket subscriptions (eth_subscribe newHeads and logs) and
@@ -356,7 +357,7 @@ type scriptWatcher struct {
 	unordered bool // heads may come out of order (viem ws)
 	cmd       *exec.Cmd
 	stdin     io.WriteCloser
-	stderr    *lockedBuffer
+	stderr    *testproc.Buffer
 	exited    chan struct{}
 
 	mu      sync.Mutex
@@ -378,7 +379,7 @@ func startScript(t *testing.T, label, script string, blocks bool, env ...string)
 	if _, err := os.Stat("node_modules/viem/package.json"); err != nil {
 		t.Fatal("the JavaScript clients are not installed: run `npm ci --prefix e2e` (make test does)")
 	}
-	w := &scriptWatcher{label: label, blocks: blocks, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	w := &scriptWatcher{label: label, blocks: blocks, stderr: &testproc.Buffer{}, exited: make(chan struct{})}
 	w.cmd = exec.Command(node, script)
 	w.cmd.Env = append(os.Environ(), env...)
 	w.cmd.Stderr = w.stderr

@@ -28,9 +28,27 @@ func TestConfigValidate(t *testing.T) {
 		{"history of one", Config{PollInterval: time.Second, History: 1, MaxCatchUp: 1}, "history: must be between 2 and 100000"},
 		{"history too long", Config{PollInterval: time.Second, History: 100_001, MaxCatchUp: 1}, "history: must be between 2 and 100000"},
 		{"negative maxCatchUp", Config{PollInterval: time.Second, History: 2, MaxCatchUp: -1}, "maxCatchUp: must be between 1 and 1000000"},
+		{"push backoffs upside down", Config{PollInterval: time.Second, History: 2, MaxCatchUp: 1, Push: PushConfig{MinBackoff: time.Minute, MaxBackoff: time.Second}}, "push.minBackoff: must be at least 1ms and at most push.maxBackoff"},
+		{"push message limit too small", Config{PollInterval: time.Second, History: 2, MaxCatchUp: 1, Push: PushConfig{MaxMessageBytes: 100}}, "push.maxMessageBytes: must be between 4096 and 67108864"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.c.Validate()
+			// The keys a case does not set are the defaults.
+			var d Config
+			d.SetDefaults()
+			c := tc.c
+			c.StartWait = d.StartWait
+			p := &c.Push
+			if p.MinBackoff == 0 {
+				p.MinBackoff = d.Push.MinBackoff
+			}
+			if p.MaxBackoff == 0 {
+				p.MaxBackoff = d.Push.MaxBackoff
+			}
+			if p.MaxMessageBytes == 0 {
+				p.MaxMessageBytes = d.Push.MaxMessageBytes
+			}
+			p.PingInterval, p.Queue = d.Push.PingInterval, d.Push.Queue
+			err := c.Validate()
 			if err == nil || err.Error() != tc.want {
 				t.Fatalf("Validate() = %v, want %q", err, tc.want)
 			}

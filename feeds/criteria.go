@@ -238,3 +238,36 @@ func (c *Criteria) Match(l *Log) bool {
 	}
 	return true
 }
+
+// Bounds bounds the criteria a consumer may hold while it lives (a logs subscription): each
+// is matched against every block's logs, and kept in memory with its key.
+type Bounds struct {
+	// Addresses bounds the addresses; TopicsPerPosition the hashes of one position.
+	Addresses, TopicsPerPosition int
+	// Product bounds the addresses (at least 1) times the hashes of all positions (at
+	// least 1).
+	Product int
+	// Bytes bounds the filter object's JSON.
+	Bytes int
+}
+
+// Check returns the -32602 error that refuses c, read from raw (its JSON), over b; or nil.
+func (b Bounds) Check(c *Criteria, raw []byte) error {
+	if b.Bytes > 0 && len(raw) > b.Bytes {
+		return jsonrpc.ErrInvalidParams.Withf("filter too large: %d bytes, the most this server holds for a subscription is %d (server.websocket.logsCriteria.maxBytes)", len(raw), b.Bytes)
+	}
+	if b.Addresses > 0 && len(c.Addresses) > b.Addresses {
+		return jsonrpc.ErrInvalidParams.Withf("filter too large: %d addresses, the most this server takes is %d (server.websocket.logsCriteria.maxAddresses)", len(c.Addresses), b.Addresses)
+	}
+	hashes := 0
+	for i, pos := range c.Topics {
+		if b.TopicsPerPosition > 0 && len(pos) > b.TopicsPerPosition {
+			return jsonrpc.ErrInvalidParams.Withf("filter too large: %d topics at position %d, the most this server takes is %d (server.websocket.logsCriteria.maxTopicsPerPosition)", len(pos), i, b.TopicsPerPosition)
+		}
+		hashes += len(pos)
+	}
+	if p := max(len(c.Addresses), 1) * max(hashes, 1); b.Product > 0 && p > b.Product {
+		return jsonrpc.ErrInvalidParams.Withf("filter too large: %d addresses × %d topics is %d, the most this server takes is %d (server.websocket.logsCriteria.maxProduct)", len(c.Addresses), hashes, p, b.Product)
+	}
+	return nil
+}

@@ -225,13 +225,20 @@ type testFeed struct {
 
 func newFeed(t *testing.T, chain Chain, chainID uint64, mutate func(*Config)) *testFeed {
 	t.Helper()
+	return newPushedFeed(t, chain, chainID, mutate)
+}
+
+// newPushedFeed is newFeed whose chain has the node sockets (ws URLs) sockets.
+func newPushedFeed(t *testing.T, chain Chain, chainID uint64, mutate func(*Config), sockets ...string) *testFeed {
+	t.Helper()
 	cfg := Config{PollInterval: 20 * time.Millisecond}
 	if mutate != nil {
 		mutate(&cfg)
 	}
 	core, logs := observer.New(zap.DebugLevel)
 	reg := prometheus.NewRegistry()
-	set, err := New(cfg, Deps{Chains: map[uint64]Chain{chainID: chain}, Logger: zap.New(core), Registry: reg})
+	set, err := New(cfg, Deps{Chains: map[uint64]Chain{chainID: chain}, Logger: zap.New(core), Registry: reg,
+		Sockets: map[uint64][]string{chainID: sockets}})
 	if err != nil {
 		t.Fatal(err)
 	}

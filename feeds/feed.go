@@ -3,9 +3,13 @@
 // subscriptions (eth_subscribe) and HTTP filters (eth_getFilterChanges) of a process, so
 // that N clients never cause N upstream calls.
 //
-// A feed polls its chain through the chain's upstream pool (upstream ws:// node URLs are not
-// used): eth_getBlockByNumber("latest", false) every feeds.pollInterval, and at once when
-// the pool's own head tracking sees a higher head. It runs one goroutine, only while it has
+// A feed polls its chain through the chain's upstream pool: eth_getBlockByNumber("latest",
+// false) every feeds.pollInterval, and at once when the pool's own head tracking sees a
+// higher head. A chain with ws(s):// URLs (upstreams.chains[].wsUrls) is not polled while a
+// socket to one of them is subscribed to newHeads (push.go): each pushed head is taken as
+// the latest block, and the feed polls only when the pool's head stays above the delivered
+// block for feeds.pollInterval (the socket's node lags) or no socket is up. It runs one
+// goroutine (and, with ws URLs, the socket's), only while it has
 // sinks or its filter methods (Changes, Latest) were called in the last idleAfter (5
 // minutes); an idle feed forgets its history and starts afresh with its next consumer.
 //
@@ -69,6 +73,9 @@ type Deps struct {
 	Logger *zap.Logger
 	// Registry receives the web3gate_feed_* metrics; nil: they are not registered.
 	Registry prometheus.Registerer
+	// Sockets are the ws(s):// node URLs by chain id (upstreams.chains[].wsUrls): a chain
+	// with some takes pushed heads (unless cfg.Push.Disabled).
+	Sockets map[uint64][]string
 }
 
 // The feeds' fixed timings.
@@ -130,6 +137,9 @@ func New(cfg Config, deps Deps) (*Set, error) {
 			idleAfter: idleAfter,
 			byHash:    make(map[common.Hash]*Block),
 		}
+		if urls := deps.Sockets[id]; len(urls) > 0 && !cfg.Push.Disabled {
+			s.feeds[id].sockets = append([]string(nil), urls...)
+		}
 	}
 	return s, nil
 }
@@ -162,16 +172,19 @@ type Feed struct {
 	m       *chainMetrics
 
 	idleAfter time.Duration // idleAfter, shorter in tests
+	sockets   []string      // ws(s) URLs of the push; empty: the feed polls
 
 	mu           sync.Mutex
-	sinks        []*sinkEntry // guarded by mu
-	logSinks     int          // sinks with logs; guarded by mu
-	sinksChanged bool         // sinks changed since the goroutine's last snapshot; guarded by mu
-	running      bool         // the goroutine runs; guarded by mu
-	startFrom    uint64       // the pool's head when a sink woke the idle feed; guarded by mu
-	startSet     bool         // startFrom is set; guarded by mu
-	lastUse      time.Time    // last Changes or Latest; guarded by mu
-	lastLogsUse  time.Time    // last Changes with logs; guarded by mu
+	sinks        []*sinkEntry    // guarded by mu
+	logSinks     int             // sinks with logs; guarded by mu
+	sinksChanged bool            // sinks changed since the goroutine's last snapshot; guarded by mu
+	running      bool            // the goroutine runs; guarded by mu
+	startFrom    uint64          // the pool's head when a sink woke the idle feed; guarded by mu
+	startSet     bool            // startFrom is set; guarded by mu
+	startLate    bool            // a first subscription stopped waiting for the first head; guarded by mu
+	waiters      []chan struct{} // closed at the end of the first round whose sinks include theirs; guarded by mu
+	lastUse      time.Time       // last Changes or Latest; guarded by mu
+	lastLogsUse  time.Time       // last Changes with logs; guarded by mu
 
 	// The history, written by the goroutine, read by Changes; guarded by mu.
 	hist    []*Block               // the delivered chain, ascending and contiguous, at most cfg.History
@@ -184,6 +197,7 @@ type Feed struct {
 	snapshot []*sinkEntry // the sinks of the current round
 	span     int          // blocks per run (halved after failures, grows back)
 	okStreak int
+	ready    []chan struct{} // the waiters of the current round's sinks
 }
 
 // sinkEntry is one subscription.
@@ -209,10 +223,14 @@ type Sink interface{ Deliver(ev Event) }
 
 // Subscribe adds s; logs=true makes the feed fetch logs for every new block while s is
 // subscribed. s gets the events of the feed's rounds that start after Subscribe: the blocks
-// after the chain's head as the feed or the pool knew it then (a feed woken from idle may
-// deliver first a block or two mined just before). unsubscribe is idempotent and may be
-// called from Deliver; after it returns, s gets nothing more, except at most the one event
-// being delivered at that moment. After Set.Close, Subscribe adds nothing.
+// after the chain's head as the feed knew it then, as with geth, blocks mined after the
+// subscription. A feed without history (idle, woken by s) reads the head first: Subscribe
+// returns once it has (at most feeds.startWait; past it s starts after the head the pool
+// last polled, and may get first a block mined just before). On a running feed that polls,
+// its head may be up to a poll interval old (a block mined just before may come); with a
+// push socket up it is the node's. unsubscribe is idempotent and may be called from
+// Deliver; after it returns, s gets nothing more, except at most the one event being
+// delivered at that moment. After Set.Close, Subscribe adds nothing.
 func (f *Feed) Subscribe(s Sink, logs bool) (unsubscribe func()) {
 	e := &sinkEntry{s: s, logs: logs}
 	f.mu.Lock()
@@ -227,13 +245,30 @@ func (f *Feed) Subscribe(s Sink, logs bool) (unsubscribe func()) {
 	}
 	f.sinksChanged = true
 	f.m.sinks.Set(float64(len(f.sinks)))
-	if !f.running && len(f.hist) == 0 {
-		// 0 is the genesis or, before the pool's first head poll, unknown: begin tells
-		// them apart by maxCatchUp.
-		f.startFrom, f.startSet = f.chain.Head(), true
+	var ready chan struct{}
+	if len(f.hist) == 0 {
+		if !f.running {
+			// The start when the wait below times out. 0 is the genesis or, before the
+			// pool's first head poll, unknown: begin tells them apart by maxCatchUp.
+			f.startFrom, f.startSet = f.chain.Head(), true
+		}
+		ready = make(chan struct{})
+		f.waiters = append(f.waiters, ready)
 	}
 	f.startLocked()
 	f.mu.Unlock()
+	if ready != nil {
+		t := time.NewTimer(f.cfg.StartWait)
+		select {
+		case <-ready:
+		case <-t.C:
+			f.mu.Lock()
+			f.startLate = true
+			f.mu.Unlock()
+		case <-f.set.ctx.Done():
+		}
+		t.Stop()
+	}
 	var once sync.Once
 	return func() { once.Do(func() { f.remove(e) }) }
 }
@@ -284,7 +319,9 @@ func (f *Feed) startLocked() {
 }
 
 // idle reports, and records, that the goroutine is to stop: no sinks, and no Changes or
-// Latest for idleAfter. The history is dropped then: it would be stale at the next start.
+// Latest for idleAfter. The history is dropped then: it would be stale at the next start;
+// and so is the last round's snapshot of the sinks, which would keep the sinks gone since
+// (a logs subscription's filter is up to tens of KiB) until the next start.
 func (f *Feed) idle() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -293,7 +330,17 @@ func (f *Feed) idle() bool {
 	}
 	f.running = false
 	f.dropHistoryLocked()
+	clear(f.snapshot)
+	f.snapshot = f.snapshot[:0]
+	f.sinksChanged = true
 	return true
+}
+
+// idleNow reports whether idle would stop the goroutine now, without recording it.
+func (f *Feed) idleNow() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.sinks) == 0 && time.Since(f.lastUse) >= f.idleAfter
 }
 
 // dropHistoryLocked forgets every block. f.mu is held.
@@ -303,18 +350,29 @@ func (f *Feed) dropHistoryLocked() {
 	clear(f.byHash)
 	f.orphans = nil
 	f.lastOK = time.Time{}
+	f.startLate = false
 }
 
-// run is the feed's goroutine: a round at each poll until idle or closed. A failed round is
-// retried at the next poll, after a backoff when failures repeat; it is logged once per run
-// of failures (a warning), except for blocks a node does not have yet (a node behind
-// another), which is expected now and then and logged only when it lasts notYetPatience
-// rounds.
+// run is the feed's goroutine: a round at each poll, or at each pushed head while a push
+// socket is up, until idle or closed. A failed round is retried at the next poll, after a
+// backoff when failures repeat; it is logged once per run of failures (a warning), except
+// for blocks a node does not have yet (a node behind another), which is expected now and
+// then and logged only when it lasts notYetPatience rounds.
 func (f *Feed) run(ctx context.Context) {
 	defer f.set.wg.Done()
+	var push *pusher
+	if len(f.sockets) > 0 {
+		push = newPusher(f.sockets, f.cfg.Push, f.log, f.m)
+		pctx, stop := context.WithCancel(ctx)
+		var pwg sync.WaitGroup
+		pwg.Go(func() { push.run(pctx) })
+		defer pwg.Wait()
+		defer stop()
+	}
 	ticker := time.NewTicker(min(headCheck, f.cfg.PollInterval))
 	defer ticker.Stop()
 	failures, warned := 0, false
+	poll := true // the next round polls; false: it takes the pushed heads
 	for {
 		if ctx.Err() != nil {
 			f.mu.Lock()
@@ -326,7 +384,16 @@ func (f *Feed) run(ctx context.Context) {
 			return
 		}
 		poolHead := f.chain.Head()
-		err := f.round(ctx)
+		var err error
+		if poll {
+			err = f.round(ctx, nil)
+		} else {
+			for _, h := range push.take() {
+				if err = f.round(ctx, h); err != nil {
+					break
+				}
+			}
+		}
 		notYet := errors.Is(err, errNotYet)
 		switch {
 		case err == nil:
@@ -349,13 +416,50 @@ func (f *Feed) run(ctx context.Context) {
 		if failures > 1 && !notYet {
 			wait = min(f.cfg.PollInterval<<min(failures-1, 16), max(maxBackoff, f.cfg.PollInterval))
 		}
+		// pushing: the socket is up and the feed is on track; it then polls only when the
+		// pool's head stays above the delivered block for a poll interval.
+		pushing := func() bool { return push != nil && push.up.Load() && failures == 0 && f.tip() != nil }
+		var notify <-chan struct{}
+		if push != nil {
+			notify = push.notify
+		}
 		last := time.Now()
+		var ahead time.Time // since when the pool's head is above the delivered block
+		poll = true
 	wait:
 		for {
+			if pushing() && push.queued() {
+				poll = false
+				break wait
+			}
 			select {
 			case <-ctx.Done():
 				break wait
+			case <-notify:
+				if pushing() {
+					poll = false
+					break wait
+				}
 			case now := <-ticker.C:
+				if pushing() {
+					if f.idleNow() {
+						break wait // the loop's idle check ends the goroutine
+					}
+					if h, tip := f.chain.Head(), f.tip(); h > tip.Number {
+						if ahead.IsZero() {
+							ahead = now
+						} else if now.Sub(ahead) >= f.cfg.PollInterval {
+							f.m.lagPolls.Inc()
+							f.log.Info("feed push lags the upstream pool; polling and moving the socket to the next node",
+								zap.Uint64("delivered", tip.Number), zap.Uint64("pool_head", h))
+							push.rotate()
+							break wait
+						}
+					} else {
+						ahead = time.Time{}
+					}
+					continue
+				}
 				if now.Sub(last) >= wait || (failures == 0 && f.chain.Head() > poolHead) {
 					break wait
 				}

@@ -261,7 +261,7 @@ func TestGapLongerThanMaxCatchUp(t *testing.T) {
 }
 
 // TestUnsubscribeStopsTheFeed: without sinks and filter polls a feed stops after idleAfter
-// and forgets its history; the next sink starts it again.
+// and forgets its history and the sinks it delivered to; the next sink starts it again.
 func TestUnsubscribeStopsTheFeed(t *testing.T) {
 	n := anvilNode(t)
 	c := newCounting(n.pool)
@@ -276,6 +276,12 @@ func TestUnsubscribeStopsTheFeed(t *testing.T) {
 		defer tf.mu.Unlock()
 		return !tf.running && len(tf.hist) == 0
 	})
+	tf.mu.Lock()
+	kept := len(tf.snapshot)
+	tf.mu.Unlock()
+	if kept != 0 {
+		t.Fatalf("the stopped feed keeps %d sinks", kept)
+	}
 	polls := c.snapshot()["latest"]
 	time.Sleep(100 * time.Millisecond)
 	if got := c.snapshot()["latest"]; got != polls {

@@ -16,14 +16,19 @@ const (
 	walkWindow = 16
 )
 
-// round is one poll: the latest block, then whatever it takes to deliver up to it.
-func (f *Feed) round(parent context.Context) error {
+// round is one poll (pushed nil: the latest block is asked for) or one pushed head, then
+// whatever it takes to deliver up to it. At its end, the subscriptions that waited for
+// their first head (Subscribe) are released.
+func (f *Feed) round(parent context.Context, pushed *Block) error {
 	ctx, cancel := context.WithTimeout(parent, roundTimeout)
 	defer cancel()
 	withLogs := f.refreshSinks()
-	latest, err := f.latest(ctx)
-	if err != nil {
-		return err
+	latest := pushed
+	if latest == nil {
+		var err error
+		if latest, err = f.latest(ctx); err != nil {
+			return err
+		}
 	}
 	f.sawHead(latest.Number)
 	if err := f.follow(ctx, latest, withLogs); err != nil {
@@ -32,6 +37,11 @@ func (f *Feed) round(parent context.Context) error {
 	f.mu.Lock()
 	f.lastOK = time.Now()
 	f.mu.Unlock()
+	for _, c := range f.ready {
+		close(c)
+	}
+	clear(f.ready)
+	f.ready = f.ready[:0]
 	return nil
 }
 
@@ -48,6 +58,9 @@ func (f *Feed) refreshSinks() bool {
 		}
 		f.sinksChanged = false
 	}
+	f.ready = append(f.ready, f.waiters...)
+	clear(f.waiters)
+	f.waiters = f.waiters[:0]
 	return f.logSinks > 0 || (!f.lastLogsUse.IsZero() && time.Since(f.lastLogsUse) < f.idleAfter)
 }
 
@@ -91,11 +104,13 @@ func (f *Feed) follow(ctx context.Context, latest *Block, withLogs bool) error {
 	return f.catchUp(ctx, latest, withLogs)
 }
 
-// begin starts the history of a feed that has none: at the pool's head when a sink woke the
-// feed (so that the blocks after it are delivered), else at latest, which is not delivered.
+// begin starts the history of a feed that has none at latest, which is not delivered: read
+// after the subscriptions of the round were made, it is their start (Subscribe waits for
+// it). When one of them stopped waiting (startLate), at the pool's head when a sink woke the
+// feed instead, so that the blocks after it are delivered.
 func (f *Feed) begin(ctx context.Context, latest *Block, withLogs bool) error {
 	f.mu.Lock()
-	from, set := f.startFrom, f.startSet
+	from, set := f.startFrom, f.startSet && f.startLate
 	f.mu.Unlock()
 	base := latest
 	if set && from < latest.Number && latest.Number-from <= uint64(f.cfg.MaxCatchUp) {
@@ -106,7 +121,7 @@ func (f *Feed) begin(ctx context.Context, latest *Block, withLogs bool) error {
 		base = hs[0]
 	}
 	f.mu.Lock()
-	f.startFrom, f.startSet = 0, false
+	f.startFrom, f.startSet, f.startLate = 0, false, false
 	f.appendLocked(base)
 	f.mu.Unlock()
 	f.m.delivered.Set(float64(base.Number))

@@ -8,6 +8,8 @@ type metrics struct {
 	head, headSeen, delivered, lag, sinks *prometheus.GaugeVec
 	reorgs                                *prometheus.CounterVec
 	calls                                 *prometheus.CounterVec
+	pushUp                                *prometheus.GaugeVec
+	pushed, lagPolls                      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -40,9 +42,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "web3gate_feed_upstream_calls_total",
 			Help: "JSON-RPC calls the chain's feed and its filter polls sent to the upstream pool (each call of a batch counts), by chain and method.",
 		}, []string{"chain", "method"}),
+		pushUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "web3gate_feed_push_up",
+			Help: "1 while the chain's feed has a node's WebSocket subscribed to newHeads (it takes pushed heads instead of polling), else 0, by chain.",
+		}, []string{"chain"}),
+		pushed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "web3gate_feed_pushed_heads_total",
+			Help: "Heads a node pushed to the chain's feed (newHeads over upstreams.chains[].wsUrls), by chain.",
+		}, []string{"chain"}),
+		lagPolls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "web3gate_feed_push_lag_polls_total",
+			Help: "Polls of the chain's feed while its push socket was up, because the upstream pool's head stayed above the delivered block for feeds.pollInterval (the socket's node lags; the socket moves to the next wsUrl), by chain.",
+		}, []string{"chain"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.head, m.headSeen, m.delivered, m.lag, m.sinks, m.reorgs, m.calls)
+		reg.MustRegister(m.head, m.headSeen, m.delivered, m.lag, m.sinks, m.reorgs, m.calls, m.pushUp, m.pushed, m.lagPolls)
 	}
 	return m
 }
@@ -52,6 +66,8 @@ type chainMetrics struct {
 	head, headSeen, delivered, lag, sinks prometheus.Gauge
 	reorgs                                prometheus.Counter
 	byNumber, byHash, logs                prometheus.Counter
+	pushUp                                prometheus.Gauge
+	pushed, lagPolls                      prometheus.Counter
 }
 
 func (m *metrics) chain(name string) *chainMetrics {
@@ -65,6 +81,9 @@ func (m *metrics) chain(name string) *chainMetrics {
 		byNumber:  m.calls.WithLabelValues(name, methodBlockByNumber),
 		byHash:    m.calls.WithLabelValues(name, methodBlockByHash),
 		logs:      m.calls.WithLabelValues(name, methodGetLogs),
+		pushUp:    m.pushUp.WithLabelValues(name),
+		pushed:    m.pushed.WithLabelValues(name),
+		lagPolls:  m.lagPolls.WithLabelValues(name),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,15 +34,32 @@ func revert(t *testing.T, n *anvil.Node, id string) {
 // then the new branch ascending; Changes across the reorg answers the same, from the
 // feed's history, and from the upstream for a replica whose feed did not see the old
 // branch (anvil forgets reverted blocks: what it cannot know is left out).
-func TestReorgOnAnvil(t *testing.T) {
+func TestReorgOnAnvil(t *testing.T) { reorgOnAnvil(t, false) }
+
+// TestReorgOnAnvilPushed is TestReorgOnAnvil with the heads pushed by anvil over its ws://
+// (polling every 10s only): the same events, from pushed heads.
+func TestReorgOnAnvilPushed(t *testing.T) { reorgOnAnvil(t, true) }
+
+func reorgOnAnvil(t *testing.T, push bool) {
 	n := anvilNode(t)
 	s := n.session(t, 0)
 	at := deployEmitter(t, s)
 	base := n.head(t)
 	wait.Within(t, waitTimeout, "the pool's head", func() bool { return n.pool.Head() == base })
-	tf := newFeed(t, n.pool, n.chainID, nil)
+	var tf *testFeed
+	if push {
+		// The pool's head polling is 50ms: the lag check polls when a push is late; the
+		// feed's own polls come every 10s.
+		tf = newPushedFeed(t, n.pool, n.chainID, func(c *Config) { c.PollInterval = 10 * time.Second },
+			"ws"+strings.TrimPrefix(n.anvil.URL, "http"))
+	} else {
+		tf = newFeed(t, n.pool, n.chainID, nil)
+	}
 	r := &recorder{}
 	defer tf.Subscribe(r, true)()
+	if push {
+		wait.Within(t, waitTimeout, "the push socket", func() bool { return tf.metric(t, "web3gate_feed_push_up") == 1 })
+	}
 	b0 := emit(t, s, at, 1, 1)
 	evs := r.waitHead(t, b0)
 	cursor0 := Cursor{Number: b0, Hash: evs[len(evs)-1].Block.Hash}
@@ -93,6 +111,13 @@ func TestReorgOnAnvil(t *testing.T) {
 	}
 	if got := tf.metric(t, "web3gate_feed_reorgs_total"); got != 1 {
 		t.Errorf("web3gate_feed_reorgs_total = %v, want 1", got)
+	}
+	if push {
+		pushed, lagPolls := tf.metric(t, "web3gate_feed_pushed_heads_total"), tf.metric(t, "web3gate_feed_push_lag_polls_total")
+		t.Logf("pushed heads %v, lag polls %v", pushed, lagPolls)
+		if pushed < 6 {
+			t.Errorf("web3gate_feed_pushed_heads_total = %v, want the 6 blocks at least", pushed)
+		}
 	}
 
 	ctx := context.Background()

@@ -130,7 +130,7 @@ func TestFailoverToLaggingNode(t *testing.T) {
 	both := []*anvil.Node{a, b}
 	mineAt(both, 1, 3)
 	cfg := upstreamConfig(31337, a.URL, b.URL)
-	cfg.MaxLag = 1
+	cfg.MaxLag = new(uint64(1))
 	pool := startPool(t, cfg, upstreams.Deps{})
 	wait.Within(t, waitTimeout, "the pool's head", func() bool { return pool.Head() == 3 })
 	c := newCounting(pool)

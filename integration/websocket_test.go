@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -332,6 +333,20 @@ func TestWebSocketLogs(t *testing.T) {
 	if r := w.call(t, "eth_subscribe", "blocks"); r.Error == nil || r.Error.Code != -32601 || r.Error.Message != `no "blocks" subscription in eth namespace` {
 		t.Fatalf("unknown kind: %+v", r.Error)
 	}
+	// A filter over server.websocket.logsCriteria's default bounds is refused: 1000
+	// addresses (geth's own limit) times 100 topics.
+	addrs := make([]string, 1000)
+	for i := range addrs {
+		addrs[i] = common.BigToAddress(big.NewInt(int64(i + 1))).Hex()
+	}
+	topics := make([]string, 100)
+	for i := range topics {
+		topics[i] = common.BigToHash(big.NewInt(int64(i + 1))).Hex()
+	}
+	if r := w.call(t, "eth_subscribe", "logs", map[string]any{"address": addrs, "topics": []any{topics}}); r.Error == nil || r.Error.Code != -32602 ||
+		r.Error.Message != "filter too large: 1000 addresses × 100 topics is 100000, the most this server takes is 10000 (server.websocket.logsCriteria.maxProduct)" {
+		t.Fatalf("an oversize filter: %+v %s", r.Error, r.Result)
+	}
 }
 
 // TestWebSocketAuthAtUpgrade: the upgrade is authenticated as a POST is; a refusal is the
@@ -495,7 +510,7 @@ func TestWebSocketSlowConsumer(t *testing.T) {
 	d := websocket.Dialer{HandshakeTimeout: 5 * time.Second, NetDial: func(network, addr string) (net.Conn, error) {
 		nd := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 			var serr error
-			err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 8192) })
+			err := c.Control(func(fd uintptr) { serr = setRcvBuf(fd, 8192) })
 			return errors.Join(err, serr)
 		}}
 		return nd.Dial(network, addr)

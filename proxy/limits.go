@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,10 +108,12 @@ func (l *connLimits) count() int {
 
 // bodyBudget bounds the memory of the request bodies read as they arrive (see readBody):
 // each such body takes the bytes it allocates before it allocates them, and gives them back
-// once its request is answered. Limit 0: no bound.
+// once its request is answered. The same type bounds the answers queued for the sockets
+// (socketSet.budget). Limit 0: no bound.
 type bodyBudget struct {
 	limit int64
 	used  atomic.Int64
+	free  *memFreer // told of what is taken and given back; nil: none
 }
 
 // take takes n bytes, or reports false when they would exceed the limit.
@@ -122,6 +125,9 @@ func (b *bodyBudget) take(n int) bool {
 		b.used.Add(-int64(n))
 		return false
 	}
+	if b.free != nil {
+		b.free.add(int64(n))
+	}
 	return true
 }
 
@@ -129,5 +135,57 @@ func (b *bodyBudget) take(n int) bool {
 func (b *bodyBudget) give(n int) {
 	if b.limit > 0 && n != 0 {
 		b.used.Add(-int64(n))
+		if b.free != nil {
+			b.free.add(-int64(n))
+		}
 	}
+}
+
+// freeMemoryInterval is the shortest time between two runs of debug.FreeOSMemory.
+const freeMemoryInterval = 10 * time.Second
+
+// freeMemorySettle is how long after a drop is seen the memory is freed at the earliest. A
+// budget is given back just before the memory it counted becomes garbage (a message's buffer
+// when its reader returns, a socket's buffers when it ends), and a crowd of sockets closed
+// by one deadline ends over a moment: a collection at once would find most of it still
+// live, and, its peak reset, would not run again (198 stalled frames: RSS stayed 138 MiB up).
+const freeMemorySettle = time.Second
+
+// memFreer returns memory to the operating system after a large drop of the bytes the
+// budgets hold (server.freeMemoryAfterDrop). Go's runtime does it by itself, but only after
+// a garbage collection, which an idle process may not run for two minutes, and then
+// gradually: after a burst of large bodies or answers, the process would keep their memory
+// (its RSS) for minutes. debug.FreeOSMemory collects and returns it at once; it stops the
+// world briefly, so it runs at most every freeMemoryInterval (a drop meanwhile is freed at
+// the interval's end).
+type memFreer struct {
+	drop      int64 // server.freeMemoryAfterDrop
+	held      atomic.Int64
+	peak      atomic.Int64 // the most held since the last run
+	scheduled atomic.Bool
+	last      atomic.Int64 // unix nanoseconds of the last run
+	runs      prometheus.Counter
+}
+
+// add counts d bytes taken (positive) or given back (negative) by a budget.
+func (f *memFreer) add(d int64) {
+	h := f.held.Add(d)
+	if d > 0 {
+		for p := f.peak.Load(); h > p && !f.peak.CompareAndSwap(p, h); p = f.peak.Load() {
+		}
+		return
+	}
+	if f.peak.Load()-h >= f.drop && f.scheduled.CompareAndSwap(false, true) {
+		wait := time.Until(time.Unix(0, f.last.Load()).Add(freeMemoryInterval))
+		time.AfterFunc(max(wait, freeMemorySettle), f.run)
+	}
+}
+
+// run returns the freed memory to the operating system.
+func (f *memFreer) run() {
+	f.peak.Store(f.held.Load())
+	debug.FreeOSMemory()
+	f.last.Store(time.Now().UnixNano())
+	f.runs.Inc()
+	f.scheduled.Store(false)
 }

@@ -23,14 +23,16 @@ const (
 	dropBinary
 	dropIdle
 	dropPingTimeout
+	dropMessageTimeout
 	dropReasons
 )
 
-var dropLabels = [dropReasons]string{"", "slow_consumer", "token_expired", "message_too_large", "binary_message", "idle", "ping_timeout"}
+var dropLabels = [dropReasons]string{"", "slow_consumer", "token_expired", "message_too_large", "binary_message", "idle", "ping_timeout", "message_timeout"}
 
 // The close reasons (at most 123 bytes each).
 const (
 	closeSlowConsumer = "slow consumer: outbound queue full (server.websocket.queueSize)"
+	closeSlowBytes    = "slow consumer: outbound queue full (server.websocket.maxQueuedBytes)"
 	closeShutdown     = "server shutting down"
 	closeTokenExpired = "access token expired"
 	closeBinary       = "binary messages are not supported: send JSON-RPC as text messages"
@@ -82,7 +84,10 @@ func (k *socket) sendClose(frame []byte) {
 		_ = k.conn.NetConn().Close()
 		return
 	}
-	_ = k.conn.SetReadDeadline(time.Now().Add(closeGrace))
+	k.dl.Lock()
+	k.graceUntil = time.Now().Add(closeGrace)
+	_ = k.conn.SetReadDeadline(k.graceUntil)
+	k.dl.Unlock()
 }
 
 // finish ends the socket once its reader has ended: its subscriptions, its queue, its

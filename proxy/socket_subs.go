@@ -10,8 +10,8 @@ import (
 )
 
 // notify queues the notifications of s with results, in order (see Subscription.Notify and
-// NotifyAll). Over the queue's limit, the socket is closed (a slow consumer) and none of
-// them is queued: the close drops what is queued anyway.
+// NotifyAll). Over the queue's limits (queueSize, maxQueuedBytes), the socket is closed (a
+// slow consumer) and none of them is queued: the close drops what is queued anyway.
 func (k *socket) notify(s *subscription, results ...[]byte) {
 	k.mu.Lock()
 	if s.ended || k.state != sockOpen {
@@ -19,10 +19,19 @@ func (k *socket) notify(s *subscription, results ...[]byte) {
 		return
 	}
 	if k.queued+len(results) > k.ss.cfg.QueueSize {
-		k.overflowLocked()
+		k.overflowLocked(closeSlowConsumer)
+		return
+	}
+	n := 0
+	for _, r := range results {
+		n += len(s.prefix) + len(r) + len(notificationEnd)
+	}
+	if k.queuedBytes.Load()+int64(n) > int64(k.ss.cfg.MaxQueuedBytes) {
+		k.overflowLocked(closeSlowBytes)
 		return
 	}
 	k.queued += len(results)
+	k.addQueued(n)
 	if s.ex != nil {
 		for _, r := range results {
 			s.held = append(s.held, outMsg{prefix: s.prefix, body: r})
@@ -49,6 +58,7 @@ func (k *socket) takeSubsLocked() []*subscription {
 	for _, s := range k.subs {
 		s.ended = true
 		k.queued -= len(s.held)
+		k.unqueue(sizeOf(s.held))
 		s.held = nil
 		subs = append(subs, s)
 	}
@@ -99,6 +109,7 @@ func (k *socket) Unsubscribe(id string) bool {
 	delete(k.subs, id)
 	s.ended = true
 	k.queued -= len(s.held)
+	k.unqueue(sizeOf(s.held))
 	s.held = nil
 	for i, p := range k.pending {
 		if p == s {

@@ -35,13 +35,14 @@ func (k *socket) write() {
 
 // goWrite goes on with the writer on a goroutine of its own: a worker's turn hands it over
 // when a write would wait. first, when not nil, runs first (the rest of the write that
-// would have waited).
-func (k *socket) goWrite(batch []outMsg, first func() bool) {
+// would have waited), then batch (of size q) is counted out of the queue.
+func (k *socket) goWrite(batch []outMsg, q queued, first func() bool) {
 	go func() {
 		defer k.ss.wg.Done()
 		if first != nil && !first() {
 			_ = k.conn.NetConn().Close() // broken: the reader ends, and with it the socket
 		}
+		k.unqueue(q)
 		clear(batch)
 		k.writeQueued(batch, false)
 	}()
@@ -76,7 +77,7 @@ func (k *socket) writeQueued(batch []outMsg, worker bool) (handed bool) {
 			}
 			if worker {
 				k.mu.Unlock()
-				k.goWrite(batch, nil)
+				k.goWrite(batch, queued{}, nil)
 				return true
 			}
 			k.closeSent = true
@@ -87,9 +88,11 @@ func (k *socket) writeQueued(batch []outMsg, worker bool) (handed bool) {
 		batch, k.queue = k.queue, batch[:0]
 		k.queued -= len(batch)
 		k.mu.Unlock()
+		// The batch counts against the byte bounds until it is written (or abandoned).
+		q := sizeOf(batch)
 		ok := true
 		if worker {
-			if ok, handed = k.tryBatch(batch); handed {
+			if ok, handed = k.tryBatch(batch, q); handed {
 				return true
 			}
 		} else {
@@ -98,22 +101,24 @@ func (k *socket) writeQueued(batch []outMsg, worker bool) (handed bool) {
 		if !ok {
 			_ = k.conn.NetConn().Close() // broken: the reader ends, and with it the socket
 		}
+		k.unqueue(q)
 		clear(batch)
 	}
 }
 
-// tryBatch is writeBatch on a worker's turn: the frames of batch, built in one buffer, are
+// tryBatch is writeBatch on a worker's turn (q: batch's size, counted out when a goroutine
+// it hands batch to is done with it): the frames of batch, built in one buffer, are
 // written as far as the connection takes them at once; the rest of the write, or all of
 // batch when its frames outgrow the largest buffer or another write holds the connection,
 // is handed over to a goroutine of the socket's own (handed), which goes on writing.
-func (k *socket) tryBatch(batch []outMsg) (ok, handed bool) {
+func (k *socket) tryBatch(batch []outMsg, q queued) (ok, handed bool) {
 	size := 0
 	for i := range batch {
 		size += batch[i].frameLen()
 	}
 	c := k.bc
 	if size > maxFrameBuf || !c.mu.TryLock() {
-		k.goWrite(batch, func() bool { return k.writeBatch(batch) })
+		k.goWrite(batch, q, func() bool { return k.writeBatch(batch) })
 		return true, true
 	}
 	if k.dropping.Load() {
@@ -150,7 +155,7 @@ func (k *socket) tryBatch(batch []outMsg) (ok, handed bool) {
 	}
 	// The connection takes no more now: a goroutine of the socket's own writes the rest,
 	// waiting for room (up to the write timeout), and releases the connection.
-	k.goWrite(batch, func() bool {
+	k.goWrite(batch, q, func() bool {
 		defer c.mu.Unlock()
 		defer k.ss.fbufs.put(buf)
 		_ = c.Conn.SetWriteDeadline(time.Now().Add(k.ss.cfg.WriteTimeout))

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 // WebSocket, offered as the subprotocol "bearer.<token>" beside "web3gate" (the server
 // selects "web3gate" and never echoes the token). A refused upgrade gets the HTTP answer a
 // POST would (401 with the JSON-RPC error body, 404 for an unknown chain, 429 over
-// maxConnsPerClient), and no socket.
+// maxConnsPerPrincipal, maxConnsPerAddress or maxConnsPerClient), and no socket.
 //
 // Each text message of a socket is a JSON-RPC body, single or batch, parsed with the same
 // parser and limits as a POST body and served through the route's compiled chain, with an
@@ -101,8 +102,8 @@ type upgrade struct {
 	route   *Route
 	chainID uint64
 	reqID   string
-	hdr     reqHeaders // the credentials each message's exchange is made of (owned copies)
-	client  string     // the client id, counted against maxConnsPerClient
+	hdr     reqHeaders  // the credentials each message's exchange is made of (owned copies)
+	owner   socketOwner // whom the socket is counted against: its client id, principal, address
 	expires time.Time
 	key     string // Sec-WebSocket-Key
 	proto   bool   // the client offered Subprotocol
@@ -111,37 +112,37 @@ type upgrade struct {
 // serveUpgrade answers a GET with Upgrade: websocket on an RPC route: the checks and the
 // authentication of the upgrade, then the handover of the connection to startSocket. A
 // refusal is the HTTP answer a POST would get.
-func (s *Server) serveUpgrade(ctx *fasthttp.RequestCtx, route *Route, params Params, reqID []byte, hdr *reqHeaders, start time.Time) {
+func (s *Server) serveUpgrade(ctx *fasthttp.RequestCtx, rec *reqRecord, route *Route, params Params, reqID []byte, hdr *reqHeaders, start time.Time) {
 	chainID, cerr := s.routeChain(route, params)
 	if cerr != nil {
-		s.writeRPCError(ctx, route, nil, cerr, start)
+		s.writeRPCError(ctx, rec, route, nil, cerr, start)
 		return
 	}
 	if len(hdr.origin) > 0 && !s.cors.allows(hdr.origin) {
-		s.writeRPCError(ctx, route, nil, errOriginRefused, start)
+		s.writeRPCError(ctx, rec, route, nil, errOriginRefused, start)
 		return
 	}
 	h := &ctx.Request.Header
 	if !headerHasToken(h.Peek("Sec-WebSocket-Version"), "13") {
 		ctx.Response.Header.Set("Sec-WebSocket-Version", "13")
-		s.writeRPCError(ctx, route, nil, errWebSocketVersion, start)
+		s.writeRPCError(ctx, rec, route, nil, errWebSocketVersion, start)
 		return
 	}
 	key := h.Peek("Sec-WebSocket-Key")
 	if k, err := base64.StdEncoding.DecodeString(string(key)); err != nil || len(k) != 16 {
-		s.writeRPCError(ctx, route, nil, errWebSocketKey, start)
+		s.writeRPCError(ctx, rec, route, nil, errWebSocketKey, start)
 		return
 	}
 	proto, bearer, err := offeredProtocols(h.Peek("Sec-WebSocket-Protocol"))
 	if err != nil {
-		s.writeRPCError(ctx, route, nil, err, start)
+		s.writeRPCError(ctx, rec, route, nil, err, start)
 		return
 	}
 	hdr.readURL(ctx, params)
 	if bearer != nil {
 		if len(hdr.authorization) > 0 {
 			if tok, ok := bearerToken(hdr.authorization); !ok || !bytes.Equal(tok, bearer) {
-				s.writeRPCError(ctx, route, nil, errTwoBearers, start)
+				s.writeRPCError(ctx, rec, route, nil, errTwoBearers, start)
 				return
 			}
 		}
@@ -150,27 +151,30 @@ func (s *Server) serveUpgrade(ctx *fasthttp.RequestCtx, route *Route, params Par
 	ex, _ := newExchange(nil, false, reqID, hdr, start)
 	var p Principal
 	if s.verifier != nil {
-		if err := s.verifier.VerifyExchange(ex, &p); err != nil {
-			s.writeRPCError(ctx, route, nil, s.wireError(err, ex, ""), start)
+		err := s.verifier.VerifyExchange(ex, &p)
+		rec.client, rec.principal = p.ClientID, p.ID
+		if err != nil {
+			s.writeRPCError(ctx, rec, route, nil, s.wireError(err, ex, ""), start)
 			return
 		}
 		if !p.Expires.IsZero() && !start.Before(p.Expires) {
-			s.writeRPCError(ctx, route, nil, errTokenExpired, start)
+			s.writeRPCError(ctx, rec, route, nil, errTokenExpired, start)
 			return
 		}
 	}
-	if e := s.ws.admit(ex.ClientID, false); e != nil {
+	owner := socketOwner{client: ex.ClientID, principal: p.ID, addr: s.sourceAddr(ctx)}
+	if e := s.ws.admit(owner, false); e != nil {
 		if e.Status() != http.StatusForbidden {
 			ctx.Response.Header.Set("Retry-After", "1")
 		}
-		s.writeRPCError(ctx, route, nil, e, start)
+		s.writeRPCError(ctx, rec, route, nil, e, start)
 		return
 	}
 	up := &upgrade{
 		route:   route,
 		chainID: chainID,
 		reqID:   string(reqID),
-		client:  ex.ClientID,
+		owner:   owner,
 		expires: p.Expires,
 		key:     string(key),
 		proto:   proto,
@@ -181,8 +185,19 @@ func (s *Server) serveUpgrade(ctx *fasthttp.RequestCtx, route *Route, params Par
 		},
 	}
 	// fasthttp answers nothing: the upgrader writes the 101 on the connection it is handed.
+	rec.upgrade = true
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) { s.startSocket(c, up) })
+}
+
+// sourceAddr is the address a request came from: the TCP peer's, or, when the peer is one of
+// server.trustedProxies, the one X-Forwarded-For names (ForwardedFor).
+func (s *Server) sourceAddr(ctx *fasthttp.RequestCtx) netip.Addr {
+	peer := peerAddr(ctx.RemoteAddr())
+	if len(s.trusted) == 0 {
+		return peer
+	}
+	return ForwardedFor(peer, s.trusted, ctx.Request.Header.PeekAll("X-Forwarded-For"))
 }
 
 // offeredProtocols reads a Sec-WebSocket-Protocol header: whether Subprotocol is offered,
@@ -255,7 +270,7 @@ func (s *Server) startSocket(hc net.Conn, up *upgrade) {
 			conn = wc
 		}
 	}
-	if e := s.ws.admit(up.client, true); e != nil {
+	if e := s.ws.admit(up.owner, true); e != nil {
 		refuse(conn, e, up.reqID)
 		return
 	}
@@ -283,7 +298,7 @@ func (s *Server) startSocket(hc net.Conn, up *upgrade) {
 	if err != nil {
 		// The upgrader closed the connection; its checks were made before the hijack, so
 		// only the write of the 101 fails here.
-		s.ws.release(up.client)
+		s.ws.release(up.owner)
 		return
 	}
 	k := newSocket(s, wsc, bc, up)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"net/http"
+	"runtime"
 	"testing"
 
 	"github.com/fasthttp/websocket"
@@ -59,14 +60,16 @@ func FuzzWebSocketMessage(f *testing.F) {
 	f.Add(uint8(websocket.BinaryMessage), []byte(`{"jsonrpc":"2.0","id":1,"method":"echo"}`))
 	f.Add(uint8(websocket.TextMessage), bytes.Repeat([]byte(" "), 4097))
 	f.Fuzz(func(t *testing.T, typ uint8, msg []byte) {
-		k := newSocket(s, nil, nil, &upgrade{route: s.router.routes[0], chainID: 1, hdr: reqHeaders{clientID: []byte("cid")}, client: "cid"})
-		k.maxAsync = 0 // served by the handler itself
+		k := newSocket(s, nil, nil, &upgrade{route: s.router.routes[0], chainID: 1, hdr: reqHeaders{clientID: []byte("cid")}, owner: socketOwner{client: "cid"}})
 		mt := websocket.TextMessage
 		if typ%2 == 1 {
 			mt = websocket.BinaryMessage
 		}
 		if !k.message(mt, bytes.NewReader(msg)) {
 			t.Fatal("a message read whole reported a broken connection")
+		}
+		for k.inflight.Load() != 0 { // served on a goroutine: its answer is queued
+			runtime.Gosched()
 		}
 		k.mu.Lock()
 		defer k.mu.Unlock()

@@ -26,11 +26,15 @@ import (
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
 
-// testVerifier accepts the client id "cid" with the bearer tokens "tok" (no expiry) and
-// "short" (expiring shortly after it is verified), and the client id alone.
+// testVerifier accepts the client id "cid" with the bearer tokens "tok" (no expiry),
+// "short" (expiring shortly after it is verified), both of principal alice, and "tok2" (bob),
+// and the client id alone; it refuses two different client ids, as the auth stage does.
 type testVerifier struct{ short time.Duration }
 
 func (v testVerifier) VerifyExchange(ex *Exchange, p *Principal) error {
+	if ex.ClientIDConflict {
+		return jsonrpc.ErrUnauthorized.With("Not Authorized: the request carries different client ids")
+	}
 	if ex.ClientID != "cid" {
 		return jsonrpc.ErrUnauthorized.With("Not Authorized: unknown client id")
 	}
@@ -39,6 +43,8 @@ func (v testVerifier) VerifyExchange(ex *Exchange, p *Principal) error {
 	case "":
 	case "tok":
 		p.ID = "alice"
+	case "tok2":
+		p.ID = "bob"
 	case "short":
 		p.ID, p.Expires = "alice", time.Now().Add(v.short)
 	default:
@@ -121,6 +127,15 @@ func wsTerminal() Handler {
 				}
 			}()
 			return &Response{Result: strconv.AppendQuote(nil, sub.ID())}, nil
+		case "big":
+			// params [size]: a string of size bytes, as a large eth_call result.
+			var args [1]int
+			if json.Unmarshal(c.Request.Params, &args) != nil {
+				return nil, jsonrpc.ErrInvalidParams
+			}
+			r := bytes.Repeat([]byte("b"), max(args[0], 2)) // one allocation, as an upstream's body
+			r[0], r[len(r)-1] = '"', '"'
+			return &Response{Result: r}, nil
 		case "unsub":
 			var ids []string
 			if json.Unmarshal(c.Request.Params, &ids) != nil || len(ids) != 1 {
@@ -626,7 +641,7 @@ func TestWebSocketWritesResume(t *testing.T) {
 	d.NetDial = func(network, addr string) (net.Conn, error) {
 		nd := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 			var serr error
-			err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 8192) })
+			err := c.Control(func(fd uintptr) { serr = setRcvBuf(fd, 8192) })
 			return errors.Join(err, serr)
 		}}
 		return nd.Dial(network, addr)

@@ -3,12 +3,12 @@ package upstreams
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"maps"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -22,15 +22,21 @@ import (
 // is latest) larger than upstreams.getLogs.maxRange is refused with -32005 naming both
 // sizes. A range larger than the chunk size is split into chunks of that size, fetched
 // getLogs.concurrency at a time (each as a read of its own: failover, hedging) and joined
-// in order into one array, at most maxResponseBytes long. The chunk size is
-// getLogs.chunkSize until a node refuses a range as too large (an error of code -32005, or
-// whose message says so, as providers word it: see logsRefused): the range is then halved
-// and fetched again, and that node gets chunks of the halved size from then on (until
-// restart). A range within the chunk size goes as the client sent it, and is split only if
-// refused. Chunks cover the range up to the pool's head (see logsQuery); a range that starts
-// past it goes as it came. Never split: the blockHash form, ranges bounded by safe or finalized (the pool
-// does not know those blocks), malformed bounds (the node answers them) and calls in a
-// ForwardBatch.
+// in order into one array, at most maxResponseBytes long.
+//
+// A node's refusal is read with the table of getlogs_refusals.go. Only a refusal of the
+// query's size (range too large, too many results) makes the range be halved and fetched
+// again; any other error (past the head, invalid params, a rate limit, anything unknown) is
+// the client's answer, as the node gave it. A "range too large" refusal is the node's own
+// bound: that node gets chunks of the halved size from then on (never below
+// getLogs.minChunkSize), and the size doubles back toward getLogs.chunkSize every
+// getLogs.recoverEvery. A "too many results" refusal depends on the query (its addresses and
+// topics), so it splits that call only and teaches nothing: no client's query changes what
+// another's costs. A range within the chunk size goes as the client sent it, and is split
+// only if refused. Chunks cover the range up to the pool's head (see logsQuery); a range that
+// starts past it goes as it came. Never split: the blockHash form, ranges bounded by safe or
+// finalized (the pool does not know those blocks), malformed bounds (the node answers them)
+// and calls in a ForwardBatch.
 
 // maxLogsChunks bounds the chunks of one call: a range that the nodes' learned chunk size
 // would cut into more is refused, like one over maxRange.
@@ -39,48 +45,71 @@ const maxLogsChunks = 10_000
 // logsConf is one pool's eth_getLogs splitting.
 type logsConf struct {
 	cfg   GetLogsConfig
-	limit int             // maxResponseBytes of a joined answer
-	spans []atomic.Uint64 // learned chunk size by node index; 0: cfg.ChunkSize
+	limit int        // maxResponseBytes of a joined answer
+	spans []nodeSpan // learned chunk size by node index
+	now   func() time.Time
 
 	split, chunks, halvings prometheus.Counter
 }
 
+// nodeSpan is the chunk size learned of one node: size blocks (0: none learned) since at.
+type nodeSpan struct {
+	mu   sync.Mutex
+	size uint64
+	at   time.Time
+}
+
 func newLogsConf(cfg GetLogsConfig, limit, nodes int, m *metrics, chain string) *logsConf {
-	return &logsConf{cfg: cfg, limit: limit, spans: make([]atomic.Uint64, nodes),
+	return &logsConf{cfg: cfg, limit: limit, spans: make([]nodeSpan, nodes), now: time.Now,
 		split: m.logsSplit.WithLabelValues(chain), chunks: m.logsChunks.WithLabelValues(chain),
 		halvings: m.logsHalving.WithLabelValues(chain)}
 }
 
-// span is the chunk size for n (nil: none known).
+// span is the chunk size for n (nil: none known): the size learned of it, doubled once per
+// recoverEvery since it was learned, at most chunkSize.
 func (l *logsConf) span(n *node) uint64 {
-	if n != nil {
-		if v := l.spans[nodeIndex(n)].Load(); v != 0 {
-			return v
-		}
-	}
-	return l.cfg.ChunkSize
-}
-
-// halve records that n refused a range of size blocks and returns the chunk size to use now:
-// half of it. n keeps the smallest size it was given.
-func (l *logsConf) halve(n *node, size uint64) uint64 {
-	half := max(1, size/2)
-	l.halvings.Inc()
 	if n == nil {
-		return half
+		return l.cfg.ChunkSize
 	}
 	s := &l.spans[nodeIndex(n)]
-	for {
-		old := s.Load()
-		if old != 0 && old <= half {
-			return half
-		}
-		if s.CompareAndSwap(old, half) {
-			n.log.Info("upstream node refused an eth_getLogs range as too large; it gets smaller chunks from now on",
-				zap.Uint64("refused_blocks", size), zap.Uint64("chunk_blocks", half))
-			return half
-		}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return l.recovered(s)
+}
+
+// recovered is s's size now (s locked).
+func (l *logsConf) recovered(s *nodeSpan) uint64 {
+	if s.size == 0 || s.size >= l.cfg.ChunkSize {
+		return l.cfg.ChunkSize
 	}
+	size := s.size
+	for steps := l.now().Sub(s.at) / l.cfg.RecoverEvery; steps > 0 && size < l.cfg.ChunkSize; steps-- {
+		size *= 2
+	}
+	return min(size, l.cfg.ChunkSize)
+}
+
+// halve records that n refused a range of size blocks for reason r (a TooLarge kind) and
+// returns the chunk size to use for the rest of this call: half of it. Only a refusal of the
+// range teaches n's chunk size: half of the refused size, not below minChunkSize, unless n
+// already takes less.
+func (l *logsConf) halve(n *node, size uint64, r LogsRefusal) uint64 {
+	half := max(1, size/2)
+	l.halvings.Inc()
+	if n == nil || r != RefusalRangeTooLarge {
+		return half
+	}
+	learned := max(half, min(l.cfg.MinChunkSize, l.cfg.ChunkSize))
+	s := &l.spans[nodeIndex(n)]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.recovered(s) <= learned {
+		return half
+	}
+	s.size, s.at = learned, l.now()
+	n.log.Info("upstream node refused an eth_getLogs range as too large; it gets smaller chunks for a while",
+		zap.Uint64("refused_blocks", size), zap.Uint64("chunk_blocks", learned))
+	return half
 }
 
 // logsQuery is a split-able eth_getLogs filter: its numeric range and its other members.
@@ -198,10 +227,11 @@ func (p *Pool) getLogs(ctx context.Context, params []byte) ([]byte, error) {
 	span := p.logs.span(p.pick(0))
 	if q.last-q.from < span {
 		res, n, err := p.forward(ctx, "eth_getLogs", params)
-		if err == nil || q.from == q.last || !logsRefused(err) {
+		r := logsRefusal(err)
+		if err == nil || q.from == q.last || !r.TooLarge() {
 			return res, err
 		}
-		span = p.logs.halve(n, q.last-q.from+1)
+		span = p.logs.halve(n, q.last-q.from+1, r)
 	}
 	return p.splitLogs(ctx, &q, span)
 }
@@ -274,15 +304,16 @@ func (p *Pool) fetchLogs(ctx context.Context, q *logsQuery, from, to uint64, ope
 	}
 	res, n, err := p.forward(ctx, "eth_getLogs", params)
 	p.logs.chunks.Inc()
+	r := logsRefusal(err)
 	switch {
-	case err == nil || !logsRefused(err):
+	case err == nil || !r.TooLarge():
 		return res, err
 	case open:
 		return p.fetchLogs(ctx, q, from, to, false)
 	case from == to:
 		return nil, err
 	}
-	half := p.logs.halve(n, to-from+1)
+	half := p.logs.halve(n, to-from+1, r)
 	a, err := p.fetchLogs(ctx, q, from, from+half-1, false)
 	if err != nil {
 		return nil, err
@@ -347,48 +378,3 @@ func trimJSONSpace(b []byte) []byte {
 	}
 	return b
 }
-
-// logsRefused reports whether err is a node refusing an eth_getLogs range as too large,
-// which a smaller range may pass: its error of code -32005 (limit exceeded: Infura's "query
-// returned more than 10000 results"), or one whose message says so as providers word it
-// ("block range", "too many", "exceed", "response size", ...). A rate limit (also -32005 at
-// some providers) is not a refusal of the range; neither are web3gate's own errors
-// (timeouts, no node, a response over maxResponseBytes, which a smaller range would not cure
-// since the joined answer has the same bound).
-func logsRefused(err error) bool {
-	var je *jsonrpc.Error
-	if !errors.As(err, &je) || errors.Is(err, jsonrpc.ErrUpstreamTimeout) || errors.Is(err, jsonrpc.ErrUpstreamUnavailable) {
-		return false
-	}
-	msg := strings.ToLower(je.Message)
-	for _, p := range rateLimitPhrases {
-		if strings.Contains(msg, p) {
-			return false
-		}
-	}
-	if je.Code == jsonrpc.ErrLimitExceeded.Code {
-		return true
-	}
-	return RangeRefusal(msg)
-}
-
-// RangeRefusal reports whether an error message (lowercased) is a node's or provider's way of
-// saying an eth_getLogs query is too large (the owners indexer reads them too).
-func RangeRefusal(msg string) bool {
-	for _, p := range rangeRefusalPhrases {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// rangeRefusalPhrases are what nodes and providers say when a log query is too large.
-var rangeRefusalPhrases = []string{
-	"query returned more than", "more than", "block range", "range is too large", "range too large",
-	"too many", "exceed", "limit", "response size", "response is too big", "too large",
-	"max results", "maximum",
-}
-
-// rateLimitPhrases mark a provider's rate limit, which no smaller range cures.
-var rateLimitPhrases = []string{"rate limit", "rate-limit", "request rate", "too many requests", "per second"}

@@ -377,3 +377,119 @@ func TestGetLogsTooManyChunks(t *testing.T) {
 		t.Errorf("error = %d %q, want -32005 %q", e.Code, e.Message, want)
 	}
 }
+
+// TestGetLogsLearnedSizeBoundedAndRecovers: a node's bound on the range teaches its chunk
+// size, never below minChunkSize (a chunk refused at the floor is halved for that call
+// only), and the size doubles back toward chunkSize once per recoverEvery; a refusal of the
+// query's results (Infura's "query returned more than 10000 results") splits that call and
+// teaches nothing, so one client's dense query does not change what others' cost.
+func TestGetLogsLearnedSizeBoundedAndRecovers(t *testing.T) {
+	a, head := logsChain(t, 40, 4) // 200 blocks
+	px := newNodeProxy(t, a, 0)
+	px.maxRange.Store(5)
+	cfg := anvilConfig(px)
+	cfg.GetLogs = GetLogsConfig{MaxRange: 100_000, ChunkSize: 64, MinChunkSize: 16, RecoverEvery: time.Minute, Concurrency: 2}
+	s := startSet(t, cfg, Deps{})
+	p := s.anvilPool(t)
+	wait.Within(t, 5*time.Second, "the pool at the node's head", func() bool { return p.Head() == head })
+	now := time.Now()
+	p.logs.now = func() time.Time { return now }
+
+	whole := logsParams("0x0", hexBlock(head), "")
+	got, err := p.Forward(context.Background(), "eth_getLogs", whole)
+	if err != nil || string(got) != direct(t, a, whole) {
+		t.Fatalf("whole range: %.200s, %v", got, err)
+	}
+	if span := p.logs.span(p.nodes[0]); span != 16 {
+		t.Fatalf("learned chunk size = %d, want the floor 16 (the node takes 5)", span)
+	}
+	now = now.Add(time.Minute)
+	if span := p.logs.span(p.nodes[0]); span != 32 {
+		t.Fatalf("after a recoverEvery: %d, want 32", span)
+	}
+	now = now.Add(10 * time.Minute)
+	if span := p.logs.span(p.nodes[0]); span != 64 {
+		t.Fatalf("after 11 recoverEvery: %d, want chunkSize 64", span)
+	}
+
+	// Results, not the range: this call is split, the node's size is not touched.
+	results := `{"code":-32005,"message":"query returned more than 10000 results"}`
+	px.refusal.Store(&results)
+	halvings := s.logsMetric(t, "halvings")
+	got, err = p.Forward(context.Background(), "eth_getLogs", whole)
+	if err != nil || string(got) != direct(t, a, whole) {
+		t.Fatalf("whole range, refused for its results: %.200s, %v", got, err)
+	}
+	if s.logsMetric(t, "halvings") == halvings {
+		t.Fatal("the call was not split")
+	}
+	if span := p.logs.span(p.nodes[0]); span != 64 {
+		t.Fatalf("a refusal of the results changed the node's chunk size to %d", span)
+	}
+}
+
+// TestGetLogsNodeErrorsPassThrough: a refusal that is not "too large" (geth's past the head,
+// invalid params, an unknown message) is the client's answer as the node gave it, code,
+// message and data, whether the range was within a chunk or split; and 100 of them leave the
+// node's chunk size and the upstream calls of a following large eth_getLogs as they were.
+func TestGetLogsNodeErrorsPassThrough(t *testing.T) {
+	a, head := logsChain(t, 20, 4) // 100 blocks
+	px := newNodeProxy(t, a, 0)
+	cfg := anvilConfig(px)
+	cfg.GetLogs = GetLogsConfig{MaxRange: 100_000, ChunkSize: 16, Concurrency: 2}
+	s := startSet(t, cfg, Deps{})
+	p := s.anvilPool(t)
+	wait.Within(t, 5*time.Second, "the pool at the node's head", func() bool { return p.Head() == head })
+
+	whole := logsParams("0x0", hexBlock(head), "")
+	// The upstream calls of one large eth_getLogs, as the pool counts them (the node's own
+	// count may still see a chunk that a failed split call cancelled on its way).
+	large := func() int {
+		sent := s.logsMetric(t, "chunks")
+		got, err := p.Forward(context.Background(), "eth_getLogs", whole)
+		if err != nil || string(got) != direct(t, a, whole) {
+			t.Fatalf("large eth_getLogs: %.200s, %v", got, err)
+		}
+		return s.logsMetric(t, "chunks") - sent
+	}
+	before := large()
+	if want := int(head/16) + 1; before != want {
+		t.Fatalf("large eth_getLogs took %d calls, want %d", before, want)
+	}
+	for _, e := range []string{
+		`{"code":-32602,"message":"block range extends beyond current head block"}`,
+		`{"code":-32602,"message":"invalid block range params","data":{"from":"0x5"}}`,
+		`{"code":-32000,"message":"missing trie node 0a1b (path )"}`,
+	} {
+		px.maxRange.Store(1) // every range of more than a block gets e
+		px.refusal.Store(&e)
+		var want jsonrpc.Error
+		if err := json.Unmarshal([]byte(e), &want); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 100 {
+			// Within a chunk (6 blocks) and split (40 blocks), reaching past the pool's head.
+			from := head - 5
+			if i%2 == 1 {
+				from = head - 39
+			}
+			_, err := p.Forward(context.Background(), "eth_getLogs", logsParams(hexBlock(from), hexBlock(head+2), ""))
+			got := asError[*jsonrpc.Error](t, err)
+			data, _ := json.Marshal(got.Data)
+			wantData, _ := json.Marshal(want.Data)
+			if got.Code != want.Code || got.Message != want.Message || string(data) != string(wantData) {
+				t.Fatalf("query %d: %d %q %s, want the node's %s", i, got.Code, got.Message, data, e)
+			}
+		}
+		if span := p.logs.span(p.nodes[0]); span != 16 {
+			t.Fatalf("after 100 refusals %s: chunk size %d, want 16", e, span)
+		}
+		px.maxRange.Store(0)
+		if after := large(); after != before {
+			t.Fatalf("after 100 refusals %s: the large eth_getLogs took %d calls, before %d", e, after, before)
+		}
+	}
+	if n := s.logsMetric(t, "halvings"); n != 0 {
+		t.Errorf("%d halvings for refusals that are not too large", n)
+	}
+}

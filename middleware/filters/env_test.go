@@ -276,6 +276,12 @@ func (h *countingHandler) Serve(c *proxy.Call) (*proxy.Response, error) {
 // newReplica builds a replica on n and db with cfg (zero fields: defaults).
 func newReplica(t *testing.T, n *node, db *store.DB, cfg Config) *replica {
 	t.Helper()
+	return newChargedReplica(t, n, db, cfg, nil)
+}
+
+// newChargedReplica is newReplica whose stage charges ranges to ch (nil: none).
+func newChargedReplica(t *testing.T, n *node, db *store.DB, cfg Config, ch Charger) *replica {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	uc := upstreams.Config{Mainnet: n.chainID, Chains: []upstreams.ChainConfig{{ChainID: n.chainID, Name: "test", URLs: []string{n.url}}}}
@@ -296,7 +302,7 @@ func newReplica(t *testing.T, n *node, db *store.DB, cfg Config) *replica {
 	}
 	t.Cleanup(set.Close)
 	reg := prometheus.NewRegistry()
-	stage, err := New(cfg, Deps{DB: db, Chains: map[uint64]string{n.chainID: "test"}, Registry: reg, Logger: zaptest.NewLogger(t),
+	stage, err := New(cfg, Deps{DB: db, Chains: map[uint64]string{n.chainID: "test"}, Registry: reg, Logger: zaptest.NewLogger(t), Charger: ch,
 		Feed: func(id uint64) (Feed, bool) {
 			f, ok := set.Feed(id)
 			if !ok {

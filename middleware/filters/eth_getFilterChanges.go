@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/rpc"
 	"go.uber.org/zap"
 
 	"github.com/web3gate/web3gate/feeds"
 	"github.com/web3gate/web3gate/proxy"
+	"github.com/web3gate/web3gate/proxy/jsonrpc"
 	"github.com/web3gate/web3gate/store"
 )
 
@@ -25,6 +28,12 @@ import (
 // A poll that would span more than filters.maxBlocks blocks or return more than
 // filters.maxLogs logs drops the filter instead: it answers -32000 "filter dropped: …"
 // naming the limit, and later polls "filter not found".
+//
+// A poll of a logs filter is charged as eth_getLogs over the blocks it covers (those added
+// and removed since the cursor, within the filter's fromBlock..toBlock), once per call,
+// before the cursor moves: a refusal answers -32005 and leaves the cursor where it was, so
+// that a later poll reports those blocks. The retry after a lost compare and swap is not
+// charged again (the poll that won paid for the blocks it reported).
 func (s *Stage) getFilterChanges(c *proxy.Call) (*proxy.Response, error) {
 	res, outcome, err := s.poll(c)
 	s.polls[outcome].Inc()
@@ -40,6 +49,7 @@ func (s *Stage) poll(c *proxy.Call) (*proxy.Response, string, error) {
 	if !ok {
 		return nil, pollNotFound, errNotFound
 	}
+	charged := false
 	for range 2 {
 		f, err := s.filter(c, k)
 		if errors.Is(err, store.ErrNotFound) {
@@ -67,6 +77,12 @@ func (s *Stage) poll(c *proxy.Call) (*proxy.Response, string, error) {
 				return nil, pollDropped, errDropped.With("filter dropped: " + ch.drop)
 			}
 			continue
+		}
+		if ch.as != nil && s.charge != nil && !charged {
+			charged = true
+			if err := s.charge.ChargeAs(c, ch.as); err != nil {
+				return nil, pollLimited, err
+			}
 		}
 		ok, err := s.cas(c, func(tx *store.DBTx) (bool, error) {
 			return tx.AdvanceFilter(c.Ctx, k, f.Seq, ch.next, now.Add(s.cfg.TTL), now)
@@ -115,6 +131,9 @@ type changes struct {
 	n      int                // its elements
 	next   store.FilterCursor // the cursor after them
 	drop   string             // set: the poll drops the filter, for this reason
+	// as is the eth_getLogs the poll of a logs filter amounts to, for its charge: the blocks
+	// it covers within the filter's range; nil: none (a block filter, or no such block).
+	as *jsonrpc.Request
 }
 
 // changes asks the feed what happened after f's cursor and builds the answer.
@@ -141,6 +160,9 @@ func (s *Stage) changes(c *proxy.Call, feed Feed, f *store.Filter) (*changes, er
 		return nil, err
 	}
 	ch := &changes{next: f.Cursor}
+	if logs {
+		ch.as = coveredRange(crit, rng, removed, added)
+	}
 	switch {
 	case len(added) > 0:
 		last := added[len(added)-1]
@@ -188,4 +210,39 @@ func (s *Stage) changes(c *proxy.Call, feed Feed, f *store.Filter) (*changes, er
 	}
 	ch.result = append(out, ']')
 	return ch, nil
+}
+
+// coveredRange is the eth_getLogs a poll of a logs filter with crit (range rng) amounts to:
+// from the lowest to the highest block of removed and added, within rng; a blockHash filter's
+// is that block's query. nil: the poll covers no block of rng.
+func coveredRange(crit *feeds.Criteria, rng span, removed, added []*feeds.Block) *jsonrpc.Request {
+	var lo, hi uint64
+	n := 0
+	for _, blocks := range [2][]*feeds.Block{removed, added} {
+		for _, b := range blocks {
+			if n == 0 || b.Number < lo {
+				lo = b.Number
+			}
+			if n == 0 || b.Number > hi {
+				hi = b.Number
+			}
+			n++
+		}
+	}
+	if rng.from != rpc.LatestBlockNumber {
+		lo = max(lo, uint64(rng.from))
+	}
+	if rng.to != rpc.LatestBlockNumber {
+		hi = min(hi, uint64(rng.to))
+	}
+	if n == 0 || lo > hi {
+		return nil
+	}
+	r := &jsonrpc.Request{Method: "eth_getLogs"}
+	if crit.BlockHash != nil {
+		r.Params = fmt.Appendf(nil, `[{"blockHash":%q}]`, crit.BlockHash.Hex())
+	} else {
+		r.Params = fmt.Appendf(nil, `[{"fromBlock":%q,"toBlock":%q}]`, hexutil.Uint64(lo).String(), hexutil.Uint64(hi).String())
+	}
+	return r
 }

@@ -12,6 +12,10 @@ import (
 // reported. It is that eth_getLogs call, passed on down the stage chain (the response cache,
 // the upstream pool and their metrics see an eth_getLogs). The filter's cursor and expiry do
 // not move (as geth). A block filter's id is "filter not found", as geth answers.
+//
+// It is charged as that eth_getLogs: its range (the criteria's fromBlock..toBlock, tags
+// resolved against the chain's head) is priced by the rate-limit stage, which charges what
+// the exchange did not pay for, before the call goes on.
 func (s *Stage) getFilterLogs(c *proxy.Call, next proxy.Handler) (*proxy.Response, error) {
 	k, ok, err := filterKey(c)
 	if err != nil {
@@ -30,5 +34,10 @@ func (s *Stage) getFilterLogs(c *proxy.Call, next proxy.Handler) (*proxy.Respons
 	sub := *c
 	sub.Request.Method = "eth_getLogs"
 	sub.Request.Params = append(append([]byte{'['}, f.Criteria...), ']')
+	if s.charge != nil {
+		if err := s.charge.ChargeAs(c, &sub.Request); err != nil {
+			return nil, err
+		}
+	}
 	return next.Serve(&sub)
 }

@@ -49,6 +49,18 @@ type Deps struct {
 	Logger *zap.Logger
 	// Registry receives the metrics; nil: they are not registered.
 	Registry prometheus.Registerer
+	// Charger charges eth_getFilterLogs and the polls of logs filters by their block range;
+	// nil: they cost their table price only (rate limits off).
+	Charger Charger
+}
+
+// Charger charges a call more than the table price its exchange paid, once the stage knows
+// what it amounts to (*ratelimit.Stage satisfies it).
+type Charger interface {
+	// ChargeAs charges c what the call as (an eth_getLogs) costs less what c's own method
+	// costs; nothing when that is not more. Its error (-32005, as the rate limit refuses)
+	// answers c.
+	ChargeAs(c *proxy.Call, as *jsonrpc.Request) error
 }
 
 // Stage answers the filter methods; every other call passes on.
@@ -57,6 +69,7 @@ type Stage struct {
 	db     *store.DB
 	feed   func(chainID uint64) (Feed, bool)
 	chains map[uint64]string
+	charge Charger
 	log    *zap.Logger
 	now    func() time.Time
 
@@ -76,6 +89,7 @@ const (
 	pollRaced    = "raced"     // answered [] after losing the cursor to concurrent polls twice
 	pollNotFound = "not_found" // no such live filter of the caller
 	pollDropped  = "dropped"   // the filter was dropped by this poll
+	pollLimited  = "limited"   // refused by the rate limit or quota for its block range
 	pollError    = "error"     // the feed, the chain or the store failed
 )
 
@@ -99,10 +113,10 @@ func New(cfg Config, deps Deps) (*Stage, error) {
 	f := promauto.With(reg)
 	pollsVec := f.NewCounterVec(prometheus.CounterOpts{
 		Name: "web3gate_filter_polls_total",
-		Help: "eth_getFilterChanges calls, by outcome (changes, empty, raced: lost to concurrent polls of the same filter, not_found, dropped: the poll dropped the filter, error).",
+		Help: "eth_getFilterChanges calls, by outcome (changes, empty, raced: lost to concurrent polls of the same filter, not_found, dropped: the poll dropped the filter, limited: refused by the rate limit or quota for its block range, error).",
 	}, []string{"outcome"})
 	s := &Stage{
-		cfg: cfg, db: deps.DB, feed: deps.Feed, chains: deps.Chains, log: log, now: time.Now,
+		cfg: cfg, db: deps.DB, feed: deps.Feed, chains: deps.Chains, charge: deps.Charger, log: log, now: time.Now,
 		polls: map[string]prometheus.Counter{},
 		alive: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "web3gate_filters_alive",
@@ -110,7 +124,7 @@ func New(cfg Config, deps Deps) (*Stage, error) {
 		}, []string{"chain"}),
 		quit: make(chan struct{}), done: make(chan struct{}),
 	}
-	for _, o := range []string{pollChanges, pollEmpty, pollRaced, pollNotFound, pollDropped, pollError} {
+	for _, o := range []string{pollChanges, pollEmpty, pollRaced, pollNotFound, pollDropped, pollLimited, pollError} {
 		s.polls[o] = pollsVec.WithLabelValues(o)
 	}
 	for _, name := range deps.Chains {

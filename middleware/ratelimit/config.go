@@ -31,6 +31,10 @@ type Config struct {
 	// GetLogsBlocksPerUnit: eth_getLogs costs its base cost plus one unit per this many blocks
 	// of its range. Default 1000.
 	GetLogsBlocksPerUnit uint64 `yaml:"getLogsBlocksPerUnit"`
+	// SubscribeBytesPerUnit: eth_subscribe costs its base cost plus one unit per this many
+	// bytes of its params (a logs filter is held, and matched against every block, while
+	// the subscription lives). Default 1024.
+	SubscribeBytesPerUnit uint64 `yaml:"subscribeBytesPerUnit"`
 	// MaxKeys bounds the keys the local limiter keeps of each kind (client ids, principals,
 	// REST client ids, source addresses). Default 100000.
 	MaxKeys int `yaml:"maxKeys"`
@@ -73,7 +77,7 @@ type RESTConfig struct {
 	Client Rate `yaml:"client"`
 }
 
-// The defaults; README "Rate limits" says why these.
+// The defaults; docs/rate-limits.md says why these.
 var (
 	DefaultClient     = Rate{Rate: 2000, Burst: 20000}
 	DefaultPrincipal  = Rate{Rate: 1000, Burst: 10000}
@@ -87,6 +91,7 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.Replicas, 1)
 	defaults.Set(&c.RedisTimeout, 50*time.Millisecond)
 	defaults.Set(&c.GetLogsBlocksPerUnit, 1000)
+	defaults.Set(&c.SubscribeBytesPerUnit, 1024)
 	defaults.Set(&c.MaxKeys, 100000)
 	c.Client.setDefaults(DefaultClient)
 	c.Principal.setDefaults(DefaultPrincipal)
@@ -117,6 +122,9 @@ func (r Rate) problems(key string) []error {
 // maxCost bounds a cost in the table.
 const maxCost = 1 << 20
 
+// localMethodList names LocalMethods in the messages.
+const localMethodList = "eth_chainId, net_version, web3_clientVersion, eth_unsubscribe and eth_uninstallFilter"
+
 func costProblems(key string, costs map[string]uint64) []error {
 	var errs []error
 	for m, v := range costs {
@@ -125,6 +133,10 @@ func costProblems(key string, costs map[string]uint64) []error {
 		}
 		if v > maxCost {
 			errs = append(errs, fmt.Errorf("%s.%s: at most %d", key, m, maxCost))
+		}
+		if v == 0 && !LocalMethods[m] {
+			errs = append(errs, fmt.Errorf("%s.%s: must be at least 1: the method is forwarded to a node (only %s, answered by web3gate itself, may cost 0)",
+				key, m, localMethodList))
 		}
 	}
 	return errs
@@ -141,6 +153,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GetLogsBlocksPerUnit < 1 {
 		errs = append(errs, errors.New("getLogsBlocksPerUnit: must be at least 1"))
+	}
+	if c.SubscribeBytesPerUnit < 1 {
+		errs = append(errs, errors.New("subscribeBytesPerUnit: must be at least 1"))
 	}
 	if c.MaxKeys < 16 || c.MaxKeys > 100_000_000 {
 		errs = append(errs, errors.New("maxKeys: must be between 16 and 100000000"))

@@ -12,16 +12,14 @@ import (
 // DefaultCost is the cost of a method the table does not name: most reads.
 const DefaultCost = 1
 
-// DefaultCosts is the cost table in compute units (CU); README "Rate limits" shows it.
+// DefaultCosts is the cost table in compute units (CU); docs/rate-limits.md shows it.
 // rateLimit.costs and a client's costs override it.
+// Only the methods of LocalMethods may cost 0: whatever reaches a node costs at least a unit.
 var DefaultCosts = map[string]uint64{
-	// Answered by web3gate itself or trivially: free.
+	// Answered by web3gate itself, never forwarded: free.
 	"eth_chainId":         0,
 	"net_version":         0,
-	"net_listening":       0,
 	"web3_clientVersion":  0,
-	"web3_sha3":           0,
-	"eth_syncing":         0,
 	"eth_unsubscribe":     0,
 	"eth_uninstallFilter": 0,
 	// Executions on the node.
@@ -33,7 +31,8 @@ var DefaultCosts = map[string]uint64{
 	// eth_getLogs: this base, plus a unit per getLogsBlocksPerUnit blocks of its range.
 	"eth_getLogs":       2,
 	"eth_getFilterLogs": 2,
-	// State that lives on: a filter or a subscription.
+	// State that lives on: a filter or a subscription; eth_subscribe, this base plus a unit
+	// per subscribeBytesPerUnit bytes of its params.
 	"eth_subscribe":                   5,
 	"eth_newFilter":                   5,
 	"eth_newBlockFilter":              2,
@@ -47,6 +46,16 @@ var DefaultCosts = map[string]uint64{
 	"eth_signTypedData":      5,
 	"eth_signTypedData_v3":   5,
 	"eth_signTypedData_v4":   5,
+}
+
+// LocalMethods are the methods web3gate answers itself and never forwards to a node: the
+// route stage's eth_chainId, net_version and web3_clientVersion, the subscription stage's
+// eth_unsubscribe and the filters stage's eth_uninstallFilter. They alone may cost 0; any
+// other method (web3_sha3, net_listening, eth_syncing, ...) reaches a node and costs at least
+// one unit, so that a spent budget refuses it.
+var LocalMethods = map[string]bool{
+	"eth_chainId": true, "net_version": true, "web3_clientVersion": true,
+	"eth_unsubscribe": true, "eth_uninstallFilter": true,
 }
 
 // addCost is a + b, or the largest cost when that overflows: a batch of calls over huge
@@ -87,6 +96,11 @@ func (s *Stage) cost(t costTable, r *jsonrpc.Request, chainID uint64) uint64 {
 	c := t.method(r.Method)
 	if r.Method == "eth_getLogs" && c > 0 {
 		c = addCost(c, s.logsUnits(r.Params, chainID))
+	}
+	if r.Method == "eth_subscribe" && c > 0 {
+		// What a subscription holds while it lives grows with its filter: a unit more per
+		// subscribeBytesPerUnit bytes of its params.
+		c = addCost(c, uint64(len(r.Params))/s.subBytesPerUnit)
 	}
 	return c
 }

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +27,7 @@ func newTestStage(t *testing.T, cfg Config, deps Deps) *Stage {
 
 func TestCosts(t *testing.T) {
 	head := uint64(0)
-	s := newTestStage(t, Config{Costs: map[string]uint64{"eth_getBalance": 3}, GetLogsBlocksPerUnit: 100},
+	s := newTestStage(t, Config{Costs: map[string]uint64{"eth_getBalance": 3}, GetLogsBlocksPerUnit: 100, SubscribeBytesPerUnit: 256},
 		Deps{Head: func(uint64) uint64 { return head }})
 	tests := []struct {
 		name, method, params string
@@ -35,6 +36,9 @@ func TestCosts(t *testing.T) {
 	}{
 		{"free", "eth_chainId", ``, 0, 0},
 		{"read", "eth_blockNumber", `[]`, 0, 1},
+		{"forwarded, once free", "web3_sha3", `["0x00"]`, 0, 1},
+		{"net_listening", "net_listening", `[]`, 0, 1},
+		{"eth_syncing", "eth_syncing", `["junk"]`, 0, 1},
 		{"unknown method", "foo_bar", `[]`, 0, 1},
 		{"override", "eth_getBalance", `["0x0","latest"]`, 0, 3},
 		{"call", "eth_call", `[{}]`, 0, 2},
@@ -51,6 +55,9 @@ func TestCosts(t *testing.T) {
 		{"logs garbage bound", "eth_getLogs", `[{"fromBlock":"soon"}]`, 2000, 2 + openRangeUnits},
 		{"logs no params", "eth_getLogs", ``, 0, 2},
 		{"logs over every block", "eth_getLogs", `[{"fromBlock":"0x0","toBlock":"0xffffffffffffffff"}]`, 0, 2 + (1<<64-1)/100},
+		{"newHeads", "eth_subscribe", `["newHeads"]`, 0, 5},
+		{"logs subscription, small filter", "eth_subscribe", `["logs",{"address":"0x0000000000000000000000000000000000000001"}]`, 0, 5},
+		{"logs subscription, 64 KiB filter", "eth_subscribe", `["logs",{"topics":[["` + strings.Repeat("0", 65536) + `"]]}]`, 0, 5 + 65562/256},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

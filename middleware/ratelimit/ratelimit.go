@@ -54,7 +54,9 @@ type Stage struct {
 	head          func(uint64) uint64
 	known         func(string) bool
 	blocksPerUnit uint64
-	prefix        string // of the Redis keys
+	// subBytesPerUnit is rateLimit.subscribeBytesPerUnit.
+	subBytesPerUnit uint64
+	prefix          string // of the Redis keys
 
 	costs      costTable
 	clients    map[string]*clientEntry // rateLimit.clients
@@ -104,7 +106,7 @@ func New(cfg Config, deps Deps) (*Stage, error) {
 	}
 	s := &Stage{
 		cfg: cfg, log: log, redis: deps.Redis, quotas: deps.Quotas, head: deps.Head, known: deps.KnownClient,
-		blocksPerUnit: cfg.GetLogsBlocksPerUnit, prefix: deps.Redis.KeyPrefix() + "rl:",
+		blocksPerUnit: cfg.GetLogsBlocksPerUnit, subBytesPerUnit: cfg.SubscribeBytesPerUnit, prefix: deps.Redis.KeyPrefix() + "rl:",
 		costs:      newCostTable(DefaultCosts, cfg.Costs),
 		clients:    map[string]*clientEntry{},
 		principals: map[string]*limits{},
@@ -159,60 +161,105 @@ func (s *Stage) Serve(c *proxy.Call, next proxy.Handler) (*proxy.Response, error
 // ChargeExchange implements proxy.Charger: the exchange's cost (the sum of its calls') to
 // its client id's budget and its principal's, both or neither, then to the client's quotas.
 func (s *Stage) ChargeExchange(c *proxy.Call) error {
-	e, p := c.Exchange, c.Principal
-	clientID, principal := e.ClientID, ""
-	if p != nil {
-		if p.ClientID != "" {
-			clientID = p.ClientID
-		}
-		principal = p.ID
-	}
-	ce := s.clients[clientID]
-	if ce == nil {
-		ce = &s.defClient
-	}
+	e := c.Exchange
+	w := s.payer(c)
 	var cost uint64
 	reqs := e.Requests()
 	for i := range reqs {
 		if reqs[i].Invalid == nil {
-			cost = addCost(cost, s.cost(ce.costs, &reqs[i], c.ChainID))
+			cost = addCost(cost, s.cost(w.entry.costs, &reqs[i], c.ChainID))
 		}
 	}
-	var pl *limits
-	if principal != "" {
-		if pl = s.principals[principal]; pl == nil {
-			pl = &s.defPrinc
+	l, err := s.spend(e.Start, w, cost, "the request costs")
+	e.Limit = l
+	if err == nil {
+		w.entry.m.allowed.Inc()
+	}
+	return err
+}
+
+// ChargeAs charges call c, once a later stage knows what it amounts to, what the call as
+// (an eth_getLogs) costs less what c's own method costs, which its exchange was charged:
+// nothing when that is not more. It is the filters stage's charge of eth_getFilterLogs and
+// of a logs filter's poll, priced by eth_getLogs's range code and charged to the same
+// budgets and quotas as the exchange. Its refusal, -32005 like the exchange's (HTTP 429),
+// answers c alone: a batch's other calls stand. A single call's RateLimit-* headers then
+// report this charge. Calls with the stage off (not in the chain): never made.
+func (s *Stage) ChargeAs(c *proxy.Call, as *jsonrpc.Request) error {
+	w := s.payer(c)
+	cost, paid := s.cost(w.entry.costs, as, c.ChainID), s.cost(w.entry.costs, &c.Request, c.ChainID)
+	if cost <= paid {
+		return nil
+	}
+	l, err := s.spend(time.Now(), w, cost-paid, "the block range of the call costs")
+	// The calls of a batch run at once and share the exchange: only a single call's answer
+	// reports its budget after this charge.
+	if !c.Exchange.Batch {
+		c.Exchange.Limit = l
+	}
+	return err
+}
+
+// payer is who pays for a call: its client id's budget (the principal's client id, else the
+// exchange's), cost table and metrics, and its principal's budget (none: nil).
+type payer struct {
+	clientID, principal string
+	entry               *clientEntry
+	princ               *limits
+}
+
+func (s *Stage) payer(c *proxy.Call) payer {
+	e, p := c.Exchange, c.Principal
+	w := payer{clientID: e.ClientID}
+	if p != nil {
+		if p.ClientID != "" {
+			w.clientID = p.ClientID
+		}
+		w.principal = p.ID
+	}
+	if w.entry = s.clients[w.clientID]; w.entry == nil {
+		w.entry = &s.defClient
+	}
+	if w.principal != "" {
+		if w.princ = s.principals[w.principal]; w.princ == nil {
+			w.princ = &s.defPrinc
 		}
 	}
+	return w
+}
+
+// spend charges cost units at now (zero: the time of the call) to w's budgets, both or
+// neither, then to its client's quotas, and counts them; it returns what the answer reports
+// of the budget, and the refusal, if any, whose message says what costs them.
+func (s *Stage) spend(now time.Time, w payer, cost uint64, what string) (proxy.LimitInfo, error) {
 	// The exchange's start is the time the request came (fasthttp read the clock for it
 	// already): one clock read less per request.
-	now := e.Start
 	if now.IsZero() {
 		now = time.Now()
 	}
-	v := s.charge(now, s.rpcClients, clientID, &ce.limits, s.rpcPrincipals, principal, pl, cost, "c:", "p:")
-	e.Limit = limitInfo(&v)
+	m := w.entry.m
+	v := s.charge(now, s.rpcClients, w.clientID, &w.entry.limits, s.rpcPrincipals, w.principal, w.princ, cost, "c:", "p:")
+	l := limitInfo(&v)
 	if !v.ok {
-		ce.m.limited.Inc()
-		return jsonrpc.ErrLimitExceeded.Withf("limit exceeded: the request costs %d compute units, more than its budget has left (%d of %d); retry after %d s",
-			cost, v.remaining, v.limit, e.Limit.RetryAfter)
+		m.limited.Inc()
+		return l, jsonrpc.ErrLimitExceeded.Withf("limit exceeded: %s %d compute units, more than its budget has left (%d of %d); retry after %d s",
+			what, cost, v.remaining, v.limit, l.RetryAfter)
 	}
-	if s.quotas != nil && clientID != "" && cost > 0 {
-		if err := s.quotas.Charge(clientID, cost); err != nil {
-			ce.m.quota.Inc()
+	if s.quotas != nil && w.clientID != "" && cost > 0 {
+		if err := s.quotas.Charge(w.clientID, cost); err != nil {
+			m.quota.Inc()
 			var ra interface{ RetryAfter() time.Duration }
 			if errors.As(err, &ra) {
-				e.Limit.RetryAfter = seconds(ra.RetryAfter())
+				l.RetryAfter = seconds(ra.RetryAfter())
 			}
-			if e.Limit.RetryAfter == 0 {
-				e.Limit.RetryAfter = 1
+			if l.RetryAfter == 0 {
+				l.RetryAfter = 1
 			}
-			return jsonrpc.ErrLimitExceeded.With(err.Error())
+			return l, jsonrpc.ErrLimitExceeded.With(err.Error())
 		}
 	}
-	ce.m.allowed.Inc()
-	ce.m.units.Add(float64(cost))
-	return nil
+	m.units.Add(float64(cost))
+	return l, nil
 }
 
 // charge charges cost at now to key k1 of budget l1 (table t1) and, when k2 is not empty, to

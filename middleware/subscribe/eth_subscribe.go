@@ -43,7 +43,7 @@ func (s *Stage) subscribe(c *proxy.Call) (*proxy.Response, error) {
 		if len(args) > 1 {
 			return nil, jsonrpc.ErrInvalidParams.With("too many arguments, want at most 2")
 		}
-		if crit, span, err = logsCriteria(args); err != nil {
+		if crit, span, err = logsCriteria(args, s.bounds); err != nil {
 			return nil, err
 		}
 	case kindPending:
@@ -101,15 +101,25 @@ func subscriptionArgs(params []byte) (string, []json.RawMessage, error) {
 // a "latest" fromBlock). go-ethereum's ethclient.SubscribeFilterLogs (and so abigen's Watch
 // methods) sends fromBlock "0x0" and toBlock "latest" when the query has none. A blockHash is
 // refused: a subscription follows new blocks.
-func logsCriteria(args []json.RawMessage) (*feeds.Criteria, blockRange, error) {
+//
+// The filter is refused (-32602) over bounds, and what the subscription keeps of it is its
+// addresses and topics only (not its JSON).
+func logsCriteria(args []json.RawMessage, bounds feeds.Bounds) (*feeds.Criteria, blockRange, error) {
 	all := blockRange{to: math.MaxUint64}
 	if len(args) == 0 || string(bytes.TrimSpace(args[0])) == "null" {
 		return &feeds.Criteria{}, all, nil
+	}
+	if bounds.Bytes > 0 && len(args[0]) > bounds.Bytes {
+		return nil, all, bounds.Check(&feeds.Criteria{}, args[0]) // not parsed at all
 	}
 	crit, err := feeds.ParseCriteria(args[0])
 	if err != nil {
 		return nil, all, err
 	}
+	if err := bounds.Check(crit, args[0]); err != nil {
+		return nil, all, err
+	}
+	crit.Raw = nil
 	if crit.BlockHash != nil {
 		return nil, all, errBlockRange
 	}

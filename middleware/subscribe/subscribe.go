@@ -18,6 +18,13 @@ type Feeds interface {
 	Feed(chainID uint64) (*feeds.Feed, bool)
 }
 
+// Config bounds the subscriptions the stage makes.
+type Config struct {
+	// Criteria bounds a logs subscription's filter (server.websocket.logsCriteria); zero
+	// fields: no bound of their own.
+	Criteria feeds.Bounds
+}
+
 // Deps are the stage's collaborators.
 type Deps struct {
 	Feeds Feeds
@@ -25,7 +32,8 @@ type Deps struct {
 
 // Stage answers eth_subscribe and eth_unsubscribe, and passes every other call on.
 type Stage struct {
-	feeds Feeds
+	feeds  Feeds
+	bounds feeds.Bounds
 
 	mu    sync.Mutex
 	memos map[uint64]*logsMemo // by chain id; guarded by mu
@@ -34,11 +42,11 @@ type Stage struct {
 var _ proxy.Stage = (*Stage)(nil)
 
 // New builds the stage.
-func New(deps Deps) (*Stage, error) {
+func New(cfg Config, deps Deps) (*Stage, error) {
 	if deps.Feeds == nil {
 		return nil, errors.New("subscribe: the feeds are required")
 	}
-	return &Stage{feeds: deps.Feeds, memos: map[uint64]*logsMemo{}}, nil
+	return &Stage{feeds: deps.Feeds, bounds: cfg.Criteria, memos: map[uint64]*logsMemo{}}, nil
 }
 
 // Serve implements proxy.Stage.

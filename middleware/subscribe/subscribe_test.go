@@ -2,10 +2,12 @@ package subscribe
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/web3gate/web3gate/feeds"
@@ -60,12 +62,18 @@ func (f *fakeSocket) Unsubscribe(id string) bool {
 // stage is the stage over a feed set without chains: a feed is never found.
 func stage(t *testing.T) *Stage {
 	t.Helper()
+	return stageWith(t, feeds.Bounds{})
+}
+
+// stageWith is stage with bounds on the logs criteria.
+func stageWith(t *testing.T, bounds feeds.Bounds) *Stage {
+	t.Helper()
 	fs, err := feeds.New(feeds.Config{}, feeds.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(fs.Close)
-	s, err := New(Deps{Feeds: fs})
+	s, err := New(Config{Criteria: bounds}, Deps{Feeds: fs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +192,7 @@ func TestLogsRange(t *testing.T) {
 		{`{"fromBlock":"earliest","toBlock":"0x3"}`, 0, 3},
 		{`{"fromBlock":"0x2","toBlock":"0x3"}`, 2, 3},
 	} {
-		_, span, err := logsCriteria([]json.RawMessage{json.RawMessage(tc.filter)})
+		_, span, err := logsCriteria([]json.RawMessage{json.RawMessage(tc.filter)}, feeds.Bounds{})
 		if err != nil || span != (blockRange{tc.from, tc.to}) {
 			t.Errorf("%s: range %+v, %v; want %d..%d", tc.filter, span, err, tc.from, tc.to)
 		}
@@ -203,5 +211,39 @@ func TestLogsRange(t *testing.T) {
 	want := []string{`{"n":2}`, `{"n":2,"removed":true}`, `{"n":3}`, `{"n":3,"removed":true}`}
 	if !slices.Equal(sub.notes, want) {
 		t.Fatalf("delivered %v, want %v", sub.notes, want)
+	}
+}
+
+// A logs filter over a bound is refused -32602, naming the bound; one within them goes on
+// (to the feed, which this stage has none of).
+func TestSubscribeCriteriaBounds(t *testing.T) {
+	s := stageWith(t, feeds.Bounds{Addresses: 2, TopicsPerPosition: 2, Product: 4, Bytes: 1024})
+	addr := func(i int) string { return fmt.Sprintf(`"0x%040x"`, i) }
+	hash := func(i int) string { return fmt.Sprintf(`"0x%064x"`, i) }
+	for _, tc := range []struct {
+		name, filter, message string
+	}{
+		{"addresses", `{"address":[` + addr(1) + `,` + addr(2) + `,` + addr(3) + `]}`,
+			"filter too large: 3 addresses, the most this server takes is 2 (server.websocket.logsCriteria.maxAddresses)"},
+		{"topics of a position", `{"topics":[null,[` + hash(1) + `,` + hash(2) + `,` + hash(3) + `]]}`,
+			"filter too large: 3 topics at position 1, the most this server takes is 2 (server.websocket.logsCriteria.maxTopicsPerPosition)"},
+		{"product", `{"address":[` + addr(1) + `,` + addr(2) + `],"topics":[[` + hash(1) + `,` + hash(2) + `],` + hash(3) + `]}`,
+			"filter too large: 2 addresses × 3 topics is 6, the most this server takes is 4 (server.websocket.logsCriteria.maxProduct)"},
+		{"bytes", `{"address":` + addr(1) + `,"topics":[` + hash(1) + `]` + strings.Repeat(" ", 1024) + `}`,
+			"filter too large: 1160 bytes, the most this server holds for a subscription is 1024 (server.websocket.logsCriteria.maxBytes)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := serve(s, &fakeSocket{subs: map[string]*fakeSub{}, limit: 10}, "eth_subscribe", `["logs",`+tc.filter+`]`)
+			var e *jsonrpc.Error
+			if !errors.As(err, &e) || e.Code != -32602 || e.Message != tc.message {
+				t.Fatalf("got %v, want -32602 %q", err, tc.message)
+			}
+		})
+	}
+	within := `["logs",{"address":[` + addr(1) + `,` + addr(2) + `],"topics":[[` + hash(1) + `,` + hash(2) + `]]}]`
+	_, err := serve(s, &fakeSocket{subs: map[string]*fakeSub{}, limit: 10}, "eth_subscribe", within)
+	var e *jsonrpc.Error
+	if !errors.As(err, &e) || e.Code != -32601 {
+		t.Fatalf("a filter within the bounds: %v, want the feed's absence (-32601)", err)
 	}
 }

@@ -1,0 +1,8 @@
+package integration
+
+import "syscall"
+
+// setRcvBuf sets SO_RCVBUF of the socket fd.
+func setRcvBuf(fd uintptr, n int) error {
+	return syscall.SetsockoptInt(syscall.Handle(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, n)
+}
