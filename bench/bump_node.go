@@ -1,3 +1,5 @@
+//go:build linux
+
 // (k)'s anvil: started without mining, its JSON-RPC client, and blocks mined at a set base fee.
 
 package main

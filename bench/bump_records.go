@@ -1,3 +1,5 @@
+//go:build linux
+
 // What web3gate says of a (k) run: its records of the sends, and its count of bumps.
 
 package main

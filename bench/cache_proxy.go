@@ -1,3 +1,5 @@
+//go:build linux
+
 // (t)'s counting proxy in front of anvil: the upstream calls, and which trace calls went upstream.
 
 package main

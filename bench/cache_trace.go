@@ -1,3 +1,5 @@
+//go:build linux
+
 // (t)'s trace: the distinct calls drawn with a fixed seed, and the requests a Zipf law picks.
 
 package main

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command bench measures web3gate's throughput and latency against baselines measured the
 // same way in the same run, and prints the ratios next to their targets:
 //
@@ -56,6 +58,14 @@
 //	    second): the time until all are mined with bumping on, against the same run with
 //	    bumping off, and how many are mined within 60 s in each
 //
+// and the idle footprint (idle.go):
+//
+//	(z1) the RSS of a web3gate serving nothing, the dev chain off, one anvil upstream, no
+//	     Redis, SQLite, its binary read from the disk at the start (out of the page cache);
+//	     (z2) the same of the shipped config.yaml (dev chain on), for reference; (z3) (z1)
+//	     on a build without the dev chain (-tags nodevchain); the binary's sizes, and the
+//	     package initialisation costs (inittrace). Target: (z1) ≤ 40 MiB
+//
 // Targets: throughput b/a ≥ 0.85, d/c ≥ 0.60, h/b ≥ 0.80, and the p50 latency at concurrency 1 that web3gate
 // adds in front of anvil (d − c) ≤ 50 µs; (f) ≥ 5,000 signatures/s and (g) ≥ 1,000 sends/s on
 // the machine; (p) p99 ≤ 5 ms; (i) ≥ 50,000 logs/s and (o) p99 ≤ 5 ms; r/b ≥ 0.5; (w) p99 ≤ 50 ms over
@@ -65,7 +75,7 @@
 // -only proxy measures (a)-(e) alone, -only signing (f), (g) and (g') alone, -only products (p) alone,
 // -only owners (i) and (o) alone, -only redis (b) and (r) alone (redis-server from Debian's
 // redis-server package), -only ws (w) and (w0) alone, -only cache (t) alone, -only ratelimit (b) and
-// (l) alone, -only bump (k) alone.
+// (l) alone, -only bump (k) alone, -only idle (z1) and (z2) alone.
 //
 // Every server runs as a child process on free 127.0.0.1 ports, built from this module
 // (web3gate with `go build .`, bench/bare), anvil from `npm ci --prefix e2e`; the load is
@@ -111,7 +121,7 @@ type options struct {
 	rounds, threads, conns        int
 	pin, forwarder                bool
 	src                           string
-	only                          string   // "", "proxy", "signing", "products", "owners", "redis", "ws", "cache", "ratelimit" or "bump"
+	only                          string   // "", "proxy", "signing", "products", "owners", "redis", "ws", "cache", "ratelimit", "bump" or "idle"
 	signTargets                   []string // the signing measurements to run; none: all
 	postgres                      string   // admin connection string of (f2) and (g2)'s PostgreSQL
 	ws                            wsOptions
@@ -148,12 +158,14 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.postgres, "postgres", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
 		"PostgreSQL of (f2) and (g2): a connection string of an existing database, from which each of their rounds creates a database of its own (CREATE DATABASE) and drops it after")
 	signTargets := fs.String("sign-targets", "", `the signing measurements to run, comma separated (of f, g, g', f2, g2); empty: all`)
-	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f), (g), (g'), (f2) and (g2), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index; "redis": only (b) and (r), a read answered by Redis; "ws": only (w) and (w0), WebSocket subscribers; "cache": only (t), a replayed dApp workload with the response cache on and off; "ratelimit": only (b) and (l), the rate-limit stage's cost; "bump": only (k), transactions priced out by a base-fee spike with fee bumping on and off`)
+	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f), (g), (g'), (f2) and (g2), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index; "redis": only (b) and (r), a read answered by Redis; "ws": only (w) and (w0), WebSocket subscribers; "cache": only (t), a replayed dApp workload with the response cache on and off; "ratelimit": only (b) and (l), the rate-limit stage's cost; "bump": only (k), transactions priced out by a base-fee spike with fee bumping on and off; "idle": only (z1) and (z2), the idle RSS and the binary's size`)
 	fs.IntVar(&o.ws.heads, "ws-heads", 10_000, "(w): newHeads subscribers, one socket each")
 	fs.IntVar(&o.ws.logs, "ws-logs", 1_000, "(w): logs subscribers, one socket each")
 	fs.IntVar(&o.ws.blocks, "ws-blocks", 20, "(w): measured blocks a round")
 	fs.IntVar(&o.ws.warmups, "ws-warmup", 2, "(w): unmeasured blocks a round before the measured ones")
 	fs.BoolVar(&o.ws.noAnvil, "ws-no-anvil", false, "(w) alone, without (w0), the anvil reference: for quick iterations")
+	fs.BoolVar(&o.ws.node, "ws-node", true, "(w): also (wn) and (wp), web3gate in front of an anvil node, polling it and pushed by it (delivery timed from the node's announcement)")
+	fs.BoolVar(&o.ws.nodeOnly, "ws-node-only", false, "(w): only (wn), (wp) and (w0), without (w): for quick iterations")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -173,8 +185,8 @@ func parseFlags(args []string) (options, error) {
 	if o.rounds < 1 || o.threads < 1 || o.conns < o.threads {
 		return o, errors.New("-rounds and -threads must be at least 1, -connections at least -threads")
 	}
-	if o.only != "" && !slices.Contains([]string{"proxy", "signing", "products", "owners", "redis", "ws", "cache", "ratelimit", "bump"}, o.only) {
-		return o, fmt.Errorf(`-only %q: must be "proxy", "signing", "products", "owners", "redis", "ws", "cache", "ratelimit" or "bump"`, o.only)
+	if o.only != "" && !slices.Contains([]string{"proxy", "signing", "products", "owners", "redis", "ws", "cache", "ratelimit", "bump", "idle"}, o.only) {
+		return o, fmt.Errorf(`-only %q: must be "proxy", "signing", "products", "owners", "redis", "ws", "cache", "ratelimit", "bump" or "idle"`, o.only)
 	}
 	if o.ws.heads < 0 || o.ws.logs < 0 || o.ws.heads+o.ws.logs < 1 || o.ws.blocks < 1 || o.ws.warmups < 0 {
 		return o, errors.New("-ws-heads and -ws-logs must be at least 0 and not both 0, -ws-blocks at least 1, -ws-warmup at least 0")
@@ -199,7 +211,7 @@ func run(args []string) (err error) {
 		return err
 	}
 	wrk, wrkVersion, err := findWrk()
-	if err != nil && o.only != "cache" && o.only != "bump" { // (t) and (k) load with their own clients
+	if err != nil && o.only != "cache" && o.only != "bump" && o.only != "idle" { // (t) and (k) load with their own clients, (z) loads nothing
 		return err
 	}
 	root, err := moduleRoot()
@@ -270,6 +282,12 @@ func run(args []string) (err error) {
 	}
 	if o.only == "" || o.only == "proxy" {
 		if err := goBuild(ctx, root, "./bench/bare", bareBin); err != nil {
+			return err
+		}
+	}
+	if (o.only == "" || o.only == "ws") && (o.ws.node || o.ws.nodeOnly) {
+		o.ws.floorBin = filepath.Join(tmp, "wsfloor")
+		if err := goBuild(ctx, root, "./bench/wsfloor", o.ws.floorBin); err != nil {
 			return err
 		}
 	}
@@ -374,6 +392,16 @@ func run(args []string) (err error) {
 			return err
 		}
 	}
+	var idle *idleRun
+	if o.only == "" || o.only == "idle" {
+		idle, err = measureIdle(ctx, cs, cfg, signEnv{root: src, tmp: tmp, bin: web3gateBin}, anvilBin)
+		if err != nil {
+			return err
+		}
+		if _, err := cs.stopAll(); err != nil {
+			return err
+		}
+	}
 	report(os.Stdout, info, cfg, targets, rounds, specs, signRounds)
 	reportProducts(os.Stdout, cfg, prods)
 	reportOwners(os.Stdout, cfg, owns)
@@ -382,6 +410,7 @@ func run(args []string) (err error) {
 	reportCache(os.Stdout, cfg, cached)
 	limits.report(os.Stdout, cfg)
 	bumped.report(os.Stdout, cfg)
+	idle.report(os.Stdout, cfg)
 	var bad []string
 	for _, b := range []string{failures(rounds), signFailures(signRounds), productsFailures(prods), ownersFailures(owns), shared.failures(), wsFailures(rt), cacheFailures(cached), limits.failures(), bumped.failures()} {
 		if b != "" {

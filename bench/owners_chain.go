@@ -1,3 +1,5 @@
+//go:build linux
+
 // The chain of the owners measurements: a million NFT transfers generated on anvil in JSON-RPC batches.
 
 package main

@@ -1,3 +1,5 @@
+//go:build linux
+
 // (o)'s queries: the GET /v1/owners cases over the generated index, and the check of an answer.
 
 package main

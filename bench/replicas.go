@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The signing measurements on PostgreSQL (f2, g2): web3gate's store in a database of the

@@ -1,3 +1,5 @@
+//go:build linux
+
 // (k)'s report (bumping on against off), its failures, and the texts of its figures.
 
 package main

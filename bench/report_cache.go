@@ -1,3 +1,5 @@
+//go:build linux
+
 // (t)'s report against the targets, and its failures.
 
 package main

@@ -1,3 +1,5 @@
+//go:build linux
+
 // The owners measurements' report against the targets, and their failures.
 
 package main

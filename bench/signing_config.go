@@ -1,3 +1,5 @@
+//go:build linux
+
 // The shipped config.yaml with a run's own store, keystore and JWT key (signing, products, (w)).
 
 package main

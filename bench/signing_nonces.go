@@ -1,3 +1,5 @@
+//go:build linux
+
 // The nonce checks of the signing measurements, and the waits for the chain and web3gate to settle.
 
 package main
