@@ -12,12 +12,9 @@ import (
 	"github.com/web3gate/web3gate/internal/cli"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "v0.1.0-dev"
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	env := cli.Env{Version: version, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	env := cli.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	code := cli.Main(ctx, env, os.Args[1:])
 	stop()
 	os.Exit(code)

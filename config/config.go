@@ -4,20 +4,21 @@
 package config
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
+	"reflect"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/web3gate/web3gate/devchain"
 	"github.com/web3gate/web3gate/feeds"
+	"github.com/web3gate/web3gate/internal/logx"
 	"github.com/web3gate/web3gate/internal/redisx"
+	"github.com/web3gate/web3gate/internal/tracing"
 	"github.com/web3gate/web3gate/lease"
 	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/middleware/auth"
@@ -56,11 +57,18 @@ type Config struct {
 	Quotas    quotas.Config     `yaml:"quotas"`
 	RateLimit ratelimit.Config  `yaml:"rateLimit"`
 	Webhooks  webhooks.Config   `yaml:"webhooks"`
+	Tracing   tracing.Config    `yaml:"tracing"`
 }
 
 // LogConfig is the `log:` section.
 type LogConfig struct {
 	Level string `yaml:"level"`
+	// Format is auto (console on a terminal, else JSON), console or json (docs/logging.md).
+	Format string `yaml:"format"`
+	// Requests is the request log: every failed request, a sample of the others.
+	Requests proxy.RequestLogConfig `yaml:"requests"`
+	// Flood bounds similar lines (the request log's failures, the token endpoint's refusals).
+	Flood logx.Config `yaml:"flood"`
 }
 
 // The quickstart credentials of the shipped config.yaml. They are refused unless the
@@ -77,6 +85,7 @@ func Default() Config {
 	c.Upstreams = upstreams.DefaultConfig()
 	c.Cache.Enabled = true
 	c.Server.WebSocket.Enabled = true
+	c.Server.DrainDelay = proxy.DefaultDrainDelay
 	c.Cache.Coalesce = true
 	c.Cache.Local = true
 	c.Redis.MaxFlushDelay = redisx.DefaultMaxFlushDelay
@@ -96,16 +105,26 @@ func Load(path string) (*Config, error) {
 	return Parse(raw)
 }
 
-// Parse is Load on the bytes of a file.
+// Parse is Load on the bytes of a file: parsed, environment variables expanded in each
+// value, keys and durations checked against Config (messages name the key path and line),
+// decoded, defaulted and validated.
 func Parse(raw []byte) (*Config, error) {
-	expanded, err := expandEnv(raw)
-	if err != nil {
-		return nil, err
+	marked, refs := markEnvRefs(raw)
+	var doc yaml.Node
+	if err := yaml.Unmarshal(marked, &doc); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if doc.Kind == 0 {
+		return nil, errors.New("config: the file is empty")
+	}
+	if err := expandEnv(&doc, refs); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if problems := checkKeys(&doc, reflect.TypeFor[Config]()); len(problems) > 0 {
+		return nil, &ValidationError{Problems: problems}
 	}
 	c := Default()
-	dec := yaml.NewDecoder(bytes.NewReader(expanded))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
+	if err := doc.Decode(&c); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	c.SetDefaults()
@@ -122,6 +141,10 @@ func (c *Config) SetDefaults() {
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
+	if c.Log.Format == "" {
+		c.Log.Format = "auto"
+	}
+	c.Log.Flood.SetDefaults()
 	c.Auth.SetDefaults()
 	c.Routing.SetDefaults()
 	c.Cache.SetDefaults()
@@ -139,6 +162,7 @@ func (c *Config) SetDefaults() {
 	c.Quotas.SetDefaults()
 	c.RateLimit.SetDefaults()
 	c.Webhooks.SetDefaults()
+	c.Tracing.SetDefaults()
 }
 
 // ValidationError lists every problem found, each naming its key path.
@@ -172,6 +196,13 @@ func (c *Config) Validate() error {
 	default:
 		problems = append(problems, fmt.Sprintf("log.level: %q is not one of debug, info, warn, error", c.Log.Level))
 	}
+	switch c.Log.Format {
+	case "auto", "console", "json":
+	default:
+		problems = append(problems, fmt.Sprintf("log.format: %q is not one of auto, console, json", c.Log.Format))
+	}
+	add("log.requests", c.Log.Requests.Validate())
+	add("log.flood", c.Log.Flood.Validate())
 	add("auth", c.Auth.Validate())
 	add("routing", c.Routing.Validate())
 	add("cache", c.Cache.Validate())
@@ -191,6 +222,7 @@ func (c *Config) Validate() error {
 	add("quotas", c.Quotas.Validate())
 	add("rateLimit", c.RateLimit.Validate())
 	add("webhooks", c.Webhooks.Validate())
+	add("tracing", c.Tracing.Validate())
 	problems = append(problems, c.crossCheck()...)
 	if len(problems) > 0 {
 		return &ValidationError{Problems: problems}
@@ -250,34 +282,4 @@ func (c *Config) crossCheck() []string {
 		}
 	}
 	return problems
-}
-
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
-
-// expandEnv replaces ${NAME} and ${NAME:-default} with the environment's values. A ${NAME}
-// that is not set is an error naming its line, not a silent empty string. Comment lines are
-// left as they are.
-func expandEnv(raw []byte) ([]byte, error) {
-	var errs []error
-	lines := bytes.Split(raw, []byte("\n"))
-	for n, line := range lines {
-		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '#' {
-			continue
-		}
-		lines[n] = envRef.ReplaceAllFunc(line, func(m []byte) []byte {
-			sub := envRef.FindSubmatch(m)
-			if v, ok := os.LookupEnv(string(sub[1])); ok {
-				return []byte(v)
-			}
-			if len(sub[2]) > 0 {
-				return sub[3]
-			}
-			errs = append(errs, fmt.Errorf("config: line %d: environment variable %s is not set", n+1, sub[1]))
-			return m
-		})
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return bytes.Join(lines, []byte("\n")), nil
 }

@@ -36,7 +36,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Server.MaxBodyBytes != 5<<20 || c.Server.MaxBatch != 100 || !c.Cache.Enabled || !c.Cache.Coalesce || c.Log.Level != "info" || c.Upstreams.MaxLag != 5 ||
+	if c.Server.MaxBodyBytes != 5<<20 || c.Server.MaxBatch != 100 || !c.Cache.Enabled || !c.Cache.Coalesce || c.Log.Level != "info" || *c.Upstreams.MaxLag != 5 ||
 		!c.Server.WebSocket.Enabled || c.Server.WebSocket.QueueSize != 1024 {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
@@ -100,7 +100,7 @@ func TestEnvExpansion(t *testing.T) {
 		t.Fatalf("not expanded: %v %q", c.Upstreams.Chains[0].URLs, c.Log.Level)
 	}
 	_, err = Parse([]byte(minimal + "log: {level: ${W3G_TEST_UNSET_VAR}}\n"))
-	if err == nil || !strings.Contains(err.Error(), "line 9: environment variable W3G_TEST_UNSET_VAR is not set") {
+	if err == nil || !strings.Contains(err.Error(), "line 9: log.level: environment variable W3G_TEST_UNSET_VAR is not set") {
 		t.Fatalf("unset variable: %v", err)
 	}
 }
@@ -110,12 +110,12 @@ func TestRejects(t *testing.T) {
 		name, yaml string
 		want       []string
 	}{
-		{"unknown key", minimal + "server: {listen: 127.0.0.1:1, colour: red}\n", []string{"field colour not found"}},
-		{"unknown section", minimal + "nope: 1\n", []string{"field nope not found"}},
+		{"unknown key", minimal + "server: {listen: 127.0.0.1:1, colour: red}\n", []string{`line 9: server.colour: unknown key "colour" (the keys of server: batchConcurrency, cors,`}},
+		{"unknown section", minimal + "nope: 1\n", []string{`line 9: nope: unknown key "nope" (the keys of (top level): admin, auth,`}},
 		{"bad listen", minimal + "server: {listen: nowhere}\n", []string{`server.listen: "nowhere" is not host:port`}},
 		{"bad limits", minimal + "server: {maxBatch: -1, maxBodyBytes: 10}\n", []string{"server.maxBatch: must be between 1 and 10000", "server.maxBodyBytes: must be at least 1024"}},
 		{"bad level", minimal + "log: {level: loud}\n", []string{`log.level: "loud" is not one of debug, info, warn, error`}},
-		{"bad duration", minimal + "server: {readTimeout: soon}\n", []string{"cannot unmarshal"}},
+		{"bad duration", minimal + "server: {readTimeout: soon}\n", []string{`line 9: server.readTimeout: "soon" is not a duration; write it with a unit, e.g. "5s"`}},
 		{"no clients", strings.Replace(minimal, "clients: [{id: c1}]", "clients: []", 1), []string{"auth.clients: at least one client id is required"}},
 		{"bad url", strings.Replace(minimal, "http://127.0.0.1:1/", "ftp://x", 1), []string{"upstreams.chains[0].urls[0]"}},
 		{"second url bad", strings.Replace(minimal, "urls: [http://127.0.0.1:1/]", "urls: [http://127.0.0.1:1/, nope]", 1), []string{"upstreams.chains[0].urls[1]"}},
@@ -129,6 +129,9 @@ func TestRejects(t *testing.T) {
 		{"personal namespace", minimal + "routing: {extraNamespaces: [personal]}\n", []string{"routing.extraNamespaces[0]: personal holds signing methods"}},
 		{"redis keys", minimal + "redis: {url: 'http://127.0.0.1:6379', timeout: 1m, poolSize: 3}\n", []string{
 			"redis.url: the scheme must be redis or rediss", "redis.timeout: must be from 1ms to 5s", "redis.poolSize: must be 0 (one connection per 4 CPUs) or a power of two"}},
+		{"admin tokens", minimal + "admin: {tokens: [{sha256: abc}, {name: a, sha256: " + strings.Repeat("1", 64) + "}, {name: a, sha256: " + strings.Repeat("1", 64) + "}]}\n", []string{
+			"admin.tokens[0].sha256: must be 64 hex digits (the SHA-256 of the token; web3gate auth hash-token makes it)",
+			"admin.tokens[2].sha256: duplicate of tokens[1]", "admin.tokens[2].name: duplicate of tokens[1]"}},
 		{"cache without a level", minimal + "cache: {local: false}\n", []string{"cache.local: false needs redis.url"}},
 		{"quotas", minimal + "quotas: {enabled: true, flushInterval: 1ms, clients: [{clientId: abc}, {clientId: abc, daily: 5}]}\n", []string{
 			"quotas.flushInterval: must be between 10ms and 1h0m0s", "quotas.clients[0]: daily and monthly are both 0", `quotas.clients[1].clientId: "abc" is also clients[0]`}},
@@ -188,7 +191,7 @@ func TestRateLimitDefaults(t *testing.T) {
 	}
 	d, s := c.RateLimit, shipped.RateLimit
 	if d.Client != s.Client || d.Principal != s.Principal || d.REST.IP != s.REST.IP || d.REST.Client != s.REST.Client ||
-		d.MaxKeys != s.MaxKeys || d.GetLogsBlocksPerUnit != s.GetLogsBlocksPerUnit || !s.Enabled || !s.REST.Enabled || len(s.Costs) != 0 ||
+		d.MaxKeys != s.MaxKeys || d.GetLogsBlocksPerUnit != s.GetLogsBlocksPerUnit || d.SubscribeBytesPerUnit != s.SubscribeBytesPerUnit || !s.Enabled || !s.REST.Enabled || len(s.Costs) != 0 ||
 		len(shipped.Server.TrustedProxies) != 0 {
 		t.Fatalf("config.yaml's rateLimit %+v differs from the defaults %+v", s, d)
 	}
@@ -202,5 +205,17 @@ func TestRateLimitDefaults(t *testing.T) {
 	if _, err := Parse([]byte(minimal + "rateLimit: {client: {rate: 0, burst: 3}}\nserver: {trustedProxies: [nope]}\n")); err == nil ||
 		!strings.Contains(err.Error(), "rateLimit.client.rate") || !strings.Contains(err.Error(), "server.trustedProxies[0]") {
 		t.Fatalf("bad keys: %v", err)
+	}
+}
+
+// TestExplicitZeroMaxLag: upstreams.maxLag: 0 means only nodes at the best head serve reads;
+// it is not replaced by the default as an unset key is.
+func TestExplicitZeroMaxLag(t *testing.T) {
+	c, err := Parse([]byte(strings.Replace(minimal, "  mainnet: 1\n", "  mainnet: 1\n  maxLag: 0\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *c.Upstreams.MaxLag != 0 {
+		t.Fatalf("maxLag: 0 loaded as %d", *c.Upstreams.MaxLag)
 	}
 }

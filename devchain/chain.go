@@ -1,3 +1,5 @@
+//go:build !nodevchain
+
 // Package devchain runs an embedded, in-process go-ethereum dev node, built the way
 // `geth --dev` builds one: every fork active at genesis, a simulated beacon that mines a
 // block as soon as transactions arrive, pre-funded deterministic accounts, an in-memory

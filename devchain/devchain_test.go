@@ -1,3 +1,5 @@
+//go:build !nodevchain
+
 package devchain
 
 import (

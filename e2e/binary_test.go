@@ -4,24 +4,29 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/web3gate/web3gate/internal/testproc"
+	"github.com/web3gate/web3gate/openapi/openapitest"
 )
 
 var binary string // the web3gate binary built by TestMain
+
+// answers checks every REST and admin answer of the gateways the tests start against the
+// OpenAPI document (openapi/openapi.yaml): the transport of http.DefaultClient, of the
+// clients that name none, and of the tests' own clients (answers.Wrap).
+var answers = openapitest.Install()
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "web3gate-e2e")
@@ -46,36 +51,9 @@ func TestMain(m *testing.M) {
 type gateway struct {
 	API, Admin string
 	cmd        *exec.Cmd
-	logs       *lockedBuffer
+	logs       *testproc.Buffer
 	exited     chan struct{}
 	exitErr    error
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // startGateway runs the binary with the config text (written to a file) and extra args,
@@ -104,8 +82,8 @@ func startGatewayBinary(t *testing.T, bin, cfgText string, args ...string) *gate
 func startGatewayBinaryIn(t *testing.T, bin, dir, cfgText string, args ...string) *gateway {
 	t.Helper()
 	cfgPath := writeConfig(t, dir, cfgText)
-	api, admin := freeAddr(t), freeAddr(t)
-	g := &gateway{API: "http://" + api, Admin: "http://" + admin, logs: &lockedBuffer{}, exited: make(chan struct{})}
+	api, admin := testproc.FreeAddr(t), testproc.FreeAddr(t)
+	g := &gateway{API: "http://" + api, Admin: "http://" + admin, logs: &testproc.Buffer{}, exited: make(chan struct{})}
 	g.cmd = exec.Command(bin, append([]string{"--config", cfgPath, "--listen", api, "--admin-listen", admin}, args...)...)
 	g.cmd.Dir = dir
 	g.cmd.Stdout, g.cmd.Stderr = g.logs, g.logs
@@ -113,6 +91,7 @@ func startGatewayBinaryIn(t *testing.T, bin, dir, cfgText string, args ...string
 		t.Fatal(err)
 	}
 	go func() { g.exitErr = g.cmd.Wait(); close(g.exited) }()
+	answers.Register(t, api, admin)
 	t.Cleanup(func() {
 		_ = g.cmd.Process.Kill()
 		<-g.exited
@@ -176,7 +155,7 @@ upstreams:
     - chainId: %d
       name: anvil
       urls: [%s]
-# The load tests send as fast as they can, past the shipped budgets (README "Rate limits").
+# The load tests send as fast as they can, past the shipped budgets (docs/rate-limits.md).
 rateLimit:
   client: {rate: 1000000, burst: 1000000}
   principal: {rate: 1000000, burst: 1000000}

@@ -212,7 +212,7 @@ func TestOAuthClientRevocation(t *testing.T) {
 	if code, out := cli("clients", "disable", "w3g_nobody"); code != 1 || !strings.Contains(out, `no client with id "w3g_nobody"`) {
 		t.Fatalf("disable an unknown client: exit %d\n%s", code, out)
 	}
-	if code, out := cli("clients", "enable"); code != 2 || !strings.Contains(out, "give exactly one client id") {
+	if code, out := cli("clients", "enable"); code != 2 || !strings.Contains(out, `expected "<CLIENT_ID>"`) {
 		t.Fatalf("enable without an id: exit %d\n%s", code, out)
 	}
 	if lines := metric(t, g, `web3gate_oauth_token_failures_total{reason="disabled"}`); len(lines) != 1 || !strings.HasSuffix(lines[0], " 1") {

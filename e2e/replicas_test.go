@@ -103,7 +103,7 @@ func startReplicas(t *testing.T, n int, chainID uint64, transactions, extra stri
 
 // replicaClient speaks to the replicas with enough kept-alive connections for a burst.
 var replicaClient = &http.Client{
-	Transport: &http.Transport{Proxy: nil, MaxIdleConns: 512, MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second},
+	Transport: answers.Wrap(&http.Transport{Proxy: nil, MaxIdleConns: 512, MaxIdleConnsPerHost: 128, IdleConnTimeout: 30 * time.Second}),
 	Timeout:   60 * time.Second,
 }
 

@@ -14,7 +14,7 @@ import (
 // PostgreSQL lease) and shows them in its metrics
 // and at /leases; it releases them when it stops.
 func TestReplicaAndLeases(t *testing.T) {
-	cfg := strings.Replace(devConfig(t), "level: warn", "level: info", 1)
+	cfg := strings.Replace(withAdminToken(t, devConfig(t)), "level: warn", "level: info", 1)
 	cfg = strings.Replace(cfg, "\ncluster:\n", "\ncluster:\n  replicaId: replica-7\n", 1)
 	if !strings.Contains(cfg, "replicaId: replica-7") || !strings.Contains(cfg, "level: info") {
 		t.Fatal("config.yaml changed: the cluster test settings were not applied")
@@ -46,7 +46,7 @@ func TestReplicaAndLeases(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-	code, body = get(t, ts.Admin+"/leases")
+	code, body = get(t, ts.Admin+"/leases", adminAuth...)
 	var held struct {
 		Replica string
 		Leases  []struct {

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/web3gate/web3gate/internal/testproc"
 )
 
 // TestDeployLoadBalancer runs deploy/haproxy.cfg with Debian's haproxy (`make deploy-check`
@@ -41,7 +43,14 @@ func TestDeployLoadBalancer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apiPort, statsPort := freePort(t), freePort(t)
+	freePort := func() int {
+		p, err := testproc.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	apiPort, statsPort := freePort(), freePort()
 	cfg := string(raw)
 	replace := func(re, repl string) {
 		t.Helper()
@@ -178,17 +187,6 @@ func serverStatus(statsURL string) ([2]string, error) {
 		}
 	}
 	return got, nil
-}
-
-// freePort is a loopback port nothing listens on now, for a program that takes no port 0.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func hostPort(t *testing.T, base string) string {

@@ -227,7 +227,7 @@ func TestDeployFilesAgree(t *testing.T) {
 		}
 	}
 
-	rawProm, err := os.ReadFile("../deploy/prometheus.yml")
+	rawProm, err := os.ReadFile("../deploy/prometheus/prometheus.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestDeployFilesAgree(t *testing.T) {
 		} `yaml:"scrape_configs"`
 	}
 	if err := yaml.Unmarshal(rawProm, &prom); err != nil {
-		t.Fatalf("deploy/prometheus.yml: %v", err)
+		t.Fatalf("deploy/prometheus/prometheus.yml: %v", err)
 	}
 	var promTargets []string
 	for _, sc := range prom.ScrapeConfigs {

@@ -23,6 +23,7 @@ import (
 	"github.com/web3gate/web3gate/internal/cli"
 	"github.com/web3gate/web3gate/internal/leaktest"
 	"github.com/web3gate/web3gate/internal/testengine"
+	"github.com/web3gate/web3gate/openapi/openapitest"
 	"github.com/web3gate/web3gate/store"
 )
 
@@ -50,7 +51,12 @@ func startServer(t testing.TB, cfgText string) *testServer {
 // written to logw.
 func startServerIn(t testing.TB, cfgText, dir string, logw io.Writer) *testServer {
 	t.Helper()
-	cfg := testConfig(t, cfgText, dir)
+	return startConfig(t, testConfig(t, cfgText, dir), logw)
+}
+
+// startConfig runs web3gate with cfg (testConfig's, changed by the test) until the test ends.
+func startConfig(t testing.TB, cfg *config.Config, logw io.Writer) *testServer {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan [2]net.Addr, 1)
 	done := make(chan error, 1)
@@ -62,6 +68,7 @@ func startServerIn(t testing.TB, cfgText, dir string, logw io.Writer) *testServe
 	select {
 	case a := <-addrs:
 		ts = &testServer{API: "http://" + a[0].String(), Admin: "http://" + a[1].String()}
+		answers.serve(t, a[0].String(), a[1].String())
 	case err := <-done:
 		cancel()
 		t.Fatalf("web3gate did not start: %v", err)
@@ -99,6 +106,7 @@ func testConfig(t testing.TB, cfgText, dir string) *config.Config {
 	}
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Admin.Listen = "127.0.0.1:0"
+	cfg.Server.DrainDelay = 0 // the tests stop their servers at once (internal/app/drain_test.go tests the delay)
 	setTestStore(t, &cfg.Store, dir)
 	cfg.Wallet.Keys.Dir = filepath.Join(dir, "keystore")
 	cfg.Auth.OAuth.SigningKeyFile = filepath.Join(dir, "jwt-signing-key.pem")
@@ -298,7 +306,54 @@ func do(client *http.Client, method, url string, body []byte, headers []string) 
 	if err != nil {
 		return 0, nil, nil, fmt.Errorf("read body: %w", err)
 	}
-	return resp.StatusCode, resp.Header, b, nil
+	// The request that got the answer: the last one when redirects were followed.
+	return resp.StatusCode, resp.Header, b, answers.check(resp.Request, resp.StatusCode, resp.Header, b)
+}
+
+// answers checks every answer of a test server that do receives against the OpenAPI
+// document (openapi/openapi.yaml; the rules are openapitest.Checker's): a mismatch is do's
+// error, which fails the test. The answers of other servers (fake upstreams, webhook
+// receivers) are not checked. With WEB3GATE_OPENAPI_LOG=<file>, each answer's rule is
+// appended to the file: which routes and statuses the tests reach.
+var answers = &answerCheck{}
+
+type answerCheck struct {
+	once    sync.Once
+	checker *openapitest.Checker
+	err     error
+	hosts   sync.Map // host:port of a running test server -> openapitest.Listener
+	logMu   sync.Mutex
+}
+
+// serve registers a test server's listeners until the test ends.
+func (a *answerCheck) serve(t testing.TB, api, admin string) {
+	a.hosts.Store(api, openapitest.Public)
+	a.hosts.Store(admin, openapitest.Admin)
+	t.Cleanup(func() {
+		a.hosts.Delete(api)
+		a.hosts.Delete(admin)
+	})
+}
+
+func (a *answerCheck) check(req *http.Request, status int, h http.Header, body []byte) error {
+	l, ok := a.hosts.Load(req.URL.Host)
+	if !ok {
+		return nil // not a web3gate listener
+	}
+	a.once.Do(func() { a.checker, a.err = openapitest.New() })
+	if a.err != nil {
+		return a.err
+	}
+	res, err := a.checker.Check(l.(openapitest.Listener), req, status, h, body)
+	if path := os.Getenv("WEB3GATE_OPENAPI_LOG"); path != "" {
+		a.logMu.Lock()
+		if f, ferr := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); ferr == nil {
+			fmt.Fprintf(f, "%s\t%s\t%s\t%s\t%d\t%v\n", res.Rule, res.Operation, req.Method, req.URL.Path, status, err != nil)
+			f.Close()
+		}
+		a.logMu.Unlock()
+	}
+	return err
 }
 
 // request is do with the default client; a failure fails the test.

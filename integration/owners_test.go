@@ -25,13 +25,8 @@ import (
 // header and the body.
 func getOwners(t *testing.T, api, rawQuery string) (int, string, string) {
 	t.Helper()
-	resp, err := http.Get(api + "/v1/owners?" + rawQuery)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("X-Indexed-Block"), string(b)
+	status, h, body := getH(t, api+"/v1/owners?"+rawQuery)
+	return status, h.Get("X-Indexed-Block"), body
 }
 
 // ownersAnswer is the body of a 200 answer.

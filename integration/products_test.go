@@ -132,11 +132,11 @@ func TestProductsCatalog(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"products"}, 2, "web3gate products import"},
-		{[]string{"products", "export"}, 2, "web3gate products import"},
-		{[]string{"products", "import", "--config", cfgPath}, 2, "give one catalog file"},
-		{[]string{"products", "import", "a.yaml", "b.yaml"}, 2, "give one catalog file"},
-		{[]string{"products", "import", "--frob", "a.yaml"}, 2, "flag provided but not defined"},
+		{[]string{"products"}, 2, `expected "import"`},
+		{[]string{"products", "export"}, 2, "unexpected argument export"},
+		{[]string{"products", "import", "--config", cfgPath}, 2, `expected "<FILE>"`},
+		{[]string{"products", "import", "a.yaml", "b.yaml"}, 2, "unexpected argument b.yaml"},
+		{[]string{"products", "import", "--frob", "a.yaml"}, 2, "unknown flag --frob"},
 		{[]string{"products", "import", "--config", cfgPath, filepath.Join(dir, "missing.yaml")}, 1, "no such file"},
 		{[]string{"products", "import", "--dry-run", "../examples/products.yaml"}, 0, "8 products, all valid (dry run: nothing written)"},
 	} {

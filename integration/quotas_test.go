@@ -22,17 +22,17 @@ func TestQuotaUsageRoute(t *testing.T) {
 	if on == cfg || strings.Count(on, "enabled: true\n  # Usage charged") != 1 || strings.Contains(on, "clients: []\n  # clients:") {
 		t.Fatal("config.yaml changed: the quotas section was not found")
 	}
-	ts := startServer(t, on)
-	code, body := get(t, ts.Admin+"/v1/admin/usage?clientId="+config.DevClientID)
+	ts := startServer(t, withAdminToken(t, on))
+	code, body := get(t, ts.Admin+"/v1/admin/usage?clientId="+config.DevClientID, adminAuth...)
 	if code != 200 || !strings.Contains(body, `"clientId":"`+config.DevClientID+`","enforced":true`) ||
 		!strings.Contains(body, `"used":0,"quota":5000,"remaining":5000`) || !strings.Contains(body, `"error":null`) {
 		t.Fatalf("usage of the dev client: %d %s", code, body)
 	}
-	code, body = get(t, ts.Admin+"/v1/admin/usage?clientId=nobody")
+	code, body = get(t, ts.Admin+"/v1/admin/usage?clientId=nobody", adminAuth...)
 	if code != 200 || !strings.Contains(body, `"enforced":false`) || !strings.Contains(body, `"used":0,"quota":null,"remaining":null`) {
 		t.Fatalf("usage of an unknown client: %d %s", code, body)
 	}
-	if code, body := get(t, ts.Admin+"/v1/admin/usage"); code != 400 || !strings.Contains(body, "clientId: required") {
+	if code, body := get(t, ts.Admin+"/v1/admin/usage", adminAuth...); code != 400 || !strings.Contains(body, "clientId: required") {
 		t.Fatalf("without clientId: %d %s", code, body)
 	}
 	code, body = get(t, ts.Admin+"/metrics")
@@ -55,7 +55,7 @@ func TestQuotaSpentThroughServer(t *testing.T) {
 	if on == cfg || strings.Count(on, "enabled: true\n  # Usage charged") != 1 || !strings.Contains(on, "allowReadsWithClientId: true") {
 		t.Fatal("config.yaml changed: the quotas section was not found")
 	}
-	ts := startServer(t, on)
+	ts := startServer(t, withAdminToken(t, on))
 	call := func() (int, http.Header, string) {
 		req, err := http.NewRequest(http.MethodPost, ts.API+"/v1/web3/mainnet", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}`))
 		if err != nil {
@@ -90,7 +90,7 @@ func TestQuotaSpentThroughServer(t *testing.T) {
 	if err != nil || ra < 1 || time.Duration(ra)*time.Second > toMidnight+2*time.Second {
 		t.Fatalf("Retry-After %q, want the seconds to the next UTC midnight (%v)", h.Get("Retry-After"), toMidnight)
 	}
-	code, usage := get(t, ts.Admin+"/v1/admin/usage?clientId="+config.DevClientID)
+	code, usage := get(t, ts.Admin+"/v1/admin/usage?clientId="+config.DevClientID, adminAuth...)
 	if code != 200 || !strings.Contains(usage, `"used":3,"quota":3,"remaining":0`) {
 		t.Fatalf("usage after the quota was spent: %d %s", code, usage)
 	}

@@ -3,12 +3,15 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/web3gate/web3gate/internal/testengine"
 	"github.com/web3gate/web3gate/internal/wait"
@@ -296,6 +299,45 @@ func TestRateLimitWebSocket(t *testing.T) {
 	if r := w.call(t, "eth_blockNumber"); r.Error == nil || r.Error.Code != -32005 {
 		t.Fatalf("the 11th unit: %+v %s", r.Error, r.Result)
 	}
+}
+
+// TestRateLimitSubscriptionBySize: eth_subscribe is charged its base (5) plus a unit per
+// rateLimit.subscribeBytesPerUnit (1024) bytes of its params: with a budget of 80 units, a
+// logs subscription with a filter of ~45 KiB (1000 addresses × 10 topics, within
+// server.websocket.logsCriteria) costs 5 + 44 units; a second is refused (-32005, naming its
+// cost), while a newHeads subscription (5) still fits.
+func TestRateLimitSubscriptionBySize(t *testing.T) {
+	cfg := strings.Replace(devConfig(t), "  client: {rate: 1000000, burst: 1000000}\n", "  client: {rate: 0.001, burst: 80}\n", 1)
+	if !strings.Contains(cfg, "rate: 0.001, burst: 80}") {
+		t.Fatal("config.yaml changed: no rateLimit.client")
+	}
+	ts := startServer(t, cfg)
+	w, _ := dialWS(t, ts, "/v1/web3/mainnet", nil)
+	addrs := make([]string, 1000)
+	for i := range addrs {
+		addrs[i] = common.BigToAddress(big.NewInt(int64(i + 1))).Hex()
+	}
+	topics := make([]string, 10)
+	for i := range topics {
+		topics[i] = common.BigToHash(big.NewInt(int64(i + 1))).Hex()
+	}
+	params, err := json.Marshal([]any{"logs", map[string]any{"address": addrs, "topics": []any{topics}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cost := 5 + len(params)/1024
+	if cost < 41 || cost > 75 {
+		t.Fatalf("a filter costing %d units: the test's budget of 80 is for 41 to 75", cost)
+	}
+	msg := `{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":` + string(params) + `}`
+	if r := w.send(t, msg); r.Error != nil {
+		t.Fatalf("the first large subscription: %+v", r.Error)
+	}
+	r := w.send(t, msg)
+	if r.Error == nil || r.Error.Code != -32005 || !strings.Contains(r.Error.Message, fmt.Sprintf("the request costs %d compute units", cost)) {
+		t.Fatalf("the second large subscription: %+v %s", r.Error, r.Result)
+	}
+	w.subscribe(t, "newHeads")
 }
 
 // TestRateLimitStalledRedis: while Redis answers nothing (DEBUG SLEEP), charges are decided

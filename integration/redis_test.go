@@ -178,7 +178,7 @@ func TestReplicasShareRedis(t *testing.T) {
 	}
 
 	for _, ts := range []*testServer{a, b} {
-		if code, body := get(t, ts.Admin+"/readyz"); code != 200 || body != `{"status":"ok","redis":"up"}` {
+		if code, body := get(t, ts.Admin+"/readyz"); code != 200 || !strings.HasPrefix(body, `{"status":"ok",`) || !strings.Contains(body, `"redis":"up"}`) {
 			t.Errorf("readyz %d %s", code, body)
 		}
 		if got := metric(t, ts.Admin, "web3gate_redis_up"); got != 1 {
@@ -290,7 +290,7 @@ func TestRedisKilledUnderReadLoad(t *testing.T) {
 	wait.For(t, "redis marked down", func() bool { return metric(t, ts.Admin, "web3gate_redis_up") == 0 })
 	served := load.ok.Load()
 	wait.For(t, "reads served with Redis down", func() bool { return load.ok.Load() >= served+50 })
-	if code, body := get(t, ts.Admin+"/readyz"); code != 200 || body != `{"status":"ok","redis":"down: serving from local caches"}` {
+	if code, body := get(t, ts.Admin+"/readyz"); code != 200 || !strings.HasPrefix(body, `{"status":"ok",`) || !strings.Contains(body, `"redis":"down: serving from local caches"}`) {
 		t.Errorf("readyz with Redis down: %d %s", code, body)
 	}
 	srv.Restart()
@@ -298,7 +298,7 @@ func TestRedisKilledUnderReadLoad(t *testing.T) {
 	hits := metric(t, ts.Admin, blockByHashHit)
 	wait.For(t, "reads answered from the restarted Redis", func() bool { return metric(t, ts.Admin, blockByHashHit) >= hits+50 })
 	load.end(t)
-	if code, body := get(t, ts.Admin+"/readyz"); code != 200 || body != `{"status":"ok","redis":"up"}` {
+	if code, body := get(t, ts.Admin+"/readyz"); code != 200 || !strings.HasPrefix(body, `{"status":"ok",`) || !strings.Contains(body, `"redis":"up"}`) {
 		t.Errorf("readyz after the restart: %d %s", code, body)
 	}
 	if metric(t, ts.Admin, `web3gate_redis_errors_total{op="get"}`) == 0 {

@@ -51,7 +51,7 @@ func TestStoreMigrateCommand(t *testing.T) {
 	if code, out := runCLI(t, "", "store", "migrate", "extra"); code != 2 || !strings.Contains(out, "usage:") {
 		t.Fatalf("store migrate extra: %d %s", code, out)
 	}
-	if code, out := runCLI(t, "", "store"); code != 2 || !strings.Contains(out, "web3gate store copy") {
+	if code, out := runCLI(t, "", "store"); code != 2 || !strings.Contains(out, `expected one of "migrate", "copy"`) {
 		t.Fatalf("store: %d %s", code, out)
 	}
 }

@@ -16,7 +16,7 @@
 //     overlap.
 //
 // docs/leases.md gives the timings, how each kind of failure is bounded and the key
-// derivation; README "Running several replicas" the operator's view.
+// derivation; docs/replicas.md the operator's view.
 package lease
 
 import (

@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -18,6 +17,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/web3gate/web3gate/internal/leaktest"
+	"github.com/web3gate/web3gate/internal/testproc"
 	"github.com/web3gate/web3gate/internal/wait"
 )
 
@@ -129,32 +129,15 @@ type holder struct {
 	name   string
 	leases *Leases
 	reg    *prometheus.Registry
-	logs   *syncBuffer
+	logs   *testproc.Buffer
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // testDeps are Deps with a JSON logger into logs and a fresh registry; the root logger
 // carries the replica id, as run.go's does.
-func testDeps(replica string) (Deps, *prometheus.Registry, *syncBuffer) {
-	logs := &syncBuffer{}
+func testDeps(replica string) (Deps, *prometheus.Registry, *testproc.Buffer) {
+	logs := &testproc.Buffer{}
 	enc := zap.NewProductionEncoderConfig()
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(logs), zapcore.DebugLevel)
 	reg := prometheus.NewRegistry()

@@ -10,7 +10,7 @@ import (
 const CoinTypeEVM = 60
 
 // Token is the `token` member of GET /v1/tokens/{coinType}/{chainId}/{contractAddress}/{tokenId}
-// (shared/reference/api-objects.md).
+// (docs/api-objects.md).
 type Token struct {
 	CoinType        int             `json:"coinType"`
 	ChainID         uint64          `json:"chainId"`

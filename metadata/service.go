@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/web3gate/web3gate/internal/lazycache"
 	"github.com/web3gate/web3gate/internal/redisx"
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
@@ -48,8 +49,8 @@ type Service struct {
 	db       *store.DB
 	resolver *Resolver
 	fetcher  *Fetcher
-	mem      *ristretto.Cache[string, *entry]
-	redis    *redisx.Client // nil: no shared level
+	mem      *lazycache.Cache[string, *entry] // built at the first record kept
+	redis    *redisx.Client                   // nil: no shared level
 	shared   func(uint64) bool
 	flight   singleflight.Group
 	log      *zap.Logger
@@ -82,7 +83,7 @@ func New(cfg Config, deps Deps) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	mem, err := ristretto.NewCache(&ristretto.Config[string, *entry]{
+	mem, err := lazycache.New(&ristretto.Config[string, *entry]{
 		NumCounters: max(cfg.CacheBytes/100, 1000), // ~10x the records expected at ~1 KiB each
 		MaxCost:     cfg.CacheBytes,
 		BufferItems: 64,

@@ -174,8 +174,11 @@ func (s *Service) chainList() string {
 }
 
 // errNotReady answers a chain whose index holds no block yet (or is being rebuilt).
+// It asks the client to retry after a second.
 func errNotReady(chainID uint64) error {
-	return proxy.Errorf(http.StatusServiceUnavailable, "chain %d: the owners index has not indexed its first blocks yet; retry shortly", chainID)
+	e := proxy.Errorf(http.StatusServiceUnavailable, "chain %d: the owners index has not indexed its first blocks yet; retry shortly", chainID)
+	e.RetryAfter = 1
+	return e
 }
 
 // page reads one page of q in one snapshot: the rows, the last indexed block, and the page

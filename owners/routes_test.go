@@ -144,6 +144,11 @@ func TestRouteScopeReadinessAndFailedMetadata(t *testing.T) {
 		!strings.Contains(body, "chain 1337: the owners index has not indexed its first blocks yet; retry shortly") {
 		t.Fatalf("before the first block: HTTP %d %s", status, body)
 	}
+	if resp, err := http.Get(api + "/v1/owners?chainId=1337&contractAddress=" + nft.Hex()); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("before the first block: Retry-After %q, want 1", resp.Header.Get("Retry-After"))
+	}
 	e.stop()
 
 	e.cfg.StartBlock, e.cfg.Contracts = 0, []string{nft.Hex()}

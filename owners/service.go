@@ -7,7 +7,7 @@
 // a non-zero amount in the store, with nft_minted (tokens minted per contract) in the same
 // transactions. It splits block ranges a node refuses, detects reorgs by parent hash and
 // rolls back the blocks they replace (see indexer.go and apply.go). The route answers the
-// Balance objects of shared/reference/api-objects.md from the index (routes.go).
+// Balance objects of docs/api-objects.md from the index (routes.go).
 package owners
 
 import (

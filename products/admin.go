@@ -36,10 +36,7 @@ func (s *Service) AdminHandler() http.Handler {
 }
 
 func (s *Service) serveAdmin(w http.ResponseWriter, r *http.Request) {
-	reqID := r.Header.Get("X-Request-Id")
-	if !validRequestID(reqID) {
-		reqID = s.idPrefix + strconv.FormatUint(s.idSeq.Add(1), 36)
-	}
+	reqID := proxy.HTTPRequestID(r, func() string { return s.idPrefix + strconv.FormatUint(s.idSeq.Add(1), 36) })
 	w.Header().Set("X-Request-Id", reqID)
 	a := &adminCall{s: s, w: w, r: r, reqID: reqID}
 	if err := a.serve(); err != nil {
@@ -238,19 +235,4 @@ func (a *adminCall) fail(err error) {
 		he = proxy.Errorf(http.StatusInternalServerError, "internal error")
 	}
 	proxy.WriteHTTPError(a.w, a.reqID, he)
-}
-
-// validRequestID: a client's X-Request-Id is echoed when it is 1 to 128 characters of
-// [A-Za-z0-9._:-], as on the public listener.
-func validRequestID(v string) bool {
-	if len(v) == 0 || len(v) > 128 {
-		return false
-	}
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
-			return false
-		}
-	}
-	return true
 }

@@ -135,8 +135,8 @@ func TestParseFileErrors(t *testing.T) {
 	}
 }
 
-// TestExampleCatalog: the catalog shipped in examples/ parses, and covers what README's
-// examples show: every sale type, two creators, a sold-out limited edition, an upcoming and
+// TestExampleCatalog: the catalog shipped in examples/ parses, and covers what the
+// examples of docs/products.md show: every sale type, two creators, a sold-out limited edition, an upcoming and
 // an ended product, one product whose totalSold comes from the dev chain.
 func TestExampleCatalog(t *testing.T) {
 	raw, err := os.ReadFile("../examples/products.yaml")

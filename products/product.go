@@ -1,5 +1,5 @@
 // Package products is the product catalog behind GET /v1/products: the Product object of
-// shared/reference/api-objects.md and its validation (product.go), catalog files and their
+// docs/api-objects.md and its validation (product.go), catalog files and their
 // import (file.go, catalog.go), the admin API (admin.go), the public list route (list.go) and
 // the rule that takes totalSold from the chain (scope.go).
 package products

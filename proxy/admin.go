@@ -20,6 +20,32 @@ type AdminToken struct {
 	SHA256 string `yaml:"sha256"`
 }
 
+// CheckAdminTokens checks a list of admin tokens at key ("tokens"): each hash 64 hex
+// digits, hashes and names unique, names 1 to 64 characters.
+func CheckAdminTokens(key string, tokens []AdminToken) []error {
+	var errs []error
+	hashes, names := map[string]int{}, map[string]int{}
+	for i, t := range tokens {
+		h := strings.ToLower(t.SHA256)
+		if b, err := hex.DecodeString(h); err != nil || len(b) != sha256.Size {
+			errs = append(errs, fmt.Errorf("%s[%d].sha256: must be 64 hex digits (the SHA-256 of the token; web3gate auth hash-token makes it)", key, i))
+		} else if j, dup := hashes[h]; dup {
+			errs = append(errs, fmt.Errorf("%s[%d].sha256: duplicate of %s[%d]", key, i, key, j))
+		} else {
+			hashes[h] = i
+		}
+		switch j, dup := names[t.Name]; {
+		case strings.TrimSpace(t.Name) == "" || len(t.Name) > 64:
+			errs = append(errs, fmt.Errorf("%s[%d].name: must be 1 to 64 characters", key, i))
+		case dup:
+			errs = append(errs, fmt.Errorf("%s[%d].name: duplicate of %s[%d]", key, i, key, j))
+		default:
+			names[t.Name] = i
+		}
+	}
+	return errs
+}
+
 // AdminTokens are the validated admin tokens of one admin API.
 type AdminTokens struct {
 	tokens []adminHash

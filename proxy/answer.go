@@ -12,28 +12,30 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/attribute"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/web3gate/web3gate/internal/tracing"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
 
 // serveRPC answers a JSON-RPC request, single or batch.
-func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params, reqID []byte, hdr *reqHeaders, start time.Time) {
+func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, rec *reqRecord, route *Route, params Params, reqID []byte, hdr *reqHeaders, start time.Time) {
 	chainID, cerr := s.routeChain(route, params)
 	if cerr != nil {
-		s.writeRPCError(ctx, route, nil, cerr, start)
+		s.writeRPCError(ctx, rec, route, nil, cerr, start)
 		return
 	}
 	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 && !isJSON(ct) {
-		s.writeRPCError(ctx, route, nil, jsonrpc.ErrUnsupportedMedia, start)
+		s.writeRPCError(ctx, rec, route, nil, jsonrpc.ErrUnsupportedMedia, start)
 		return
 	}
 	hdr.readURL(ctx, params)
 	raw, owned, held, berr := s.readBody(ctx)
 	if berr != nil {
 		s.retryAfter(ctx, berr)
-		s.writeRPCError(ctx, route, nil, berr, start)
+		s.writeRPCError(ctx, rec, route, nil, berr, start)
 		return
 	}
 	if held > 0 {
@@ -41,7 +43,7 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 	}
 	ex, body := newExchange(raw, owned, reqID, hdr, start)
 	perr := jsonrpc.ParseInto(&ex.msg, body, s.cfg.MaxBatch)
-	status, buf := s.answer(ex, route, chainID, perr, start)
+	status, buf := s.answer(rec, ex, route, chainID, perr, start)
 	writeLimit(&ctx.Response.Header, &ex.Limit)
 	if buf == nil {
 		ctx.SetStatusCode(status)
@@ -53,27 +55,43 @@ func (s *Server) serveRPC(ctx *fasthttp.RequestCtx, route *Route, params Params,
 // answer serves the message parsed into ex (perr: the error that answers it whole, from
 // jsonrpc.ParseInto) and returns the HTTP status and the JSON answer, in a buffer of getBuf;
 // the buffer is nil when nothing is answered (notifications only: 204). The same serves a
-// POST body and a WebSocket message.
-func (s *Server) answer(ex *Exchange, route *Route, chainID uint64, perr *jsonrpc.Error, start time.Time) (int, *[]byte) {
+// POST body and a WebSocket message. What it answered is recorded in rec, for the request log.
+func (s *Server) answer(rec *reqRecord, ex *Exchange, route *Route, chainID uint64, perr *jsonrpc.Error, start time.Time) (int, *[]byte) {
 	msg := &ex.msg
+	if rec.trace != nil {
+		ex.trace = rec.trace
+		if rec.trace.span.IsRecording() {
+			rec.trace.span.SetAttributes(attribute.Int64("web3gate.chain_id", int64(chainID)))
+		}
+	}
 	if perr != nil {
 		var id []byte
 		if !msg.Batch && len(msg.Requests) == 1 {
 			id = msg.Requests[0].ID
 		}
-		return s.errorAnswer(route, id, perr, start)
+		return s.errorAnswer(rec, route, id, perr, start)
 	}
 	ex.Batch = msg.Batch
+	rec.batch = msg.Batch
+	defer rec.principalOf(ex)
 
 	if !msg.Batch {
 		r := msg.Requests[0]
-		ex.single = Call{Ctx: s.ctx, Exchange: ex, Route: route, ChainID: chainID, Request: r}
+		ex.single = Call{Ctx: ex.context(), Exchange: ex, Route: route, ChainID: chainID, Request: r}
 		resp, err := s.serveCall(&ex.single, start)
 		if f := ex.Fatal(); f != nil {
-			return s.errorAnswer(route, r.ID, s.wireError(f, ex, r.Method), start)
+			rec.call(r.Method, nil)
+			return s.errorAnswer(rec, route, r.ID, s.wireError(f, ex, r.Method), start)
 		}
 		if r.Notification() {
+			rec.call(r.Method, nil) // its error, if any, is not answered
 			return http.StatusNoContent, nil
+		}
+		if k, ok := ex.Socket.(*socket); ok && resp != nil && err == nil {
+			if e := k.roomFor(len(resp.Result)); e != nil {
+				// Its answer would not fit the socket's queue: it is not built.
+				resp, err, ex.queueRefused = nil, e, e
+			}
 		}
 		buf := s.getBuf()
 		var e *jsonrpc.Error
@@ -82,6 +100,7 @@ func (s *Server) answer(ex *Exchange, route *Route, chainID uint64, perr *jsonrp
 			e = s.wireError(err, ex, r.Method)
 			status = e.Status()
 		}
+		rec.call(r.Method, e)
 		*buf = jsonrpc.AppendResponse((*buf)[:0], r.ID, resultOf(resp), e)
 		return status, buf
 	}
@@ -97,17 +116,27 @@ func (s *Server) answer(ex *Exchange, route *Route, chainID uint64, perr *jsonrp
 			out[i].err = r.Invalid
 			return
 		}
-		c := &Call{Ctx: s.ctx, Exchange: ex, Route: route, ChainID: chainID, Request: r}
+		c := &Call{Ctx: ex.context(), Exchange: ex, Route: route, ChainID: chainID, Request: r}
+		if ex.trace != nil {
+			span := ex.trace.startCall(c)
+			out[i].resp, out[i].err = s.serveCall(c, time.Now())
+			tracing.End(span, out[i].err)
+			return
+		}
 		out[i].resp, out[i].err = s.serveCall(c, time.Now())
 	})
 	if f := ex.Fatal(); f != nil {
-		return s.errorAnswer(route, nil, s.wireError(f, ex, ""), start)
+		for _, r := range msg.Requests {
+			rec.call(r.Method, nil)
+		}
+		return s.errorAnswer(rec, route, nil, s.wireError(f, ex, ""), start)
 	}
 	buf := s.getBuf()
 	b := append((*buf)[:0], '[')
 	n := 0
 	for i, r := range msg.Requests {
 		if r.Notification() {
+			rec.call(r.Method, nil) // its error, if any, is not answered
 			continue
 		}
 		if n > 0 {
@@ -118,6 +147,7 @@ func (s *Server) answer(ex *Exchange, route *Route, chainID uint64, perr *jsonrp
 		if out[i].err != nil {
 			e = s.wireError(out[i].err, ex, r.Method)
 		}
+		rec.call(r.Method, e)
 		b = jsonrpc.AppendResponse(b, r.ID, resultOf(out[i].resp), e)
 	}
 	b = append(b, ']')
@@ -201,15 +231,16 @@ func (s *Server) wireError(err error, ex *Exchange, method string) *jsonrpc.Erro
 }
 
 // writeRPCError answers the whole HTTP request with one JSON-RPC error object.
-func (s *Server) writeRPCError(ctx *fasthttp.RequestCtx, route *Route, id []byte, e *jsonrpc.Error, start time.Time) {
-	status, buf := s.errorAnswer(route, id, e, start)
+func (s *Server) writeRPCError(ctx *fasthttp.RequestCtx, rec *reqRecord, route *Route, id []byte, e *jsonrpc.Error, start time.Time) {
+	status, buf := s.errorAnswer(rec, route, id, e, start)
 	s.writeBuf(ctx, status, buf)
 }
 
-// errorAnswer records a request of route answered whole with e and returns the HTTP status
-// and the answer, in a buffer of getBuf.
-func (s *Server) errorAnswer(route *Route, id []byte, e *jsonrpc.Error, start time.Time) (int, *[]byte) {
+// errorAnswer records a request of route answered whole with e (in the metrics and in rec)
+// and returns the HTTP status and the answer, in a buffer of getBuf.
+func (s *Server) errorAnswer(rec *reqRecord, route *Route, id []byte, e *jsonrpc.Error, start time.Time) (int, *[]byte) {
 	s.metrics.observe(route, "", e, time.Since(start))
+	rec.fail(e)
 	buf := s.getBuf()
 	*buf = jsonrpc.AppendResponse((*buf)[:0], id, nil, e)
 	return e.Status(), buf

@@ -76,19 +76,29 @@ type Exchange struct {
 
 	single Call            // the call of a non-batch request, allocated with the exchange
 	msg    jsonrpc.Message // the parsed body
+	// queueRefused is the socket's refusal (-32005) of an answer that would not fit its
+	// queue (see socket.roomFor), answered in its place; nil: none.
+	queueRefused *jsonrpc.Error
+	trace        *reqTrace // the request's tracing; nil: not traced (trace.go)
 
 	// inline holds the copy of a small body and the strings above (newExchange): an
 	// eth_getBalance or a short eth_call with its headers fits. Its length makes the exchange
 	// fill a size class of the allocator, so nothing is wasted (TestExchangeSize; see
 	// docs/performance.md, "Notes from the code", proxy).
-	inline [192]byte
+	inline [176]byte
 }
 
 // Authenticate runs verify once per exchange, on a principal the exchange holds, and
 // returns its outcome to every call of the exchange. An error from verify answers the whole
 // HTTP request: a batch gets one error object, not one per element.
 func (e *Exchange) Authenticate(v Verifier) (*Principal, error) {
-	e.authOnce.Do(func() { e.fatal = v.VerifyExchange(e, &e.principal) })
+	e.authOnce.Do(func() {
+		if e.trace != nil {
+			e.fatal = e.trace.exchangeStage("auth", func() error { return v.VerifyExchange(e, &e.principal) })
+			return
+		}
+		e.fatal = v.VerifyExchange(e, &e.principal)
+	})
 	if e.fatal != nil {
 		return nil, e.fatal
 	}
@@ -99,6 +109,10 @@ func (e *Exchange) Authenticate(v Verifier) (*Principal, error) {
 // share its client and principal), and returns its outcome to every call of the exchange: a
 // batch is charged once, for all of its calls, and refused whole.
 func (e *Exchange) Charge(ch Charger, c *Call) error {
+	if e.trace != nil {
+		e.chargeOnce.Do(func() { e.charged = e.trace.exchangeStage("ratelimit", func() error { return ch.ChargeExchange(c) }) })
+		return e.charged
+	}
 	if !e.Batch {
 		// Its one call: nothing to share, and no lock to take.
 		e.charged = ch.ChargeExchange(c)

@@ -15,7 +15,7 @@ func TestConfigDefaultsValidate(t *testing.T) {
 	if c.MaxHeaderBytes != 16384 || c.MaxBodyBytesInFlight != 256<<20 || c.MaxConns != 8192 || c.MaxConnsPerIP != 1024 || c.HeaderTimeout != 10*time.Second {
 		t.Fatalf("defaults %+v", c)
 	}
-	if w := c.WebSocket; w.MaxConnsPerClient != 100 || w.MaxSubscriptionsPerConn != 100 || w.MaxMessageBytes != 1<<20 || w.QueueSize != 1024 ||
+	if w := c.WebSocket; w.MaxConnsPerClient != 100 || w.MaxConnsPerPrincipal != 20 || w.MaxConnsPerAddress != 50 || w.MaxSubscriptionsPerConn != 100 || w.MaxMessageBytes != 1<<20 || w.QueueSize != 1024 ||
 		w.WriteTimeout != 10*time.Second || w.PingInterval != 30*time.Second || w.IdleTimeout != 5*time.Minute {
 		t.Fatalf("websocket defaults %+v", w)
 	}
@@ -36,6 +36,10 @@ func TestConfigValidateLimits(t *testing.T) {
 		{"header timeout negative", func(c *Config) { c.HeaderTimeout = -time.Second }, "headerTimeout: must be a positive duration"},
 		{"header timeout over read timeout", func(c *Config) { c.HeaderTimeout = time.Minute }, "headerTimeout: must not exceed readTimeout"},
 		{"sockets per client over all", func(c *Config) { c.WebSocket.MaxConnsPerClient = c.MaxConns + 1 }, "websocket.maxConnsPerClient: must be between 1 and maxConns (8192)"},
+		{"sockets per principal over all", func(c *Config) { c.WebSocket.MaxConnsPerPrincipal = c.MaxConns + 1 }, "websocket.maxConnsPerPrincipal: must be between 1 and maxConns (8192)"},
+		{"no sockets per principal", func(c *Config) { c.WebSocket.MaxConnsPerPrincipal = -1 }, "websocket.maxConnsPerPrincipal: must be between 1 and maxConns (8192)"},
+		{"sockets per address over all", func(c *Config) { c.WebSocket.MaxConnsPerAddress = c.MaxConns + 1 }, "websocket.maxConnsPerAddress: must be between 1 and maxConns (8192)"},
+		{"no sockets per address", func(c *Config) { c.WebSocket.MaxConnsPerAddress = -1 }, "websocket.maxConnsPerAddress: must be between 1 and maxConns (8192)"},
 		{"no subscriptions", func(c *Config) { c.WebSocket.MaxSubscriptionsPerConn = -1 }, "websocket.maxSubscriptionsPerConn: must be between 1 and 100000"},
 		{"message over the body budget", func(c *Config) { c.WebSocket.MaxMessageBytes = c.MaxBodyBytesInFlight + 1 }, "websocket.maxMessageBytes: must be between 1024 and maxBodyBytesInFlight (268435456)"},
 		{"tiny message", func(c *Config) { c.WebSocket.MaxMessageBytes = 10 }, "websocket.maxMessageBytes: must be between 1024"},

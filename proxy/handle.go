@@ -23,12 +23,18 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	if !validRequestID(reqID) {
 		reqID = s.appendRequestID(idBuf[:0])
 	}
+	// Every answer carries the request id: those written below, and the WebSocket's 101
+	// (startSocket) or its refusal.
 	ctx.Response.Header.SetCanonical(headerRequestID, reqID)
+	var rec reqRecord
 	path := b2s(routePath(ctx))
 	route, params, allowed := s.router.match(b2s(ctx.Method()), path)
 	upgrade := false
 	if route == nil && len(allowed) > 0 && s.ws != nil && ctx.IsGet() && websocket.FastHTTPIsWebSocketUpgrade(ctx) {
 		route, params, upgrade = s.router.matchRPC(path)
+	}
+	if s.tracer != nil && route != nil && !upgrade {
+		rec.trace = s.startTrace(ctx, route, reqID)
 	}
 	corsOK := s.cors.allows(hdr.origin)
 	if corsOK {
@@ -36,20 +42,26 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	}
 	switch {
 	case upgrade:
-		s.serveUpgrade(ctx, route, params, reqID, &hdr, start)
+		s.serveUpgrade(ctx, &rec, route, params, reqID, &hdr, start)
 	case route == nil && len(allowed) > 0 && corsOK && ctx.IsOptions():
 		s.cors.preflight(ctx, hdr.origin, allowed)
 	case route == nil && len(allowed) > 0:
 		for _, m := range allowed {
 			ctx.Response.Header.Add("Allow", m)
 		}
-		writeRESTError(ctx, http.StatusMethodNotAllowed, string(reqID), fmt.Sprintf("method %s is not allowed here", truncate(string(ctx.Method()), 32)))
+		rec.msg = fmt.Sprintf("method %s is not allowed here", truncate(string(ctx.Method()), 32))
+		writeRESTError(ctx, http.StatusMethodNotAllowed, string(reqID), rec.msg)
 	case route == nil:
-		writeRESTError(ctx, http.StatusNotFound, string(reqID), "no such route")
+		rec.msg = "no such route"
+		writeRESTError(ctx, http.StatusNotFound, string(reqID), rec.msg)
 	case route.REST != nil:
-		s.serveREST(ctx, route, params, string(reqID), start)
+		s.serveREST(ctx, &rec, route, params, string(reqID), start)
 	default:
-		s.serveRPC(ctx, route, params, reqID, &hdr, start)
+		s.serveRPC(ctx, &rec, route, params, reqID, &hdr, start)
+	}
+	s.logRequest(&rec, reqID, route, ctx.Response.StatusCode(), start)
+	if rec.trace != nil {
+		endTrace(&rec, ctx.Response.StatusCode())
 	}
 	if ctx.Request.IsBodyStream() && !s.bodyPreRead(ctx.Request.Header.ContentLength()) {
 		// Some of the body is still on the connection (unread, or the read failed): the

@@ -10,19 +10,19 @@ import (
 
 // reqHeaders are the request headers the pipeline reads, found in one pass over the header
 // (fasthttp's Peek normalizes its key and scans every header again on each call). Like Peek,
-// the first of a repeated header counts. The values alias fasthttp's buffers: copy them
-// before the handler returns.
+// the first of a repeated header counts, but for X-API-Key: a repeated one must carry the
+// same client id (clientIDConflict). The values alias fasthttp's buffers: copy them before
+// the handler returns.
 type reqHeaders struct {
 	requestID, clientID, authorization, idempotencyKey, origin, feeBump []byte
 	seen                                                                uint8
-	// clientIDConflict is set by readURL when the header and the URL, or the URL's path and
-	// query, carry different client ids.
+	// clientIDConflict is set by read and readURL when two of the X-API-Key headers, the
+	// URL's path segment and its apiKey query parameters carry different client ids.
 	clientIDConflict bool
 }
 
 const (
 	seenRequestID uint8 = 1 << iota
-	seenClientID
 	seenAuthorization
 	seenIdempotencyKey
 	seenOrigin
@@ -46,7 +46,8 @@ func (r *reqHeaders) read(h *fasthttp.RequestHeader) {
 		case len(k) == len(hdrRequestID) && bytes.EqualFold(k, hdrRequestID):
 			bit, dst = seenRequestID, &r.requestID
 		case len(k) == len(hdrClientID) && bytes.EqualFold(k, hdrClientID):
-			bit, dst = seenClientID, &r.clientID
+			r.addClientID(v)
+			continue
 		case len(k) == len(hdrAuthorization) && bytes.EqualFold(k, hdrAuthorization):
 			bit, dst = seenAuthorization, &r.authorization
 		case len(k) == len(hdrIdempotencyKey) && bytes.EqualFold(k, hdrIdempotencyKey):
@@ -70,17 +71,21 @@ func (r *reqHeaders) read(h *fasthttp.RequestHeader) {
 const QueryClientID = "apiKey"
 
 // readURL takes the client id of an RPC request's URL, for wallets that take only a URL: the
-// route's {client_id} segment (params) and the apiKey query parameter. The first non-empty
-// one of the X-API-Key header, the segment and the query is the client id; any other
-// non-empty one that differs sets clientIDConflict. Like the header's, the values alias
-// fasthttp's buffers.
+// route's {client_id} segment (params) and the apiKey query parameters (each of them, when
+// the key is repeated). The first non-empty one of the X-API-Key headers, the segment and the
+// query is the client id; any other non-empty one that differs sets clientIDConflict. Like
+// the header's, the values alias fasthttp's buffers.
 func (r *reqHeaders) readURL(ctx *fasthttp.RequestCtx, params Params) {
 	if id := params.Get(ClientIDParam); id != "" {
 		r.addClientID(unsafe.Slice(unsafe.StringData(id), len(id)))
 	}
 	// Most requests have no query: spare them the parse of the URI and its arguments.
 	if bytes.IndexByte(ctx.Request.Header.RequestURI(), '?') >= 0 {
-		r.addClientID(ctx.QueryArgs().Peek(QueryClientID))
+		for k, v := range ctx.QueryArgs().All() {
+			if string(k) == QueryClientID {
+				r.addClientID(v)
+			}
+		}
 	}
 }
 

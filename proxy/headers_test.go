@@ -167,6 +167,11 @@ func TestClientIDFromURL(t *testing.T) {
 		{"header and path, different", "/v1/rpc/other", "app", "app", true},
 		{"header and query, different", "/v1/rpc?apiKey=other", "app", "app", true},
 		{"header and path differ only in case", "/v1/rpc/App", "app", "app", true},
+		{"query key repeated, same", "/v1/rpc?apiKey=app&apiKey=app", "", "app", false},
+		{"query key repeated, different", "/v1/rpc?apiKey=app&apiKey=other", "", "app", true},
+		{"query key repeated, empty first", "/v1/rpc?apiKey=&apiKey=app", "", "app", false},
+		{"query key repeated, one differs from the path", "/v1/rpc/app?apiKey=app&apiKey=other", "", "app", true},
+		{"query key repeated, one differs from the header", "/v1/rpc?apiKey=app&x=1&apiKey=other", "app", "app", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := http.NewRequest(http.MethodPost, base+tc.path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}`))
@@ -176,6 +181,48 @@ func TestClientIDFromURL(t *testing.T) {
 			if tc.header != "" {
 				req.Header.Set("X-API-Key", tc.header)
 			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			got, _ := io.ReadAll(resp.Body)
+			want := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"result":{"id":%q,"conflict":%t}}`, tc.id, tc.conflict)
+			if resp.StatusCode != http.StatusOK || string(got) != want {
+				t.Fatalf("%d %s, want %s", resp.StatusCode, got, want)
+			}
+		})
+	}
+}
+
+// A repeated X-API-Key header is one client id when its values agree, and a conflict when
+// they differ; an empty one is no client id, as an empty apiKey is.
+func TestClientIDRepeatedHeader(t *testing.T) {
+	echo := HandlerFunc(func(c *Call) (*Response, error) {
+		return &Response{Result: fmt.Appendf(nil, `{"id":%q,"conflict":%t}`, c.Exchange.ClientID, c.Exchange.ClientIDConflict)}, nil
+	})
+	base := "http://" + serveRoutes(t, Config{},
+		&Route{Name: "rpc", Method: http.MethodPost, Pattern: "/v1/rpc", ChainID: 1, Handler: echo},
+		&Route{Name: "rpc", Method: http.MethodPost, Pattern: "/v1/rpc/{" + ClientIDParam + "}", ChainID: 1, Handler: echo})
+	for _, tc := range []struct {
+		name, path string
+		keys       []string // the X-API-Key headers, in order
+		id         string
+		conflict   bool
+	}{
+		{"twice, same", "/v1/rpc", []string{"app", "app"}, "app", false},
+		{"twice, different", "/v1/rpc", []string{"app", "other"}, "app", true},
+		{"three times, the last different", "/v1/rpc", []string{"app", "app", "other"}, "app", true},
+		{"empty, then one", "/v1/rpc", []string{"", "app"}, "app", false},
+		{"twice, same, and the path", "/v1/rpc/app", []string{"app", "app"}, "app", false},
+		{"twice, the second as the path", "/v1/rpc/other", []string{"app", "other"}, "app", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, base+tc.path, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header["X-Api-Key"] = tc.keys
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)

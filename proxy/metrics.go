@@ -70,9 +70,14 @@ type metrics struct {
 	// The WebSocket series: sockets refused over maxConnsPerClient, subscriptions by kind,
 	// messages written, sockets closed by the server by reason.
 	wsRefused prometheus.Counter
-	wsSubs    []prometheus.Gauge
-	wsOut     prometheus.Counter
-	wsDropped [dropReasons]prometheus.Counter
+	// Calls of sockets answered -32005 for the bytes queued: of the socket, of all sockets.
+	wsQueueFull, wsQueuesBusy prometheus.Counter
+	wsSubs                    []prometheus.Gauge
+	wsOut                     prometheus.Counter
+	wsDropped                 [dropReasons]prometheus.Counter
+
+	// Sockets refused over maxConnsPerPrincipal and maxConnsPerAddress.
+	wsRefusedPrincipal, wsRefusedAddr prometheus.Counter
 
 	methods int
 	table   []atomic.Pointer[series] // [route][method][code]
@@ -111,7 +116,7 @@ func newMetrics(reg prometheus.Registerer, routes int) (*metrics, error) {
 		}, []string{"route"}),
 		refused: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "web3gate_server_refused_total",
-			Help: "Connections and requests refused by the server's limits, by reason: connections (server.maxConns), connections_per_address (server.maxConnsPerIP), body_budget (server.maxBodyBytesInFlight), websockets_per_client (server.websocket.maxConnsPerClient).",
+			Help: "Connections and requests refused by the server's limits, by reason: connections (server.maxConns), connections_per_address (server.maxConnsPerIP), body_budget (server.maxBodyBytesInFlight), websockets_per_client (server.websocket.maxConnsPerClient), websockets_per_principal (server.websocket.maxConnsPerPrincipal), websockets_per_address (server.websocket.maxConnsPerAddress), websocket_queue_bytes (calls answered -32005 over server.websocket.maxQueuedBytes), websocket_queue_total (over server.websocket.maxQueuedBytesTotal).",
 		}, []string{"reason"}),
 		methods: methods,
 		table:   make([]atomic.Pointer[series], routes*methods*len(codeLabels)),
@@ -137,6 +142,28 @@ func (m *metrics) gauges(reg prometheus.Registerer, s *Server) {
 	}, func() float64 { return float64(s.budget.used.Load()) })
 	m.refusedBudget = m.refused.WithLabelValues("body_budget")
 	m.wsRefused = m.refused.WithLabelValues("websockets_per_client")
+	m.wsRefusedPrincipal = m.refused.WithLabelValues("websockets_per_principal")
+	m.wsRefusedAddr = m.refused.WithLabelValues("websockets_per_address")
+	m.wsQueueFull = m.refused.WithLabelValues("websocket_queue_bytes")
+	m.wsQueuesBusy = m.refused.WithLabelValues("websocket_queue_total")
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "web3gate_websocket_queued_bytes",
+		Help: "Bytes of the answers and notifications queued for WebSockets and not yet written (a notification shared by several sockets counts for each).",
+	}, func() float64 {
+		if s.ws == nil {
+			return 0
+		}
+		return float64(s.ws.queuedBytes.Load())
+	})
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "web3gate_websocket_queued_answer_bytes",
+		Help: "Bytes of the answers queued for WebSockets and not yet written (server.websocket.maxQueuedBytesTotal bounds them).",
+	}, func() float64 {
+		if s.ws == nil {
+			return 0
+		}
+		return float64(s.ws.budget.used.Load())
+	})
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "web3gate_websocket_connections",
 		Help: "Open WebSockets of the public listener.",
@@ -159,11 +186,19 @@ func (m *metrics) gauges(reg prometheus.Registerer, s *Server) {
 	})
 	dropped := f.NewCounterVec(prometheus.CounterOpts{
 		Name: "web3gate_websocket_dropped_total",
-		Help: "WebSockets closed by the server, by reason: slow_consumer (queue full, server.websocket.queueSize), token_expired, message_too_large (server.websocket.maxMessageBytes), binary_message, idle (server.websocket.idleTimeout), ping_timeout (server.websocket.pingInterval).",
+		Help: "WebSockets closed by the server, by reason: slow_consumer (queue full, server.websocket.queueSize or maxQueuedBytes), token_expired, message_too_large (server.websocket.maxMessageBytes), binary_message, idle (server.websocket.idleTimeout), ping_timeout (server.websocket.pingInterval), message_timeout (server.websocket.messageReadTimeout).",
 	}, []string{"reason"})
 	for i := 1; i < dropReasons; i++ {
 		m.wsDropped[i] = dropped.WithLabelValues(dropLabels[i])
 	}
+}
+
+// memoryFrees registers the counter of memFreer's runs.
+func (m *metrics) memoryFrees(reg prometheus.Registerer) prometheus.Counter {
+	return promauto.With(reg).NewCounter(prometheus.CounterOpts{
+		Name: "web3gate_server_memory_frees_total",
+		Help: "Times the memory freed after a drop of the bytes held by request bodies and WebSocket queues was returned to the operating system at once (server.freeMemoryAfterDrop).",
+	})
 }
 
 // observe records one call of route; method "" is a request refused before it was parsed.

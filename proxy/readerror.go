@@ -43,6 +43,8 @@ func (s *Server) handleReadError(ctx *fasthttp.RequestCtx, err error) {
 	reqID := s.appendRequestID(nil)
 	ctx.Response.Header.SetCanonical(headerRequestID, reqID)
 	ctx.SetConnectionClose()
+	rec := reqRecord{msg: e.Message}
+	s.logRequest(&rec, reqID, nil, e.Status(), ctx.Time())
 	if s.restLine(line) {
 		writeRESTError(ctx, e.Status(), string(reqID), e.Message)
 		return

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -136,6 +137,9 @@ type RESTResponse struct {
 type HTTPError struct {
 	Status  int
 	Message string
+	// RetryAfter, when above zero, is sent as Retry-After (seconds): the answer is a passing
+	// state the client may retry (a 503 of a route not ready yet).
+	RetryAfter int
 }
 
 func (e *HTTPError) Error() string { return e.Message }
@@ -146,10 +150,11 @@ func Errorf(status int, format string, args ...any) *HTTPError {
 }
 
 // serveREST answers a REST route.
-func (s *Server) serveREST(ctx *fasthttp.RequestCtx, route *Route, params Params, reqID string, start time.Time) {
+func (s *Server) serveREST(ctx *fasthttp.RequestCtx, rec *reqRecord, route *Route, params Params, reqID string, start time.Time) {
 	body, owned, held, berr := s.readBody(ctx)
 	if berr != nil {
 		s.retryAfter(ctx, berr)
+		rec.msg = berr.Message
 		writeRESTError(ctx, berr.Status(), reqID, berr.Message)
 		s.metrics.observeREST(route, berr.Status(), time.Since(start))
 		return
@@ -161,7 +166,7 @@ func (s *Server) serveREST(ctx *fasthttp.RequestCtx, route *Route, params Params
 		body = append([]byte(nil), body...)
 	}
 	r := &RESTRequest{
-		Ctx:       s.ctx,
+		Ctx:       WithRequestID(rec.traceContext(s.ctx), reqID),
 		RequestID: reqID,
 		Method:    string(ctx.Method()),
 		Params:    params.clone(),
@@ -176,7 +181,11 @@ func (s *Server) serveREST(ctx *fasthttp.RequestCtx, route *Route, params Params
 	status := http.StatusOK
 	if err != nil {
 		status = s.restStatus(err, reqID, route)
-		writeRESTError(ctx, status, reqID, restMessage(err, status))
+		rec.msg = restMessage(err, status)
+		if he := (*HTTPError)(nil); errors.As(err, &he) && he.RetryAfter > 0 {
+			ctx.Response.Header.Set("Retry-After", strconv.Itoa(he.RetryAfter))
+		}
+		writeRESTError(ctx, status, reqID, rec.msg)
 	} else {
 		if resp.Status != 0 {
 			status = resp.Status
@@ -245,7 +254,7 @@ func restMessage(err error, status int) string {
 	return http.StatusText(status)
 }
 
-// RESTError is the `error` member of REST responses (shared/reference/api-objects.md).
+// RESTError is the `error` member of REST responses (docs/api-objects.md).
 type RESTError struct {
 	Code    int    `json:"code"`
 	Status  string `json:"status"`

@@ -14,9 +14,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/web3gate/web3gate/internal/logx"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
 
@@ -32,6 +34,16 @@ type Deps struct {
 	// exchange (the auth stage itself); nil: the upgrade is not checked, and only the
 	// messages are, by the chain of stages.
 	Verifier Verifier
+	// RequestLog is log.requests: the request log's sampling of successes.
+	RequestLog RequestLogConfig
+	// Flood bounds the request log's lines of failed requests per route and outcome
+	// (log.flood); nil: a bound of its own, of the defaults.
+	Flood *logx.Limiter
+	// Tracer makes the spans of the requests (trace.go); nil: tracing off.
+	Tracer trace.Tracer
+	// TraceIncoming makes a request's traceparent the parent of its server span
+	// (tracing.trustIncoming).
+	TraceIncoming bool
 }
 
 // Server is the public fasthttp listener.
@@ -43,10 +55,17 @@ type Server struct {
 	metrics *metrics
 	srv     *fasthttp.Server
 
-	// ctx is the context of every call. It is never canceled: fasthttp gives no signal when
-	// a client goes away, upstream attempts carry their own deadlines, and a context that
-	// cannot be canceled lets the pool make its requests inline, without a goroutine each.
+	// ctx is the base of every call's context (a JSON-RPC call's is its exchange's, see
+	// exchangeContext; a REST request's carries its request id). It is never canceled:
+	// fasthttp gives no signal when a client goes away, upstream attempts carry their own
+	// deadlines, and a context that cannot be canceled lets the pool make its requests
+	// inline, without a goroutine each.
 	ctx context.Context
+
+	// flood bounds the request log's lines of failures; sample is the share of successes
+	// logged (log.requests.sampleSuccess).
+	flood  *logx.Limiter
+	sample float64
 
 	idPrefix string
 	idSeq    atomic.Uint64
@@ -61,6 +80,10 @@ type Server struct {
 
 	verifier Verifier   // of WebSocket upgrades; nil: none
 	ws       *socketSet // nil: server.websocket disabled
+
+	tracer        trace.Tracer // nil: tracing off (trace.go)
+	traceIncoming bool
+	spanNames     spanNames
 
 	errBodyTooLarge, errBodiesInFlight *jsonrpc.Error
 }
@@ -91,6 +114,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		cors:     newCORS(cfg.CORS),
 		trusted:  trustedPrefixes(cfg.TrustedProxies),
 		verifier: deps.Verifier,
+		flood:    newFlood(deps.Flood),
+		sample:   deps.RequestLog.SampleSuccess,
+	}
+	if deps.Tracer != nil {
+		s.tracer, s.traceIncoming, s.spanNames = deps.Tracer, deps.TraceIncoming, newSpanNames(deps.Routes)
 	}
 	if cfg.WebSocket.Enabled {
 		s.ws = newSocketSet(cfg.WebSocket, m)
@@ -103,6 +131,13 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.maxHead = 4096 // fasthttp's default read buffer
 	}
 	s.budget.limit = int64(cfg.MaxBodyBytesInFlight)
+	if cfg.FreeMemoryAfterDrop > 0 {
+		f := &memFreer{drop: int64(cfg.FreeMemoryAfterDrop), runs: m.memoryFrees(deps.Registry)}
+		s.budget.free = f
+		if s.ws != nil {
+			s.ws.budget.free = f
+		}
+	}
 	if cfg.MaxConns > 0 || cfg.MaxConnsPerIP > 0 {
 		s.limits = newConnLimits(cfg.MaxConns, cfg.MaxConnsPerIP, m.refused)
 	}

@@ -39,7 +39,7 @@ type adminHandler struct {
 func (b *Book) AdminHandler() http.Handler { return &adminHandler{b: b} }
 
 func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	reqID := "usage-" + strconv.FormatUint(h.seq.Add(1), 36)
+	reqID := proxy.HTTPRequestID(r, func() string { return "usage-" + strconv.FormatUint(h.seq.Add(1), 36) })
 	w.Header().Set("X-Request-Id", reqID)
 	u, err := h.serve(w, r)
 	if err != nil {
@@ -70,8 +70,8 @@ func (h *adminHandler) serve(w http.ResponseWriter, r *http.Request) (*ClientUsa
 		return nil, proxy.Errorf(http.StatusNotFound, "no such route")
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", http.MethodGet)
-		return nil, proxy.Errorf(http.StatusMethodNotAllowed, "method not allowed here (allowed: GET)")
+		w.Header().Set("Allow", "GET, HEAD")
+		return nil, proxy.Errorf(http.StatusMethodNotAllowed, "method not allowed here (allowed: GET, HEAD)")
 	}
 	// Strictly: url.URL.Query drops malformed pairs silently.
 	q, err := url.ParseQuery(r.URL.RawQuery)

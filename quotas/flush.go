@@ -126,6 +126,11 @@ func (b *Book) flush(ctx context.Context) error {
 	b.mu.Unlock()
 	slices.SortFunc(items, compareItems)
 
+	// A flush is not cancelled once it starts, only bounded by the store's transaction
+	// timeout: a COMMIT interrupted by a cancellation may have been applied all the same,
+	// and charges given back to pending after an applied flush would be added twice
+	// (Close waits for the flush in progress, then flushes what is left).
+	ctx = context.WithoutCancel(ctx)
 	var err error
 	done := 0
 	for done < len(items) && err == nil {

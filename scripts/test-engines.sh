@@ -330,11 +330,19 @@ cmd_stop() {
 	rmdir "$BASE" 2>/dev/null || log "left $BASE in place: it holds files this script did not make"
 }
 
-# free_port: a port in 20000-59999 where nothing answers (checked, not reserved).
+# free_port: a port where nothing answers (checked, not reserved), below the kernel's
+# ephemeral range (net.ipv4.ip_local_port_range, usually from 32768): a port in that range may
+# be the local end of some client's connection at the moment a server binds it ("address
+# already in use" although nothing listens there).
 free_port() {
-	local p _
+	local p _ lo=32768 hi=60999
+	read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+	local from=10000 span=$((lo - 10000))
+	if [ "$span" -lt 1000 ]; then
+		from=$((hi + 1)) span=$((65535 - hi))
+	fi
 	for _ in $(seq 1 50); do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		p=$((from + (RANDOM * 32768 + RANDOM) % span))
 		if ! port_open "$p"; then
 			echo "$p"
 			return 0

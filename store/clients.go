@@ -171,3 +171,41 @@ func (t *DBTx) client(ctx context.Context, id string) (Client, error) {
 	}
 	return c, nil
 }
+
+// Clients are every client, oldest first, without their secret hashes (for listing).
+func (db *DB) Clients(ctx context.Context) ([]Client, error) {
+	var out []Client
+	err := db.Read(ctx, func(dbtx *DBTx) error {
+		rows, err := dbtx.QueryContext(ctx,
+			`SELECT id, principal, scopes, created_at, disabled_at FROM oauth_clients ORDER BY created_at, id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c Client
+			var scopes, created string
+			var disabled sql.NullString
+			if err := rows.Scan(&c.ID, &c.Principal, &scopes, &created, &disabled); err != nil {
+				return err
+			}
+			c.Scopes = strings.Fields(scopes)
+			if c.CreatedAt, err = parseTime(created); err != nil {
+				return fmt.Errorf("client %s: created_at: %w", c.ID, err)
+			}
+			if disabled.Valid {
+				t, err := parseTime(disabled.String)
+				if err != nil {
+					return fmt.Errorf("client %s: disabled_at: %w", c.ID, err)
+				}
+				c.DisabledAt = &t
+			}
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("clients: %w", err)
+	}
+	return out, nil
+}

@@ -153,3 +153,41 @@ func testDisableEnableClient(t *testing.T, be backend) {
 		}
 	}
 }
+
+func TestClientsList(t *testing.T) { forEachBackend(t, testClientsList) }
+
+// testClientsList: Clients lists every client oldest first, disabled ones with DisabledAt,
+// and never a secret hash.
+func testClientsList(t *testing.T, be backend) {
+	ctx := context.Background()
+	db := openBackend(t, be)
+	if got, err := db.Clients(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("no clients: %v %v", got, err)
+	}
+	t0 := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	for i, id := range []string{"b", "a", "c"} {
+		if err := db.AddClient(ctx, Client{ID: id, SecretHash: "hash-" + id, Principal: "p" + id, Scopes: []string{"eth_sign"}, CreatedAt: t0.Add(time.Duration(i) * time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.DisableClient(ctx, "a", t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Clients(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, c := range got {
+		ids = append(ids, c.ID)
+		if c.SecretHash != "" {
+			t.Fatalf("client %s listed with its secret hash", c.ID)
+		}
+		if (c.DisabledAt != nil) != (c.ID == "a") || c.Principal != "p"+c.ID || !slices.Equal(c.Scopes, []string{"eth_sign"}) {
+			t.Fatalf("client %#v", c)
+		}
+	}
+	if !slices.Equal(ids, []string{"b", "a", "c"}) {
+		t.Fatalf("order %v", ids)
+	}
+}

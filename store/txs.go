@@ -468,6 +468,28 @@ func (t *DBTx) HasOpenTxs(ctx context.Context, chainID uint64) (bool, error) {
 	return err == nil, err
 }
 
+// OpenStates are the states of the rows not settled yet, those CountOpenTxs counts.
+var OpenStates = []string{StateReserved, StateSigned, StateHandedOut, StateBroadcast, StateStuck, StateMined}
+
+// CountOpenTxs counts chainID's rows in each of OpenStates (a state without rows is absent).
+func (t *DBTx) CountOpenTxs(ctx context.Context, chainID uint64) (map[string]int, error) {
+	rows, err := t.QueryContext(ctx, qCountOpenTxs, int64(chainID))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	counts := map[string]int{}
+	for rows.Next() {
+		var state string
+		var n int
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, err
+		}
+		counts[state] = n
+	}
+	return counts, rows.Err()
+}
+
 // setMinedSet and setMinedFrom are the parts of qSetMined (and of qSetMinedMany, its form for
 // a block's hashes at once) around the choice of rows: the states a row is mined from, or
 // mined again in another block (a reorg moved it).
@@ -508,6 +530,7 @@ var (
 	qSetHandedOut = prepared(`UPDATE txs SET raw = ?, hash = ?, state = 'handed_out', expires_at = ?, updated_at = ?
 		WHERE id = ? AND state = 'reserved'`)
 	qTouch        = prepared(`UPDATE txs SET updated_at = ? WHERE id = ?`)
+	qCountOpenTxs = prepared(`SELECT state, COUNT(*) FROM txs WHERE chain_id = ? AND state IN ('reserved', 'signed', 'handed_out', 'broadcast', 'stuck', 'mined') GROUP BY state`)
 	qHasOpenTxs   = prepared(`SELECT 1 FROM txs WHERE chain_id = ? AND state IN ('signed', 'broadcast', 'stuck', 'mined', 'handed_out') LIMIT 1`)
 	qAbandonChain = prepared(`UPDATE txs SET state = 'abandoned', error = ? || ' (it was ' || state || ')',
 		idempotency_key = NULL, updated_at = ? WHERE chain_id = ? AND state <> 'abandoned'`)

@@ -19,8 +19,8 @@ import (
 // on by method and can slow them down or refuse eth_getLogs ranges as too large:
 //   - every request waits base (checks included), and reads (any method but eth_chainId and
 //     eth_blockNumber) wait slow more, or until the client goes away;
-//   - eth_getLogs over more than maxRange blocks (when set) gets -32005 "query returned
-//     more than 10000 results", as Infura answers.
+//   - eth_getLogs over more than maxRange blocks (when set) gets the error refusal (default
+//     Besu's -32005 "Requested range exceeds maximum RPC range limit": a bound on the range).
 type nodeProxy struct {
 	node     *anvil.Node
 	srv      *httptest.Server
@@ -28,6 +28,7 @@ type nodeProxy struct {
 	base     time.Duration
 	slow     atomic.Int64 // nanoseconds
 	maxRange atomic.Uint64
+	refusal  atomic.Pointer[string] // the JSON error object; nil: Besu's range refusal
 	// tail: when set, a read waits tailDelay with probability tailP (a node's latency tail).
 	tailP     float64
 	tailDelay time.Duration
@@ -104,7 +105,11 @@ func (p *nodeProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(calls) == 1 && calls[0].Method == "eth_getLogs" && p.tooWide(calls[0]) {
 		p.refused.Add(1)
 		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(calls[0].ID)+`,"error":{"code":-32005,"message":"query returned more than 10000 results"}}`)
+		e := `{"code":-32005,"message":"Requested range exceeds maximum RPC range limit"}`
+		if r := p.refusal.Load(); r != nil {
+			e = *r
+		}
+		io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(calls[0].ID)+`,"error":`+e+`}`)
 		return
 	}
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, p.node.URL, bytes.NewReader(body))
@@ -145,7 +150,7 @@ func anvilConfig(proxies ...*nodeProxy) Config {
 		Timeout:      5 * time.Second,
 		MaxAttempts:  3,
 		PollInterval: 50 * time.Millisecond,
-		MaxLag:       5,
+		MaxLag:       new(uint64(5)),
 		EjectAfter:   3,
 		Cooldown:     10 * time.Second,
 		Chains:       []ChainConfig{{ChainID: 31337, Name: "anvil", URLs: urls}},

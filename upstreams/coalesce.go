@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
@@ -61,8 +62,11 @@ type joined struct {
 	dst      []byte // the answer is appended here: the caller's buffer when owned, else nil
 	deadline time.Time
 	owned    bool
-	state    atomic.Uint32 // joinWaiting, then joinDelivered or joinAbandoned
-	done     chan struct{} // capacity 1: signalled on delivery
+	// sc is the span context of the call's attempt (tracing.enabled): the traceparent of the
+	// exchange it leaves in, when it is the first of it that has one.
+	sc    trace.SpanContext
+	state atomic.Uint32 // joinWaiting, then joinDelivered or joinAbandoned
+	done  chan struct{} // capacity 1: signalled on delivery
 
 	status int
 	out    []byte
@@ -124,7 +128,9 @@ func (c *coalescer) roundTrip(ctx context.Context, deadline time.Time, id uint64
 			c.mu.Lock()
 			c.gathering = false
 			if len(c.queue) > 0 {
-				batch = c.take(ownedCall(id, body, dst, deadline), c.maxBatch)
+				self := ownedCall(id, body, dst, deadline)
+				c.traced(ctx, self)
+				batch = c.take(self, c.maxBatch)
 			}
 		}
 		c.mu.Unlock()
@@ -144,6 +150,7 @@ func (c *coalescer) roundTrip(ctx context.Context, deadline time.Time, id uint64
 	} else {
 		j = &joined{id: id, body: append([]byte(nil), body...), deadline: deadline, done: make(chan struct{}, 1)}
 	}
+	c.traced(ctx, j)
 	c.queue = append(c.queue, j)
 	c.mu.Unlock()
 	if owned {
@@ -269,7 +276,7 @@ func (c *coalescer) exchange(batch []*joined, self *joined) {
 	case 1:
 		// Nothing to share the exchange with: the call goes as it came.
 		j := live[0]
-		j.status, j.out, j.err = c.t.roundTrip(context.Background(), deadline, j.body, j.dst)
+		j.status, j.out, j.err = c.t.roundTrip(traceContext(live), deadline, j.body, j.dst)
 		deliverAll()
 		return
 	}
@@ -292,7 +299,7 @@ func (c *coalescer) exchange(batch []*joined, self *joined) {
 
 	buf := getBuffer()
 	defer putBuffer(buf)
-	status, out, err := c.t.roundTrip(context.Background(), deadline, body, (*buf)[:0])
+	status, out, err := c.t.roundTrip(traceContext(live), deadline, body, (*buf)[:0])
 	*buf = out
 	switch {
 	case err != nil:
@@ -368,4 +375,23 @@ func splitBatch(elems []jsonrpc.Reply, live []*joined) {
 			}
 		}
 	}
+}
+
+// traced records the span context of ctx in j, when requests carry traceparents.
+func (c *coalescer) traced(ctx context.Context, j *joined) {
+	if c.t.propagate {
+		j.sc = trace.SpanContextFromContext(ctx)
+	}
+}
+
+// traceContext is the context of a batch's exchange: none (it is no caller's), with the
+// span context of its first traced call, so that the exchange carries that call's
+// traceparent.
+func traceContext(live []*joined) context.Context {
+	for _, j := range live {
+		if j.sc.IsValid() {
+			return trace.ContextWithSpanContext(context.Background(), j.sc)
+		}
+	}
+	return context.Background()
 }

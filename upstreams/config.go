@@ -28,8 +28,9 @@ type Config struct {
 	// PollInterval is how often each node's head (eth_blockNumber) is polled.
 	PollInterval time.Duration `yaml:"pollInterval"`
 	// MaxLag: a node more than this many blocks behind the best head is skipped for reads
-	// while other nodes are in range.
-	MaxLag uint64 `yaml:"maxLag"`
+	// while other nodes are in range. A pointer, so that an explicit 0 (only nodes at the
+	// best head) is told apart from an unset key (DefaultMaxLag).
+	MaxLag *uint64 `yaml:"maxLag"`
 	// EjectAfter consecutive failures eject a node for Cooldown.
 	EjectAfter int           `yaml:"ejectAfter"`
 	Cooldown   time.Duration `yaml:"cooldown"`
@@ -66,8 +67,13 @@ type GetLogsConfig struct {
 	// MaxRange is the largest block range of one eth_getLogs call; a larger one is refused.
 	MaxRange uint64 `yaml:"maxRange"`
 	// ChunkSize is the block range of one upstream call when a range is split; a node that
-	// refuses a chunk as too large gets chunks of half that size from then on.
+	// refuses a range as larger than it serves gets chunks of half that size for a while.
 	ChunkSize uint64 `yaml:"chunkSize"`
+	// MinChunkSize bounds below the chunk size learned of a node (a chunk still refused at
+	// this size is halved for that call only).
+	MinChunkSize uint64 `yaml:"minChunkSize"`
+	// RecoverEvery: a learned chunk size doubles back toward ChunkSize once per this long.
+	RecoverEvery time.Duration `yaml:"recoverEvery"`
 	// Concurrency is the number of chunks of one call in flight at once.
 	Concurrency int `yaml:"concurrency"`
 }
@@ -90,6 +96,11 @@ type ChainConfig struct {
 	Name string `yaml:"name"`
 	// URLs are the chain's nodes: http(s) URLs, or "embedded" for the in-process handler.
 	URLs []string `yaml:"urls"`
+	// WSURLs are ws(s):// URLs of the chain's nodes (the same nodes as URLs or others), used
+	// only by the chain's live feed (package feeds): it subscribes to the node's newHeads and
+	// takes pushed heads instead of polling, and falls back to polling URLs when no socket is
+	// up. Tried in order, the next on a failure. Empty: the feed polls.
+	WSURLs []string `yaml:"wsUrls"`
 	// Finality is how the chain's final block is known: auto (the `finalized` block tag while
 	// the nodes answer it with a block, else FinalityDepth below the head), tag or depth.
 	// Empty means auto.
@@ -117,6 +128,8 @@ const (
 	DefaultGetLogsMaxRange  = 100_000
 	DefaultGetLogsChunkSize = 2000
 	DefaultGetLogsConc      = 4
+	DefaultGetLogsMinChunk  = 10
+	DefaultGetLogsRecover   = time.Minute
 )
 
 // Bounds of upstreams.getLogs.
@@ -126,7 +139,7 @@ const (
 )
 
 // DefaultConfig returns the section with every default set and no chains. A loader that
-// decodes YAML onto it keeps explicit zeros (maxLag: 0), which SetDefaults cannot tell from
+// decodes YAML onto it keeps explicit false booleans, which SetDefaults cannot tell from
 // unset keys.
 func DefaultConfig() Config {
 	var c Config
@@ -142,7 +155,9 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.Timeout, DefaultTimeout)
 	defaults.Set(&c.MaxAttempts, DefaultMaxAttempts)
 	defaults.Set(&c.PollInterval, DefaultPollInterval)
-	defaults.Set(&c.MaxLag, DefaultMaxLag)
+	if c.MaxLag == nil {
+		c.MaxLag = new(uint64(DefaultMaxLag))
+	}
 	defaults.Set(&c.EjectAfter, DefaultEjectAfter)
 	defaults.Set(&c.Cooldown, DefaultCooldown)
 	defaults.Set(&c.MaxResponseBytes, DefaultMaxResponseBytes)
@@ -155,6 +170,8 @@ func (c *Config) SetDefaults() {
 	defaults.Set(&c.GetLogs.MaxRange, DefaultGetLogsMaxRange)
 	defaults.Set(&c.GetLogs.ChunkSize, DefaultGetLogsChunkSize)
 	defaults.Set(&c.GetLogs.Concurrency, DefaultGetLogsConc)
+	defaults.Set(&c.GetLogs.MinChunkSize, min(DefaultGetLogsMinChunk, c.GetLogs.ChunkSize))
+	defaults.Set(&c.GetLogs.RecoverEvery, DefaultGetLogsRecover)
 	for i := range c.Chains {
 		if c.Chains[i].Name == "" && c.Chains[i].ChainID != 0 {
 			c.Chains[i].Name = strconv.FormatUint(c.Chains[i].ChainID, 10)
@@ -211,6 +228,12 @@ func (c *Config) Validate() error {
 	}
 	if c.GetLogs.ChunkSize < 1 || c.GetLogs.ChunkSize > c.GetLogs.MaxRange {
 		add("getLogs.chunkSize: must be between 1 and getLogs.maxRange")
+	}
+	if c.GetLogs.MinChunkSize < 1 || c.GetLogs.MinChunkSize > c.GetLogs.ChunkSize {
+		add("getLogs.minChunkSize: must be between 1 and getLogs.chunkSize")
+	}
+	if c.GetLogs.RecoverEvery < time.Second || c.GetLogs.RecoverEvery > 24*time.Hour {
+		add("getLogs.recoverEvery: must be between 1s and 24h")
 	}
 	if c.GetLogs.Concurrency < 1 || c.GetLogs.Concurrency > MaxGetLogsConcurrency {
 		add("getLogs.concurrency: must be between 1 and %d", MaxGetLogsConcurrency)
@@ -271,6 +294,23 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	for i, ch := range c.Chains {
+		if len(ch.WSURLs) > MaxNodesPerChain {
+			add("chains[%d].wsUrls: at most %d urls per chain", i, MaxNodesPerChain)
+		}
+		seen := make(map[string]int, len(ch.WSURLs))
+		for k, u := range ch.WSURLs {
+			ukey := fmt.Sprintf("chains[%d].wsUrls[%d]", i, k)
+			if j, dup := seen[u]; dup {
+				add("%s: duplicate of wsUrls[%d]", ukey, j)
+				continue
+			}
+			seen[u] = k
+			if err := checkSocketURL(u); err != nil {
+				add("%s: must be a ws(s) URL (%v)", ukey, err)
+			}
+		}
+	}
 	if _, ok := byID[c.Mainnet]; !ok && len(c.Chains) > 0 {
 		add("mainnet: chain %d is not configured", c.Mainnet)
 	}
@@ -298,6 +338,24 @@ func parseNodeURL(raw string) (*url.URL, error) {
 		}
 	}
 	return u, nil
+}
+
+// checkSocketURL checks a ws(s) node URL: scheme ws or wss, a host, no fragment.
+func checkSocketURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("malformed URL")
+	}
+	if u.Scheme != "ws" && u.Scheme != "wss" {
+		return errors.New("scheme must be ws or wss")
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return errors.New("missing host")
+	}
+	if u.Fragment != "" || u.Opaque != "" {
+		return errors.New("unexpected fragment or opaque part")
+	}
+	return nil
 }
 
 // validName reports whether s is a usable chain name: it ends up in logs and metric labels.

@@ -24,19 +24,19 @@ func TestSetDefaults(t *testing.T) {
 		Timeout:          10 * time.Second,
 		MaxAttempts:      3,
 		PollInterval:     time.Second,
-		MaxLag:           5,
+		MaxLag:           new(uint64(5)),
 		EjectAfter:       3,
 		Cooldown:         10 * time.Second,
 		MaxResponseBytes: 32 << 20,
 		Batch:            BatchConfig{MaxInFlight: 4, MaxSize: 50},
 		Hedge:            HedgeConfig{Quantile: 0.9, MinDelay: 10 * time.Millisecond, MaxDelay: 2 * time.Second, MaxExtra: 0.1},
-		GetLogs:          GetLogsConfig{MaxRange: 100_000, ChunkSize: 2000, Concurrency: 4},
+		GetLogs:          GetLogsConfig{MaxRange: 100_000, ChunkSize: 2000, MinChunkSize: 10, RecoverEvery: time.Minute, Concurrency: 4},
 		Chains:           []ChainConfig{{ChainID: 137, Name: "137", URLs: []string{"https://p.example"}}, {ChainID: 1, Name: "eth"}},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("SetDefaults =\n%+v\nwant\n%+v", c, want)
 	}
-	if d := DefaultConfig(); d.Timeout != DefaultTimeout || d.MaxLag != DefaultMaxLag || !d.Batch.Enabled || !d.Hedge.Enabled || d.Chains != nil {
+	if d := DefaultConfig(); d.Timeout != DefaultTimeout || *d.MaxLag != DefaultMaxLag || !d.Batch.Enabled || !d.Hedge.Enabled || d.Chains != nil {
 		t.Errorf("DefaultConfig = %+v", d)
 	}
 }
@@ -50,6 +50,7 @@ func TestValidateAccepts(t *testing.T) {
 		{"mainnet a later chain", func(c *Config) { c.Mainnet = 1 }},
 		{"ipv6 host", func(c *Config) { c.Chains[1].URLs = []string{"http://[::1]:8545/"} }},
 		{"name with dots and dashes", func(c *Config) { c.Chains[1].Name = "eth-main_1.a" }},
+		{"ws urls", func(c *Config) { c.Chains[1].WSURLs = []string{"ws://127.0.0.1:8546", "wss://u:p@node.example/ws/key"} }},
 		{"64 urls", func(c *Config) {
 			c.Chains[1].URLs = nil
 			for i := range MaxNodesPerChain {
@@ -85,6 +86,12 @@ func TestValidateRejects(t *testing.T) {
 			[]string{`chains[0].urls[0]: must be an http(s) URL or "embedded"`}},
 		{"duplicate url", func(c *Config) { c.Chains[1].URLs[1] = c.Chains[1].URLs[0] },
 			[]string{"chains[1].urls[1]: duplicate of urls[0]"}},
+		{"http url as ws url", func(c *Config) { c.Chains[1].WSURLs = []string{"http://a.example"} },
+			[]string{"chains[1].wsUrls[0]: must be a ws(s) URL (scheme must be ws or wss)"}},
+		{"duplicate ws url", func(c *Config) { c.Chains[1].WSURLs = []string{"ws://a.example", "ws://a.example"} },
+			[]string{"chains[1].wsUrls[1]: duplicate of wsUrls[0]"}},
+		{"ws url without host", func(c *Config) { c.Chains[1].WSURLs = []string{"wss:///x"} },
+			[]string{"chains[1].wsUrls[0]: must be a ws(s) URL (missing host)"}},
 		{"no urls", func(c *Config) { c.Chains[1].URLs = nil },
 			[]string{"chains[1].urls: at least one url is required"}},
 		{"too many urls", func(c *Config) {

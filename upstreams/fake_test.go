@@ -325,7 +325,7 @@ func testConfig(nodes ...*fakeNode) Config {
 		Timeout:      300 * time.Millisecond,
 		MaxAttempts:  3,
 		PollInterval: 50 * time.Millisecond,
-		MaxLag:       5,
+		MaxLag:       new(uint64(5)),
 		EjectAfter:   3,
 		Cooldown:     10 * time.Second,
 		Chains:       []ChainConfig{{ChainID: 1337, Name: "dev", URLs: urls}},

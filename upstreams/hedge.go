@@ -210,7 +210,7 @@ func (h *hedge) fire() {
 	h.mu.Unlock()
 	defer p.set.inflight.Done()
 
-	res, o, err := p.exchange(h.ctx, n, h.label, h.want, *body, h.buf, false)
+	res, o, err := p.exchange(h.ctx, n, h.label, h.want, *body, h.buf, attemptOf{n: 2, hedge: true})
 	putBuffer(body)
 	h.mu.Lock()
 	if h.finished {
@@ -247,7 +247,7 @@ func (p *Pool) hedged(ctx context.Context, n *node, label string, want expect, b
 	defer cancel()
 	h := &hedge{p: p, first: n, ctx: cctx, cancel: cancel, label: label, want: want, body: body, done: make(chan struct{}, 1)}
 	t := time.AfterFunc(p.hedge.delay(n), h.fire)
-	res, o, err = p.exchange(cctx, n, label, want, body, respBuf, false)
+	res, o, err = p.exchange(cctx, n, label, want, body, respBuf, attemptOf{n: 1})
 	t.Stop()
 
 	h.mu.Lock()

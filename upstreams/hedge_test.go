@@ -170,7 +170,7 @@ func newHedgeEnv(t *testing.T, maxExtra float64) *hedgeEnv {
 	e.p = e.s.anvilPool(t)
 	wait.Within(t, 5*time.Second, "the first node in rotation, the second lagging", func() bool {
 		st := e.p.Nodes()
-		return st[0].Healthy && st[1].Verified && st[1].Lag > cfg.MaxLag
+		return st[0].Healthy && st[1].Verified && st[1].Lag > *cfg.MaxLag
 	})
 	return e
 }

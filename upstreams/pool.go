@@ -9,8 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/web3gate/web3gate/internal/tracing"
+	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
 
@@ -35,6 +38,8 @@ type Pool struct {
 	bestMu sync.Mutex    // serializes refresh
 	nextID atomic.Uint64 // JSON-RPC ids of our upstream requests
 	fin    *finality     // nil: finality not tracked (see finality.go)
+
+	tracer trace.Tracer // nil: tracing off (trace.go)
 }
 
 // ChainID is the pool's EIP-155 chain id.
@@ -170,6 +175,18 @@ const (
 // (never retried), jsonrpc.ErrUpstreamTimeout when the last failure was a timeout or ctx's
 // deadline passed, else jsonrpc.ErrUpstreamUnavailable with a short reason.
 func (p *Pool) Forward(ctx context.Context, method string, params []byte) ([]byte, error) {
+	if p.tracer != nil {
+		if tctx, span := p.startForward(ctx, method, 0); span != nil {
+			res, err := p.forwardCall(tctx, method, params)
+			tracing.End(span, err)
+			return res, err
+		}
+	}
+	return p.forwardCall(ctx, method, params)
+}
+
+// forwardCall is Forward without its span.
+func (p *Pool) forwardCall(ctx context.Context, method string, params []byte) ([]byte, error) {
 	if p.set.closed.Load() {
 		return nil, errClosed
 	}
@@ -223,6 +240,18 @@ type BatchResult struct {
 // metrics. A batch holding a call that goes at most once to each node (eth_sendRawTransaction)
 // goes at most once to each node too.
 func (p *Pool) ForwardBatch(ctx context.Context, calls []BatchCall) ([]BatchResult, error) {
+	if p.tracer != nil {
+		if tctx, span := p.startForward(ctx, "batch", len(calls)); span != nil {
+			out, err := p.forwardBatch(tctx, calls)
+			tracing.End(span, err)
+			return out, err
+		}
+	}
+	return p.forwardBatch(ctx, calls)
+}
+
+// forwardBatch is ForwardBatch without its span.
+func (p *Pool) forwardBatch(ctx context.Context, calls []BatchCall) ([]BatchResult, error) {
 	if p.set.closed.Load() {
 		return nil, errClosed
 	}
@@ -301,7 +330,7 @@ func (p *Pool) attempt(ctx context.Context, label string, oncePerNode, hedge boo
 		} else {
 			tried |= n.bit
 			by = n
-			res, o, err = p.exchange(ctx, n, label, want, body, respBuf, false)
+			res, o, err = p.exchange(ctx, n, label, want, body, respBuf, attemptOf{n: attempt + 1})
 		}
 		switch {
 		case o == outcomeOK:
@@ -336,7 +365,7 @@ func (p *Pool) call(ctx context.Context, n *node, method string, params []byte) 
 	defer putBuffer(reqBuf)
 	defer putBuffer(respBuf)
 	*reqBuf = appendRequest((*reqBuf)[:0], id, method, params)
-	res, o, err := p.exchange(ctx, n, jsonrpc.MethodLabel(method), expect{id: id}, *reqBuf, respBuf, true)
+	res, o, err := p.exchange(ctx, n, jsonrpc.MethodLabel(method), expect{id: id}, *reqBuf, respBuf, attemptOf{})
 	if o != outcomeOK {
 		return nil, err
 	}
@@ -365,17 +394,22 @@ func (p *Pool) callPair(ctx context.Context, n *node, label string, a, b BatchCa
 	body = appendRequest(body, first+1, b.Method, b.Params)
 	*reqBuf = append(body, ']')
 	out := make([]BatchResult, 2)
-	if _, o, err := p.exchange(ctx, n, jsonrpc.MethodLabel(label), expect{id: first, batch: out}, *reqBuf, respBuf, true); o != outcomeOK {
+	if _, o, err := p.exchange(ctx, n, jsonrpc.MethodLabel(label), expect{id: first, batch: out}, *reqBuf, respBuf, attemptOf{}); o != outcomeOK {
 		return nil, err
 	}
 	return out, nil
 }
 
 // exchange makes one attempt of body to n, records its metrics and the node's health, and
-// classifies it; poll marks the pool's own checks and head polls. On outcomeOK, result
-// aliases *buf; on outcomeRPCError, err is the upstream's *jsonrpc.Error; otherwise err says
-// what failed.
-func (p *Pool) exchange(ctx context.Context, n *node, label string, want expect, body []byte, buf *[]byte, poll bool) (result []byte, o outcome, err error) {
+// classifies it; at numbers it (at.n 0: the pool's own checks and head polls). On
+// outcomeOK, result aliases *buf; on outcomeRPCError, err is the upstream's *jsonrpc.Error;
+// otherwise err says what failed.
+func (p *Pool) exchange(ctx context.Context, n *node, label string, want expect, body []byte, buf *[]byte, at attemptOf) (result []byte, o outcome, err error) {
+	poll := at.n == 0
+	var span trace.Span
+	if p.tracer != nil && !poll {
+		ctx, span = p.startAttempt(ctx, n, label, at)
+	}
 	start := time.Now()
 	deadline := start.Add(p.timeout)
 	ctxBound := false
@@ -453,10 +487,14 @@ func (p *Pool) exchange(ctx context.Context, n *node, label string, want expect,
 	case counts:
 		n.failed(poll)
 	}
+	if span != nil {
+		endAttempt(span, status, o, err)
+	}
 	if o != outcomeOK && o != outcomeRPCError {
 		if ce := n.log.Check(zap.DebugLevel, "upstream attempt failed"); ce != nil {
-			ce.Write(zap.String("method", label), zap.Stringer("outcome", o), zap.Error(err),
-				zap.Duration("elapsed", elapsed))
+			// req_id: the client request the attempt was for ("" for the pool's own polls).
+			ce.Write(proxy.RequestIDField(ctx), zap.String("method", label), zap.Stringer("outcome", o),
+				zap.Error(err), zap.Duration("elapsed", elapsed))
 		}
 	}
 	return result, o, err

@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -44,6 +45,9 @@ type Deps struct {
 	TrackFinality bool
 	// FinalityDepth is the depth of chains whose finalityDepth is 0; 0: DefaultFinalityDepth.
 	FinalityDepth uint64
+	// Tracer makes the spans of forwarded calls and their attempts, and has each attempt's
+	// request carry a traceparent (trace.go); nil: tracing off.
+	Tracer trace.Tracer
 }
 
 // Set is every configured chain's pool.
@@ -89,9 +93,10 @@ func New(cfg Config, deps Deps) (*Set, error) {
 			log:         log.With(zap.String("chain", ch.Name)),
 			timeout:     cfg.Timeout,
 			maxAttempts: cfg.MaxAttempts,
-			maxLag:      cfg.MaxLag,
+			maxLag:      *cfg.MaxLag,
 			ejectAfter:  cfg.EjectAfter,
 			cooldown:    cfg.Cooldown,
+			tracer:      deps.Tracer,
 		}
 		if deps.TrackFinality {
 			p.fin = newFinality(ch, deps.FinalityDepth, finGauge)
@@ -104,13 +109,14 @@ func New(cfg Config, deps Deps) (*Set, error) {
 					return nil, fmt.Errorf("chains[%d].urls[%d]: no embedded handler for chain %d", i, k, ch.ChainID)
 				}
 				n.name = EmbeddedURL
-				n.t = &embeddedTransport{h: h, limit: cfg.MaxResponseBytes, wg: &s.inflight, log: p.log}
+				n.t = &embeddedTransport{h: h, limit: cfg.MaxResponseBytes, wg: &s.inflight, log: p.log, propagate: deps.Tracer != nil}
 			} else {
 				t, err := newHTTPTransport(raw, &s.cfg, &s.inflight)
 				if err != nil {
 					return nil, fmt.Errorf("chains[%d].urls[%d]: %w", i, k, err)
 				}
 				n.name = ch.Name + "-" + strconv.Itoa(k)
+				t.propagate = deps.Tracer != nil
 				n.t = t
 			}
 			n.log = p.log.With(zap.String("node", n.name), zap.String("endpoint", n.endpoint))
@@ -123,6 +129,10 @@ func New(cfg Config, deps Deps) (*Set, error) {
 			n.batchChecks.Store(raw == EmbeddedURL || n.co != nil)
 			n.m.healthy.Set(0)
 			p.nodes = append(p.nodes, n)
+		}
+		// The chain's hedge series exist at 0 from the start, hedging or not (one node).
+		for _, o := range []string{"won", "lost", "capped"} {
+			m.hedges.WithLabelValues(ch.Name, o)
 		}
 		if cfg.Hedge.Enabled && len(p.nodes) > 1 && cfg.MaxAttempts > 1 {
 			p.hedge = newHedger(cfg.Hedge, len(p.nodes), m, ch.Name)

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/web3gate/web3gate/internal/rawconn"
+	"github.com/web3gate/web3gate/internal/tracing"
 )
 
 // transport sends one JSON-RPC request body to a node.
@@ -47,6 +48,9 @@ type httpTransport struct {
 	uri  string // the URL without userinfo: it may carry an API key in its path or query
 	auth string // Authorization header from the URL's userinfo, or ""
 	wg   *sync.WaitGroup
+	// propagate: each request carries the traceparent of its context's span, if any
+	// (tracing.enabled).
+	propagate bool
 }
 
 func newHTTPTransport(raw string, cfg *Config, wg *sync.WaitGroup) (*httpTransport, error) {
@@ -164,6 +168,9 @@ func (t *httpTransport) roundTrip(ctx context.Context, deadline time.Time, body,
 	if t.auth != "" {
 		c.req.Header.Set(fasthttp.HeaderAuthorization, t.auth)
 	}
+	if t.propagate {
+		tracing.Inject(ctx, &c.req.Header)
+	}
 	c.req.SetBody(body)
 
 	if ctx.Done() == nil {
@@ -218,6 +225,8 @@ type embeddedTransport struct {
 	limit int
 	wg    *sync.WaitGroup
 	log   *zap.Logger
+	// propagate: as httpTransport's.
+	propagate bool
 }
 
 func (t *embeddedTransport) roundTrip(ctx context.Context, deadline time.Time, body, dst []byte) (int, []byte, error) {
@@ -228,6 +237,9 @@ func (t *embeddedTransport) roundTrip(ctx context.Context, deadline time.Time, b
 		return 0, dst, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if t.propagate {
+		tracing.InjectHTTP(ctx, req.Header)
+	}
 	req.RemoteAddr = "127.0.0.1:0"
 	w := &bufferWriter{header: make(http.Header), limit: t.limit}
 	done := make(chan error, 1)

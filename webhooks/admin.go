@@ -80,7 +80,7 @@ func (s *Service) AdminHandler() http.Handler {
 	_, _ = rand.Read(rnd[:]) // crypto/rand.Read does not fail (Go 1.24+)
 	prefix := adminRequestName + hex.EncodeToString(rnd[:]) + "-"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		reqID := prefix + strconv.FormatUint(seq.Add(1), 36)
+		reqID := proxy.HTTPRequestID(r, func() string { return prefix + strconv.FormatUint(seq.Add(1), 36) })
 		w.Header().Set("X-Request-Id", reqID)
 		status, body, err := s.serveAdmin(w, r, reqID)
 		if err != nil {

@@ -55,30 +55,33 @@ func TestSignVerify(t *testing.T) {
 	}
 }
 
-// The README's receiver snippets (section "Webhooks") are tested here: the Go one is the
-// function below, which must appear in the README as it is here; the JavaScript one is run
-// with node.
+// The receiver snippets of docs/webhooks.md ("Checking the signature") are tested here: the
+// Go one is the function below, which must appear on that page as it is here; the JavaScript
+// one is run with node.
 
-// readmeBlock is the fenced code block of the README that follows the marker comment.
-func readmeBlock(t *testing.T, marker string) string {
+// webhooksPage is the user documentation page that shows the snippets.
+var webhooksPage = filepath.Join("..", "docs", "webhooks.md")
+
+// pageBlock is the fenced code block of docs/webhooks.md that follows the marker comment.
+func pageBlock(t *testing.T, marker string) string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
+	raw, err := os.ReadFile(webhooksPage)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(raw), "<!-- "+marker+" -->\n")
 	if !ok {
-		t.Fatalf("README.md has no <!-- %s --> marker", marker)
+		t.Fatalf("%s has no <!-- %s --> marker", webhooksPage, marker)
 	}
 	_, code, ok := strings.Cut(after, "\n") // the opening fence
 	code, _, ok2 := strings.Cut(code, "\n```\n")
 	if !ok || !ok2 {
-		t.Fatalf("README.md: no code block after <!-- %s -->", marker)
+		t.Fatalf("%s: no code block after <!-- %s -->", webhooksPage, marker)
 	}
 	return code
 }
 
-// readme-go-start
+// docs-go-start
 // verify reports whether body, received with the Web3gate-Signature header sig, was signed by
 // web3gate with secret (the endpoint's whsec_... string) less than 5 minutes ago.
 func verify(secret, sig string, body []byte) bool {
@@ -109,18 +112,18 @@ func verify(secret, sig string, body []byte) bool {
 	return false
 }
 
-// readme-go-end
+// docs-go-end
 
-func TestReadmeGoSnippet(t *testing.T) {
+func TestWebhooksPageGoSnippet(t *testing.T) {
 	src, err := os.ReadFile("signature_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, fn, _ := strings.Cut(string(src), "// readme-go-start\n")
-	fn, _, _ = strings.Cut(fn, "\n// readme-go-end")
+	_, fn, _ := strings.Cut(string(src), "// docs-go-start\n")
+	fn, _, _ = strings.Cut(fn, "\n// docs-go-end")
 	fn = strings.TrimSpace(fn)
-	if block := readmeBlock(t, "webhook-verify-go"); !strings.Contains(block, fn) {
-		t.Errorf("README's Go snippet is not the tested function:\n%s\nwant it to contain:\n%s", block, fn)
+	if block := pageBlock(t, "webhook-verify-go"); !strings.Contains(block, fn) {
+		t.Errorf("the Go snippet of docs/webhooks.md is not the tested function:\n%s\nwant it to contain:\n%s", block, fn)
 	}
 	body := []byte(`{"id":"evt_7"}`)
 	sig := Sign(testSecret, time.Now(), body)
@@ -133,12 +136,12 @@ func TestReadmeGoSnippet(t *testing.T) {
 	}
 }
 
-func TestReadmeJavaScriptSnippet(t *testing.T) {
+func TestWebhooksPageJavaScriptSnippet(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Fatalf("node is needed to check the README's JavaScript snippet: %v", err)
+		t.Fatalf("node is needed to check the JavaScript snippet of docs/webhooks.md: %v", err)
 	}
-	script := readmeBlock(t, "webhook-verify-js") + `
+	script := pageBlock(t, "webhook-verify-js") + `
 const [secret, sig, body] = process.argv.slice(2);
 console.log(String(verify(secret, sig, Buffer.from(body, "base64"))));
 `

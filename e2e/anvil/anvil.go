@@ -26,6 +26,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/web3gate/web3gate/internal/testproc"
 )
 
 const (
@@ -101,7 +103,7 @@ type Node struct {
 	bin  string
 	args []string
 	cmd  *exec.Cmd
-	out  *syncBuffer // anvil's stdout and stderr, interleaved
+	out  *testproc.Buffer // anvil's stdout and stderr, interleaved
 
 	done    chan struct{} // closed once the process has been waited for
 	waitErr error         // set before done is closed
@@ -127,7 +129,7 @@ func Start(t testing.TB, chainID uint64, extraArgs ...string) *Node {
 	}
 	var failures []string
 	for attempt := 1; attempt <= startAttempts; attempt++ {
-		port, err := freePort()
+		port, err := testproc.FreePort()
 		if err != nil {
 			t.Fatalf("anvil: %v", err)
 		}
@@ -178,7 +180,7 @@ func start(bin string, port int, chainID uint64, extraArgs []string) (*Node, err
 		Port:      port,
 		bin:       bin,
 		args:      args,
-		out:       &syncBuffer{},
+		out:       &testproc.Buffer{},
 		done:      make(chan struct{}),
 		transport: transport,
 		client:    &http.Client{Transport: transport},
@@ -365,36 +367,4 @@ type rpcResponse struct {
 
 func (n *Node) commandLine() string {
 	return n.bin + " " + strings.Join(n.args, " ")
-}
-
-// freePort returns a port on 127.0.0.1 that was free a moment ago. Another
-// process may take it before anvil binds it; Start then retries.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	return port, nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the exec copy goroutines and readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

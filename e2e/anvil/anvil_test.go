@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/web3gate/web3gate/internal/testproc"
 )
 
 func TestMain(m *testing.M) {
@@ -198,7 +200,7 @@ func TestStartWithBadFlagReportsOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, err := freePort()
+	port, err := testproc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -21,7 +24,10 @@ import (
 	"github.com/web3gate/web3gate/config"
 	"github.com/web3gate/web3gate/devchain"
 	"github.com/web3gate/web3gate/feeds"
+	"github.com/web3gate/web3gate/internal/buildinfo"
+	"github.com/web3gate/web3gate/internal/logx"
 	"github.com/web3gate/web3gate/internal/redisx"
+	"github.com/web3gate/web3gate/internal/tracing"
 	"github.com/web3gate/web3gate/lease"
 	"github.com/web3gate/web3gate/metadata"
 	"github.com/web3gate/web3gate/middleware/auth"
@@ -42,13 +48,17 @@ import (
 
 // Options are what the server takes besides its configuration.
 type Options struct {
-	// Version is the build's version: logged at start and answered by web3_clientVersion.
+	// Version is the build's version: logged at start and answered by web3_clientVersion;
+	// "" is the binary's own (internal/buildinfo).
 	Version string
-	// Log receives the process's log lines (JSON); nil: standard error.
+	// Log receives the process's log lines, in log.format; nil: standard error.
 	Log io.Writer
 	// Ready, when not nil, is called with the bound addresses once both listeners accept
 	// connections.
 	Ready func(api, admin net.Addr)
+	// Draining, when not nil, is called once the server has begun to stop, with /readyz
+	// answering 503 and both listeners still serving, before server.drainDelay runs.
+	Draining func()
 }
 
 // App is one web3gate server: its components and what they built. Each field is set by
@@ -58,12 +68,19 @@ type App struct {
 	opts Options
 	log  *zap.Logger
 	reg  *prometheus.Registry
+	// flood bounds similar log lines (log.flood), the whole process's; floodWorker writes
+	// its summaries.
+	flood       *logx.Limiter
+	floodWorker worker
+	// draining is set once the server is stopping: /readyz answers 503 from then on.
+	draining atomic.Bool
 
 	db       *store.DB
 	leases   *lease.Leases
 	quotas   *quotas.Book
 	hooks    *webhooks.Service
 	keys     *wallet.Keys
+	signers  *wallet.Signers // every account's signer: keystore, PKCS#11, AWS KMS
 	accounts *wallet.Accounts
 	dev      *devchain.Chain
 	embedded map[uint64]http.Handler // the chains served in process, by chain id
@@ -88,19 +105,27 @@ type App struct {
 	// adminServer serves the admin routes (admin.go).
 	adminServer *http.Server
 
+	adminAuth            *adminAuth        // the admin APIs' one token list (adminauth.go)
+	tracing              *tracing.Provider // nil: tracing off (tracing.go)
 	hookWorker, txWorker worker
+	bound                bound // the listeners' sockets, bound first (listeners.go)
 	api, admin           *listener
 	failed               chan error // a listener that stopped serving on its own
 	started              []Component
 }
 
-// New builds the server of cfg; nothing runs until Start. It fails only on a log level
-// it cannot parse.
+// New builds the server of cfg; nothing runs until Start. It fails only on a log level or
+// format it cannot parse.
 func New(cfg *config.Config, opts Options) (*App, error) {
 	if opts.Log == nil {
 		opts.Log = os.Stderr
 	}
-	log, err := NewLogger(cfg.Log.Level, cfg.Cluster.ReplicaID, opts.Log)
+	build := buildinfo.Read()
+	if opts.Version == "" {
+		opts.Version = build.Version
+	}
+	build.Version = opts.Version
+	log, err := NewLoggerFormat(cfg.Log.Level, cfg.Log.Format, cfg.Cluster.ReplicaID, opts.Log, IsTerminal(opts.Log))
 	if err != nil {
 		return nil, err
 	}
@@ -109,19 +134,28 @@ func New(cfg *config.Config, opts Options) (*App, error) {
 	promauto.With(reg).NewGaugeVec(prometheus.GaugeOpts{Name: "web3gate_replica_info",
 		Help: "1, labeled with this process's replica id (cluster.replicaId)."}, []string{"replica"}).
 		WithLabelValues(cfg.Cluster.ReplicaID).Set(1)
-	return &App{cfg: cfg, opts: opts, log: log, reg: reg, failed: make(chan error, 2)}, nil
+	buildinfo.Register(reg, build)
+	return &App{cfg: cfg, opts: opts, log: log, reg: reg, flood: logx.New(cfg.Log.Flood, nil), failed: make(chan error, 2)}, nil
 }
 
-// Run serves cfg until ctx ends, then drains and stops everything it started.
+// Run serves cfg until ctx ends, then drains (server.drainDelay: /readyz answers 503 while
+// the listeners still serve) and stops everything it started in reverse order.
 func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	a, err := New(cfg, opts)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = a.log.Sync() }()
+	// The summaries of suppressed lines are written until everything else has stopped.
+	a.floodWorker.start(ctx, a.flood.Run)
+	defer func() { _ = a.floodWorker.stop(context.Background()) }()
 	if err := a.Start(ctx); err != nil {
 		return err
 	}
+	// Starting (the config, migrations, route tables, the dev chain's genesis) leaves a few
+	// MiB of garbage that an idle process would hold until its first collection, up to two
+	// minutes later: collect it and give the pages back now (docs/performance.md, (z)).
+	debug.FreeOSMemory()
 	if opts.Ready != nil {
 		opts.Ready(a.api.ln.Addr(), a.admin.ln.Addr())
 	}
@@ -129,12 +163,14 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 		zap.String("listen", a.api.ln.Addr().String()),
 		zap.String("admin", a.admin.ln.Addr().String()),
 		zap.Uint64("mainnet", cfg.Upstreams.Mainnet),
-		zap.String("version", opts.Version))
+		zap.String("version", a.opts.Version))
 
 	var serveErr error
 	select {
 	case <-ctx.Done():
+		serveErr = a.drain(cfg.Server.DrainDelay)
 	case serveErr = <-a.failed:
+		a.draining.Store(true)
 	}
 	a.log.Info("shutting down", zap.Duration("drain", cfg.Server.ShutdownTimeout))
 	a.Stop()
@@ -143,6 +179,28 @@ func Run(ctx context.Context, cfg *config.Config, opts Options) error {
 	}
 	a.log.Info("stopped")
 	return nil
+}
+
+// drain turns /readyz to 503 and keeps the listeners serving for delay, so that the load
+// balancers that check it stop sending requests before the listeners close. A listener that
+// stops serving meanwhile ends the wait with its error.
+func (a *App) drain(delay time.Duration) error {
+	a.draining.Store(true)
+	if a.opts.Draining != nil {
+		a.opts.Draining()
+	}
+	if delay <= 0 {
+		return nil
+	}
+	a.log.Info("draining: /readyz answers 503, the listeners still serve", zap.Duration("drainDelay", delay))
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case err := <-a.failed:
+		return err
+	}
 }
 
 // Start starts the components in order (components.go). When one fails, those started

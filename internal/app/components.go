@@ -30,15 +30,21 @@ import (
 
 // components is the server, in start order: each component uses only those above it, and
 // stops before them. The single-replica jobs (webhook delivery, confirmers, owners
-// indexers) hold leases, so they come after the leases and stop before them; the listeners
-// come last, so that they drain before anything they call stops.
+// indexers) hold leases, so they come after the leases and stop before them. The listeners'
+// addresses are bound first, so that a port in use fails the start at once, before any
+// migration runs or the dev chain starts; they are served last, so that they drain before
+// anything they call stops, the public one before the admin one, so that /healthz answering
+// means the public listener accepts.
 func (a *App) components() []Component {
 	return []Component{
+		{Name: "listeners", Start: a.bindListeners, Stop: a.closeListeners},
+		{Name: "admin tokens", Start: a.startAdminAuth},
+		{Name: "tracing", Start: a.startTracing, Stop: a.stopTracing},
 		{Name: "store", Start: a.startStore, Stop: func(context.Context) error { return a.db.Close() }},
 		{Name: "leases", Start: a.startLeases, Stop: func(context.Context) error { return a.leases.Close() }},
 		{Name: "quotas", Start: a.startQuotas, Stop: a.stopQuotas},
 		{Name: "webhooks", Start: a.startWebhooks, Stop: a.hookWorker.stop},
-		{Name: "keys", Start: a.startKeys},
+		{Name: "keys", Start: a.startKeys, Stop: func(context.Context) error { return a.signers.Close() }},
 		{Name: "devchain", Start: a.startDevchain, Stop: a.stopDevchain},
 		{Name: "upstreams", Start: a.startUpstreams, Stop: func(context.Context) error { a.ups.Close(); return nil }},
 		{Name: "transactions", Start: a.startTransactions, Stop: a.txWorker.stop},
@@ -47,16 +53,19 @@ func (a *App) components() []Component {
 		{Name: "owners", Start: a.startOwners, Stop: func(context.Context) error { a.owners.Close(); return nil }},
 		{Name: "products", Start: a.startProducts},
 		{Name: "feeds", Start: a.startFeeds, Stop: func(context.Context) error { a.feeds.Close(); return nil }},
-		{Name: "filters", Start: a.startFilters, Stop: func(context.Context) error { a.filters.Close(); return nil }},
 		{Name: "ratelimit", Start: a.startLimiter},
+		{Name: "filters", Start: a.startFilters, Stop: func(context.Context) error { a.filters.Close(); return nil }},
 		{Name: "stages", Start: a.startStages, Stop: func(context.Context) error { a.cache.Close(); return nil }},
-		{Name: "admin listener", Start: a.startAdmin, Stop: a.stopAdmin},
 		{Name: "api listener", Start: a.startAPI, Stop: a.stopAPI},
+		{Name: "admin listener", Start: a.startAdmin, Stop: a.stopAdmin},
 	}
 }
 
 func (a *App) startStore(ctx context.Context) (err error) {
 	a.db, err = store.Open(ctx, a.cfg.Store, store.Deps{Logger: a.log.Named("store")})
+	if err == nil {
+		a.db.RegisterMetrics(a.reg, a.cfg.Admin.ReadyTimeout)
+	}
 	return err
 }
 
@@ -89,7 +98,9 @@ func (a *App) stopQuotas(context.Context) error {
 // this run (the abandonment of a chain that started over included), then delivers the
 // outbox under the lease "webhooks".
 func (a *App) startWebhooks(ctx context.Context) (err error) {
-	a.hooks, err = webhooks.New(a.cfg.Webhooks, webhooks.Deps{DB: a.db, Logger: a.log.Named("webhooks"), Registry: a.reg, Hold: a.leases.Hold})
+	cfg := a.cfg.Webhooks
+	cfg.Admin.Tokens = a.adminAuth.list
+	a.hooks, err = webhooks.New(cfg, webhooks.Deps{DB: a.db, Logger: a.log.Named("webhooks"), Registry: a.reg, Hold: a.leases.Hold})
 	if err != nil {
 		return err
 	}
@@ -100,13 +111,21 @@ func (a *App) startWebhooks(ctx context.Context) (err error) {
 	return nil
 }
 
-// startKeys opens the key store and the accounts of the principals.
-func (a *App) startKeys(context.Context) (err error) {
+// startKeys opens the key store, the hardware key backends configured (wallet.pkcs11,
+// wallet.awskms) and
+// the accounts of the principals.
+func (a *App) startKeys(ctx context.Context) (err error) {
 	a.keys, err = openKeys(a.cfg, a.db, a.log.Named("wallet"))
 	if err != nil {
 		return err
 	}
-	a.accounts = wallet.NewAccounts(a.keys, a.db)
+	backends, err := OpenKeyBackends(ctx, a.cfg, a.log.Named("wallet"))
+	if err != nil {
+		return err
+	}
+	a.signers = wallet.NewSigners(a.keys, wallet.SignersDeps{Logger: a.log.Named("wallet"), Store: a.db,
+		Backends: backends, Registry: a.reg})
+	a.accounts = wallet.NewAccountsOf(a.signers, a.db)
 	return nil
 }
 
@@ -143,7 +162,7 @@ func (a *App) stopDevchain(context.Context) error {
 
 func (a *App) startUpstreams(ctx context.Context) (err error) {
 	a.ups, err = upstreams.New(a.cfg.Upstreams, upstreams.Deps{Logger: a.log.Named("upstreams"), Registry: a.reg, Embedded: a.embedded,
-		TrackFinality: a.cfg.Cache.Enabled, FinalityDepth: a.cfg.Cache.FinalityDepth})
+		TrackFinality: a.cfg.Cache.Enabled, FinalityDepth: a.cfg.Cache.FinalityDepth, Tracer: a.tracer("upstreams")})
 	if err != nil {
 		return err
 	}
@@ -160,8 +179,9 @@ func (a *App) startTransactions(ctx context.Context) (err error) {
 	for _, p := range a.ups.Pools() {
 		chains[p.ChainID()] = p
 	}
-	a.txs, err = txmgr.New(a.cfg.Wallet.Transactions, txmgr.Deps{Keys: a.keys, DB: a.db, Chains: chains,
-		Logger: a.log.Named("transactions"), Hold: a.leases.Hold, Shared: a.cfg.Store.Driver == store.DriverPostgres, Registry: a.reg})
+	a.txs, err = txmgr.New(a.cfg.Wallet.Transactions, txmgr.Deps{Signers: a.signers, DB: a.db, Chains: chains,
+		Logger: a.log.Named("transactions"), Hold: a.leases.Hold, Shared: a.cfg.Store.Driver == store.DriverPostgres, Registry: a.reg,
+		Tracer: a.tracer("txmgr")})
 	if err != nil {
 		return err
 	}
@@ -229,7 +249,9 @@ func (a *App) startOwners(ctx context.Context) (err error) {
 // startProducts opens the product catalog. The products of a contract the owners indexer
 // follows count totalSold from the chain.
 func (a *App) startProducts(ctx context.Context) (err error) {
-	a.catalog, err = products.New(ctx, a.cfg.Products, products.Deps{
+	cfg := a.cfg.Products
+	cfg.Admin.Tokens = a.adminAuth.list
+	a.catalog, err = products.New(ctx, cfg, products.Deps{
 		DB: a.db, Networks: products.NetworkChains(a.cfg.Upstreams), Logger: a.log.Named("products"),
 		Scope: products.IndexScope{Chains: a.cfg.Owners.Scope()},
 	})
@@ -243,18 +265,29 @@ func (a *App) startFeeds(context.Context) (err error) {
 	for _, p := range a.ups.Pools() {
 		chains[p.ChainID()] = p
 	}
-	a.feeds, err = feeds.New(a.cfg.Feeds, feeds.Deps{Chains: chains, Logger: a.log.Named("feeds"), Registry: a.reg})
+	sockets := map[uint64][]string{}
+	for _, c := range a.cfg.Upstreams.Chains {
+		sockets[c.ChainID] = c.WSURLs
+	}
+	a.feeds, err = feeds.New(a.cfg.Feeds, feeds.Deps{Chains: chains, Logger: a.log.Named("feeds"), Registry: a.reg, Sockets: sockets})
 	return err
 }
 
 // startFilters starts the HTTP filters: their state in the store (any replica serves a
-// poll), their changes from the feeds, and the sweeper of the expired ones.
+// poll), their changes from the feeds, and the sweeper of the expired ones. With rate
+// limits on, eth_getFilterLogs and the polls of logs filters are charged by their block
+// range through the rate-limit stage (built before).
 func (a *App) startFilters(context.Context) (err error) {
 	names := map[uint64]string{}
 	for _, p := range a.ups.Pools() {
 		names[p.ChainID()] = p.Name()
 	}
+	var charger filters.Charger
+	if a.cfg.RateLimit.Enabled {
+		charger = a.limiter
+	}
 	a.filters, err = filters.New(a.cfg.Filters, filters.Deps{DB: a.db, Chains: names, Logger: a.log.Named("filters"), Registry: a.reg,
+		Charger: charger,
 		Feed: func(id uint64) (filters.Feed, bool) {
 			if f, ok := a.feeds.Feed(id); ok {
 				return f, true

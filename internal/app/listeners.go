@@ -12,6 +12,41 @@ import (
 	"github.com/web3gate/web3gate/proxy"
 )
 
+// bound are the sockets of the two listeners, bound by the first component and served by
+// the last two.
+type bound struct {
+	api, admin net.Listener
+}
+
+// bindListeners binds server.listen and admin.listen. It is the first component: an
+// address in use (or not this host's) fails the start at once, naming its key and flag,
+// before the store migrates or the dev chain starts. Until the listeners are served,
+// connections wait in the kernel's backlog.
+func (a *App) bindListeners(context.Context) error {
+	api, err := net.Listen("tcp", a.cfg.Server.Listen)
+	if err != nil {
+		return fmt.Errorf("server.listen (--listen): %w", err)
+	}
+	admin, err := net.Listen("tcp", a.cfg.Admin.Listen)
+	if err != nil {
+		_ = api.Close()
+		return fmt.Errorf("admin.listen (--admin-listen): %w", err)
+	}
+	a.bound = bound{api: api, admin: admin}
+	return nil
+}
+
+// closeListeners closes the sockets; those served were closed by their server's shutdown
+// already.
+func (a *App) closeListeners(context.Context) error {
+	for _, ln := range []net.Listener{a.bound.api, a.bound.admin} {
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			return err
+		}
+	}
+	return nil
+}
+
 // listener is one of the two listeners, served in its own goroutine from its start to its
 // stop.
 type listener struct {
@@ -19,13 +54,9 @@ type listener struct {
 	done chan struct{} // closed when its Serve has returned
 }
 
-// listen binds addr and serves it with serve. A Serve that returns before the listener's
-// stop reports its error to Run, which then stops the server.
-func (a *App) listen(addr string, serve func(net.Listener) error) (*listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", addr, err)
-	}
+// listen serves ln with serve. A Serve that returns before the listener's stop reports its
+// error to Run, which then stops the server.
+func (a *App) listen(ln net.Listener, serve func(net.Listener) error) *listener {
 	l := &listener{ln: ln, done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
@@ -36,7 +67,7 @@ func (a *App) listen(addr string, serve func(net.Listener) error) (*listener, er
 			}
 		}
 	}()
-	return l, nil
+	return l
 }
 
 // startAPI serves the public routes (routes.go) on server.listen.
@@ -49,13 +80,16 @@ func (a *App) startAPI(context.Context) (err error) {
 			_, ok := a.ups.Pool(id)
 			return ok
 		},
-		Verifier: a.auth,
+		Verifier:   a.auth,
+		RequestLog: a.cfg.Log.Requests,
+		Flood:      a.flood,
+		Tracer:     a.tracer("proxy"), TraceIncoming: a.traceIncoming(),
 	})
 	if err != nil {
 		return err
 	}
-	a.api, err = a.listen(a.cfg.Server.Listen, a.server.Serve)
-	return err
+	a.api = a.listen(a.bound.api, a.server.Serve)
+	return nil
 }
 
 // stopAPI drains the public listener: the calls in progress end (within ctx), the sockets
@@ -72,15 +106,12 @@ func (a *App) stopAPI(ctx context.Context) error {
 // startAdmin serves the admin routes (admin.go) on admin.listen. ReadTimeout bounds the
 // bodies of the admin APIs as well as the headers.
 func (a *App) startAdmin(context.Context) error {
-	clients, err := auth.NewClientsAdmin(a.cfg.Auth.OAuth.Admin, auth.ClientsAdminDeps{Clients: a.db, Logger: a.log.Named("oauth")})
+	clients, err := auth.NewClientsAdmin(auth.ClientsAdminConfig{Tokens: a.adminAuth.list}, auth.ClientsAdminDeps{Clients: a.db, Logger: a.log.Named("oauth")})
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{Handler: a.adminMux(clients), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second}
-	a.admin, err = a.listen(a.cfg.Admin.Listen, srv.Serve)
-	if err != nil {
-		return err
-	}
+	a.admin = a.listen(a.bound.admin, srv.Serve)
 	a.adminServer = srv
 	return nil
 }

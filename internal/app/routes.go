@@ -3,16 +3,19 @@ package app
 import (
 	"context"
 	"net/http"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/web3gate/web3gate/feeds"
 	"github.com/web3gate/web3gate/middleware/auth"
 	"github.com/web3gate/web3gate/middleware/cache"
 	"github.com/web3gate/web3gate/middleware/ratelimit"
 	"github.com/web3gate/web3gate/middleware/route"
 	"github.com/web3gate/web3gate/middleware/sign"
 	"github.com/web3gate/web3gate/middleware/subscribe"
+	"github.com/web3gate/web3gate/openapi"
 	"github.com/web3gate/web3gate/proxy"
 )
 
@@ -40,7 +43,17 @@ func (a *App) routes() []*proxy.Route {
 		{Name: "contract", Method: get, Pattern: "/v1/tokens/{coinType}/{chainId}/{contractAddress}", REST: rest(a.metadata.ContractHandler())},
 		{Name: "owners", Method: get, Pattern: "/v1/owners", REST: rest(a.owners.Handler())},
 		{Name: "products", Method: get, Pattern: "/v1/products", REST: rest(a.catalog.ListHandler())},
+
+		{Name: "openapi", Method: get, Pattern: "/openapi.json", REST: openapiHandler(sync.OnceValue(openapi.Public))},
 	}
+}
+
+// openapiHandler answers GET /openapi.json on the public listener: the OpenAPI document of
+// its routes.
+func openapiHandler(doc func() []byte) proxy.RESTHandler {
+	return proxy.RESTHandlerFunc(func(*proxy.RESTRequest) (*proxy.RESTResponse, error) {
+		return &proxy.RESTResponse{Body: doc()}, nil
+	})
 }
 
 // stages are the stages of the JSON-RPC routes, in the order a call meets them; the last
@@ -88,11 +101,14 @@ func (a *App) startStages(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	subscribeStage, err := subscribe.New(subscribe.Deps{Feeds: a.feeds})
+	lc := a.cfg.Server.WebSocket.LogsCriteria
+	subscribeStage, err := subscribe.New(subscribe.Config{Criteria: feeds.Bounds{
+		Addresses: lc.MaxAddresses, TopicsPerPosition: lc.MaxTopicsPerPosition, Product: lc.MaxProduct, Bytes: lc.MaxBytes,
+	}}, subscribe.Deps{Feeds: a.feeds})
 	if err != nil {
 		return err
 	}
-	a.signer, err = sign.New(sign.Deps{Accounts: a.accounts, Keys: a.keys, Transactions: a.txs})
+	a.signer, err = sign.New(sign.Deps{Accounts: a.accounts, Keys: a.signers, Transactions: a.txs})
 	if err != nil {
 		return err
 	}
@@ -101,7 +117,7 @@ func (a *App) startStages(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	a.rpc = proxy.Compile(a.ups, a.stages(routeStage, subscribeStage)...)
+	a.rpc = proxy.Compile(a.ups, a.traceStages(a.stages(routeStage, subscribeStage))...)
 	a.forgetCached(ctx)
 	return nil
 }
@@ -113,7 +129,7 @@ func (a *App) startAuth(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	a.oauth, err = auth.NewOAuth(ctx, a.cfg.Auth.OAuth, auth.OAuthDeps{Clients: a.db, Logger: a.log.Named("oauth"), Registry: a.reg})
+	a.oauth, err = auth.NewOAuth(ctx, a.cfg.Auth.OAuth, auth.OAuthDeps{Clients: a.db, Logger: a.log.Named("oauth"), Registry: a.reg, Flood: a.flood})
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 
 	"github.com/web3gate/web3gate/config"
@@ -10,16 +9,25 @@ import (
 
 // configCheckCmd loads and validates a configuration file without starting anything:
 // `web3gate config check [--config FILE]`.
-func configCheckCmd(_ context.Context, env Env, args []string) error {
-	fs := flag.NewFlagSet("web3gate config check", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	cfgPath := fs.String("config", "config.yaml", "configuration file")
-	if err := fs.Parse(args); err != nil {
-		return usageErrorOf(err)
-	}
-	if _, err := config.Load(*cfgPath); err != nil {
+type configCheckCmd struct{ configFlag }
+
+func (c *configCheckCmd) Run(_ context.Context, env Env) error {
+	if _, err := c.load(); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "%s: ok\n", *cfgPath)
+	fmt.Fprintf(env.Stdout, "%s: ok\n", c.Config)
 	return nil
+}
+
+// configPrintCmd prints the effective configuration, every default applied and every
+// secret masked: `web3gate config print [--config FILE]`.
+type configPrintCmd struct{ configFlag }
+
+func (c *configPrintCmd) Run(_ context.Context, env Env) error {
+	cfg, err := c.load()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "# the effective configuration of %s: defaults applied, environment expanded, secrets masked (%s)\n", c.Config, config.Masked)
+	return config.Print(cfg, env.Stdout)
 }

@@ -2,8 +2,8 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"io"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -12,37 +12,30 @@ import (
 	"github.com/web3gate/web3gate/store"
 )
 
+// opened is a command's config, its store and its log (warnings and errors, to stderr).
+type opened struct {
+	cfg *config.Config
+	db  *store.DB
+	log *zap.Logger
+}
+
 // openStore loads the config at path and opens its store, for the commands that work on the
-// store beside a running server or without one; their log (warnings and errors) goes to
-// stderr.
-func openStore(ctx context.Context, path string, stderr io.Writer) (*config.Config, *store.DB, *zap.Logger, error) {
-	cfg, err := config.Load(path)
+// store beside a running server or without one. The returned context ends after timeout;
+// done closes the store and ends the context.
+func openStore(ctx context.Context, path string, stderr io.Writer, timeout time.Duration) (_ context.Context, _ opened, done func(), _ error) {
+	cfg, err := (&configFlag{Config: path}).load()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, opened{}, nil, err
 	}
 	log, err := app.NewLogger("warn", cfg.Cluster.ReplicaID, stderr)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, opened{}, nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	db, err := store.Open(ctx, cfg.Store, store.Deps{Logger: log})
 	if err != nil {
-		return nil, nil, nil, err
+		cancel()
+		return nil, opened{}, nil, err
 	}
-	return cfg, db, log, nil
-}
-
-// parseInterspersed parses flags that may come before or after the positional arguments
-// (`accounts import KEYFILE --owner alice`), and returns the positional ones.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return positional, nil
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
+	return ctx, opened{cfg, db, log}, func() { db.Close(); cancel() }, nil
 }

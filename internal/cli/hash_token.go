@@ -11,10 +11,12 @@ import (
 	"strings"
 )
 
-// hashTokenCmd prints the SHA-256 of the token read from standard input, for
-// auth.tokens[].sha256: `web3gate auth hash-token < token`. The token never goes on the
-// command line.
-func hashTokenCmd(_ context.Context, env Env, _ []string) error {
+// hashTokenCmd prints the SHA-256 of the token read from standard input, for the sha256 of
+// auth.tokens and admin.tokens: `web3gate auth hash-token < token`. The token never goes on
+// the command line.
+type hashTokenCmd struct{}
+
+func (hashTokenCmd) Run(_ context.Context, env Env) error {
 	line, err := bufio.NewReader(env.Stdin).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("read token: %w", err)

@@ -2,35 +2,27 @@ package cli
 
 import (
 	"context"
-	"flag"
-	"fmt"
 
-	"github.com/web3gate/web3gate/config"
 	"github.com/web3gate/web3gate/internal/app"
 )
 
 // serveCmd runs the server until ctx ends (SIGINT or SIGTERM): `web3gate [serve] [flags]`.
-func serveCmd(ctx context.Context, env Env, args []string) error {
-	fs := flag.NewFlagSet("web3gate", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	cfgPath := fs.String("config", "config.yaml", "configuration file")
-	listen := fs.String("listen", "", "address of the public API (overrides server.listen)")
-	adminListen := fs.String("admin-listen", "", "address of the admin listener (overrides admin.listen)")
-	if err := fs.Parse(args); err != nil {
-		return usageErrorOf(err)
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
-	}
-	cfg, err := config.Load(*cfgPath)
+type serveCmd struct {
+	configFlag
+	Listen      string `placeholder:"HOST:PORT" help:"Address of the public API (overrides server.listen)."`
+	AdminListen string `name:"admin-listen" placeholder:"HOST:PORT" help:"Address of the admin listener (overrides admin.listen)."`
+}
+
+func (c *serveCmd) Run(ctx context.Context, env Env) error {
+	cfg, err := c.load()
 	if err != nil {
 		return err
 	}
-	if *listen != "" {
-		cfg.Server.Listen = *listen
+	if c.Listen != "" {
+		cfg.Server.Listen = c.Listen
 	}
-	if *adminListen != "" {
-		cfg.Admin.Listen = *adminListen
+	if c.AdminListen != "" {
+		cfg.Admin.Listen = c.AdminListen
 	}
 	return app.Run(ctx, cfg, app.Options{Version: env.Version, Log: env.Stderr})
 }

@@ -2,10 +2,7 @@ package cli
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -14,43 +11,18 @@ import (
 	"github.com/web3gate/web3gate/store"
 )
 
-const storeUsage = `usage:
-  web3gate store migrate [--config FILE]
-  web3gate store copy --from sqlite:PATH (--to postgres:DSN | --config FILE)`
-
-// storeCmd applies the store's migrations, or copies a SQLite store into PostgreSQL.
-func storeCmd(ctx context.Context, env Env, args []string) error {
-	stdout, stderr := env.Stdout, env.Stderr
-	if len(args) == 0 {
-		return usageError{errors.New(storeUsage)}
-	}
-	switch args[0] {
-	case "migrate":
-		return storeMigrateCmd(ctx, args[1:], stdout, stderr)
-	case "copy":
-		return storeCopyCmd(ctx, args[1:], stdout, stderr)
-	}
-	return usageError{errors.New(storeUsage)}
-}
-
 // storeMigrateCmd applies the pending migrations of the configured store and exits, whatever
 // store.migrate says: for operators who keep replicas from migrating at start
 // (store.migrate: never).
-func storeMigrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("web3gate store migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "config.yaml", "configuration file")
-	if err := fs.Parse(args); err != nil {
-		return usageErrorOf(err)
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q\n%s", fs.Arg(0), storeUsage)}
-	}
-	cfg, err := config.Load(*cfgPath)
+type storeMigrateCmd struct{ configFlag }
+
+func (c *storeMigrateCmd) Run(ctx context.Context, env Env) error {
+	stdout := env.Stdout
+	cfg, err := c.load()
 	if err != nil {
 		return err
 	}
-	log, err := app.NewLogger("info", cfg.Cluster.ReplicaID, stderr)
+	log, err := app.NewLogger("info", cfg.Cluster.ReplicaID, env.Stderr)
 	if err != nil {
 		return err
 	}
@@ -67,26 +39,26 @@ func storeMigrateCmd(ctx context.Context, args []string, stdout, stderr io.Write
 }
 
 // storeCopyCmd copies a SQLite store into an empty PostgreSQL database (store.Copy).
-func storeCopyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("web3gate store copy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	from := fs.String("from", "", "the source: sqlite:PATH")
-	to := fs.String("to", "", "the target: postgres:DSN, DSN a postgres:// URL or key=value pairs (or give --config, whose store section is the target)")
-	cfgPath := fs.String("config", "", "a configuration file whose store section (driver postgres) is the target")
-	if err := fs.Parse(args); err != nil {
-		return usageErrorOf(err)
-	}
-	if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected argument %q\n%s", fs.Arg(0), storeUsage)}
-	}
+type storeCopyCmd struct {
+	From string `placeholder:"sqlite:PATH" help:"The source: sqlite:PATH."`
+	To   string `placeholder:"postgres:DSN" help:"The target: postgres:DSN, DSN a postgres:// URL or key=value pairs (or give --config)."`
+	// Not configFlag: the file is the target here, given on purpose, never from the environment.
+	Config string `placeholder:"FILE" help:"A configuration file whose store section (driver postgres) is the target."`
+}
+
+const storeCopyUsage = "usage: web3gate store copy --from sqlite:PATH (--to postgres:DSN | --config FILE)"
+
+func (c *storeCopyCmd) Run(ctx context.Context, env Env) error {
+	stdout, stderr := env.Stdout, env.Stderr
+	from, to, cfgPath := &c.From, &c.To, &c.Config
 	path, ok := strings.CutPrefix(*from, "sqlite:")
 	if !ok || path == "" {
-		return usageError{fmt.Errorf("store copy: --from must be sqlite:PATH\n%s", storeUsage)}
+		return usageError{fmt.Errorf("store copy: --from must be sqlite:PATH\n%s", storeCopyUsage)}
 	}
 	var target store.Config
 	switch {
 	case *to != "" && *cfgPath != "":
-		return usageError{fmt.Errorf("store copy: give --to or --config, not both\n%s", storeUsage)}
+		return usageError{fmt.Errorf("store copy: give --to or --config, not both\n%s", storeCopyUsage)}
 	case *to != "":
 		// postgres:DSN, or a postgres:// URL as it is.
 		dsn, ok := *to, strings.HasPrefix(*to, "postgres://") || strings.HasPrefix(*to, "postgresql://")
@@ -94,7 +66,7 @@ func storeCopyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			dsn, ok = strings.CutPrefix(*to, "postgres:")
 		}
 		if !ok || dsn == "" {
-			return usageError{fmt.Errorf("store copy: --to must be postgres:DSN\n%s", storeUsage)}
+			return usageError{fmt.Errorf("store copy: --to must be postgres:DSN\n%s", storeCopyUsage)}
 		}
 		target = store.Config{Driver: store.DriverPostgres, DSN: dsn}
 		target.SetDefaults()
@@ -108,7 +80,7 @@ func storeCopyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		target = cfg.Store
 	default:
-		return usageError{fmt.Errorf("store copy: give the target, --to postgres:DSN or --config FILE\n%s", storeUsage)}
+		return usageError{fmt.Errorf("store copy: give the target, --to postgres:DSN or --config FILE\n%s", storeCopyUsage)}
 	}
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("store copy: source: %w", err)

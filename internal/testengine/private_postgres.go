@@ -138,10 +138,10 @@ func (s *PostgresServer) Stop(mode string) {
 
 // Freeze stops every process of the server with SIGSTOP: connections stay open and nothing
 // answers, as with a hung server or a network partition. Thaw resumes them.
-func (s *PostgresServer) Freeze() { s.signal(syscall.SIGSTOP) }
+func (s *PostgresServer) Freeze() { s.signal(sigStop) }
 
 // Thaw resumes the processes Freeze stopped.
-func (s *PostgresServer) Thaw() { s.signal(syscall.SIGCONT) }
+func (s *PostgresServer) Thaw() { s.signal(sigCont) }
 
 // signal sends sig to the postmaster and every process it started.
 func (s *PostgresServer) signal(sig syscall.Signal) {
@@ -152,7 +152,7 @@ func (s *PostgresServer) signal(sig syscall.Signal) {
 	}
 	pids := append(children(pid), pid)
 	for _, p := range pids {
-		if err := syscall.Kill(p, sig); err != nil && err != syscall.ESRCH {
+		if err := kill(p, sig); err != nil && err != syscall.ESRCH {
 			s.t.Fatalf("testengine: signal %v to %d: %v", sig, p, err)
 		}
 	}
@@ -166,7 +166,7 @@ func (s *PostgresServer) postmaster() int {
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil || syscall.Kill(pid, 0) != nil {
+	if err != nil || kill(pid, 0) != nil {
 		return 0
 	}
 	return pid

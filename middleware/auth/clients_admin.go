@@ -95,7 +95,7 @@ type clientJSON struct {
 
 // ServeHTTP implements http.Handler.
 func (a *ClientsAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	reqID := a.idPrefix + strconv.FormatUint(a.idSeq.Add(1), 36)
+	reqID := proxy.HTTPRequestID(r, func() string { return a.idPrefix + strconv.FormatUint(a.idSeq.Add(1), 36) })
 	w.Header().Set("X-Request-Id", reqID)
 	c, err := a.serve(w, r, reqID)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/web3gate/web3gate/internal/logx"
 	"github.com/web3gate/web3gate/proxy"
 )
 
@@ -24,6 +25,9 @@ type OAuthDeps struct {
 	Registry prometheus.Registerer
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// Flood bounds the token endpoint's warnings of refused requests (log.flood); nil: a
+	// bound of the defaults.
+	Flood *logx.Limiter
 }
 
 // OAuth is everything of auth.oauth, built once at start-up: the signing key, the token and
@@ -54,7 +58,7 @@ func NewOAuth(ctx context.Context, cfg OAuthConfig, deps OAuthDeps) (*OAuth, err
 	if err != nil {
 		return nil, fmt.Errorf("oauth: %w", err)
 	}
-	token, err := NewTokenEndpoint(cfg, TokenEndpointDeps{Clients: deps.Clients, Issuer: issuer, Logger: log, Registry: deps.Registry, Now: deps.Now})
+	token, err := NewTokenEndpoint(cfg, TokenEndpointDeps{Clients: deps.Clients, Issuer: issuer, Logger: log, Registry: deps.Registry, Now: deps.Now, Flood: deps.Flood})
 	if err != nil {
 		return nil, fmt.Errorf("oauth: %w", err)
 	}

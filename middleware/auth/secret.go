@@ -61,6 +61,21 @@ func HashSecret(secret string) (string, error) {
 	return p.encode(salt, key), nil
 }
 
+// decoyHash returns a hash in HashSecret's format, with its parameters, whose salt and key are
+// random: verifying a secret against it costs what verifying against a stored hash costs, and
+// fails, since no secret is known to derive the random key. The token endpoint verifies
+// against it when the client id is unknown. Making it runs no argon2: one hash at start would
+// take 19 MiB of heap that the idle process then holds until the Go scavenger returns it
+// (docs/performance.md, "Footprint").
+func decoyHash() (string, error) {
+	var b [argonSaltLen + argonKeyLen]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("decoy hash: %w", err)
+	}
+	p := argonParams{time: argonTime, memory: argonMemory, threads: argonThreads}
+	return p.encode(b[:argonSaltLen], b[argonSaltLen:]), nil
+}
+
 // VerifySecret reports whether secret matches encoded, a hash made by HashSecret. The hashes
 // are compared in constant time; a malformed encoding is false.
 func VerifySecret(encoded, secret string) bool {

@@ -65,6 +65,44 @@ func TestHashSecret(t *testing.T) {
 	}
 }
 
+// The decoy verified against for an unknown client id has the parameters, salt and key lengths
+// of a real hash (so verifying against it costs the same), differs at every call, and verifies
+// no secret.
+func TestDecoyHash(t *testing.T) {
+	stored, err := HashSecret("correct horse battery staple")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, rsalt, rkey, err := decodeArgon2id(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, err := decoyHash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := decoyHash()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d1 == d2 {
+		t.Fatal("two decoys are equal: salt and key are not random")
+	}
+	dp, dsalt, dkey, err := decodeArgon2id(d1)
+	if err != nil {
+		t.Fatalf("decoy %q does not decode: %v", d1, err)
+	}
+	if dp != rp || len(dsalt) != len(rsalt) || len(dkey) != len(rkey) {
+		t.Fatalf("decoy %q: parameters %+v, salt %d and key %d bytes; a real hash %q: %+v, %d, %d",
+			d1, dp, len(dsalt), len(dkey), stored, rp, len(rsalt), len(rkey))
+	}
+	for _, secret := range []string{"", "correct horse battery staple", "x"} {
+		if VerifySecret(d1, secret) {
+			t.Fatalf("VerifySecret(decoy, %q) = true", secret)
+		}
+	}
+}
+
 func TestVerifySecretRefuses(t *testing.T) {
 	const secret = "s3cret"
 	good, err := HashSecret(secret)

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
 
+	"github.com/web3gate/web3gate/internal/logx"
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/store"
 )
@@ -41,6 +42,9 @@ type TokenEndpointDeps struct {
 	Registry prometheus.Registerer
 	// Now is the throttle's clock; nil is time.Now.
 	Now func() time.Time
+	// Flood bounds the warnings of refused requests per reason (log.flood), so that a flood
+	// of bad requests does not flood the log; nil: a bound of the defaults.
+	Flood *logx.Limiter
 }
 
 // TokenEndpoint is POST /v1/oauth2/token: the client-credentials grant of RFC 6749 §4.4.
@@ -56,6 +60,7 @@ type TokenEndpoint struct {
 	clients   ClientStore
 	issuer    *Issuer
 	log       *zap.Logger
+	flood     *logx.Limiter
 	now       func() time.Time
 	dummyHash string // verified against when the client id is unknown, so that takes as long
 	gate      *hashGate
@@ -88,15 +93,15 @@ func NewTokenEndpoint(cfg OAuthConfig, deps TokenEndpointDeps) (*TokenEndpoint, 
 	if now == nil {
 		now = time.Now
 	}
+	flood := deps.Flood
+	if flood == nil {
+		flood = logx.New(logx.Config{}, nil)
+	}
 	n := cfg.MaxConcurrentHashes
 	if n <= 0 {
 		n = 2 * runtime.GOMAXPROCS(0)
 	}
-	_, secret, err := NewClientSecret()
-	if err != nil {
-		return nil, fmt.Errorf("token endpoint: %w", err)
-	}
-	dummy, err := HashSecret(secret)
+	dummy, err := decoyHash()
 	if err != nil {
 		return nil, fmt.Errorf("token endpoint: %w", err)
 	}
@@ -108,7 +113,7 @@ func NewTokenEndpoint(cfg OAuthConfig, deps TokenEndpointDeps) (*TokenEndpoint, 
 		failures.WithLabelValues(r)
 	}
 	return &TokenEndpoint{
-		clients: deps.Clients, issuer: deps.Issuer, log: log, now: now, dummyHash: dummy,
+		clients: deps.Clients, issuer: deps.Issuer, log: log, flood: flood, now: now, dummyHash: dummy,
 		gate:      newHashGate(n, cfg.MaxQueuedHashes, cfg.HashQueueTimeout),
 		byClient:  newThrottle(cfg.Throttle.MaxFailuresPerClient, cfg.Throttle),
 		byAddress: newThrottle(cfg.Throttle.MaxFailuresPerAddress, cfg.Throttle),
@@ -277,7 +282,7 @@ func (e *TokenEndpoint) authenticate(r *proxy.RESTRequest, id, secret string) (s
 	}
 	if err := e.gate.acquire(ctx); err != nil {
 		e.failures.WithLabelValues(failOverloaded).Inc()
-		if ce := e.log.Check(zap.WarnLevel, "token request refused: no verification slot"); ce != nil {
+		if ce := e.flood.Check(e.log, zap.WarnLevel, "token request refused: no verification slot", tokenScope, failOverloaded); ce != nil {
 			ce.Write(zap.String("req_id", r.RequestID), zap.String("address", sourceIP(r)), zap.Error(err))
 		}
 		te := oauthError(errTemporarilyUnavailable, "too many token requests at once; retry later")
@@ -318,17 +323,23 @@ func (e *TokenEndpoint) failed(r *proxy.RESTRequest, reason, id string, lockedAd
 		logID = ""
 	}
 	addr := sourceIP(r)
-	e.log.Warn("token request refused: client authentication failed",
-		zap.String("req_id", r.RequestID), zap.String("reason", reason), zap.String("client_id", logID), zap.String("address", addr))
+	if ce := e.flood.Check(e.log, zap.WarnLevel, "token request refused: client authentication failed", tokenScope, reason); ce != nil {
+		ce.Write(zap.String("req_id", r.RequestID), zap.String("reason", reason), zap.String("client_id", logID), zap.String("address", addr))
+	}
 	if lockedClient > 0 {
-		e.log.Warn("token endpoint: client id locked out after repeated failures",
-			zap.String("client_id", logID), zap.String("address", addr), zap.Duration("for", lockedClient))
+		if ce := e.flood.Check(e.log, zap.WarnLevel, "token endpoint: client id locked out after repeated failures", tokenScope, "lockout_client"); ce != nil {
+			ce.Write(zap.String("client_id", logID), zap.String("address", addr), zap.Duration("for", lockedClient))
+		}
 	}
 	if lockedAddr > 0 {
-		e.log.Warn("token endpoint: address locked out after repeated failures",
-			zap.String("address", addressKey(r.SourceIP())), zap.Duration("for", lockedAddr))
+		if ce := e.flood.Check(e.log, zap.WarnLevel, "token endpoint: address locked out after repeated failures", tokenScope, "lockout_address"); ce != nil {
+			ce.Write(zap.String("address", addressKey(r.SourceIP())), zap.Duration("for", lockedAddr))
+		}
 	}
 }
+
+// tokenScope is the token endpoint's scope in the bound of similar log lines (log.flood).
+const tokenScope = "oauth2_token"
 
 // clientKey is the throttle key of a client id: a digest, so that the table's memory does
 // not depend on the length of the ids clients send.

@@ -105,8 +105,48 @@ func TestClientIDInURL(t *testing.T) {
 		{"wrong query key", "/v1/web3/chains/1?apiKey=" + wrongKey, nil, readBody, 401, `"message":"Not Authorized: unknown client id"`},
 		{"header and path differ", "/v1/web3/mainnet/" + wrongKey, map[string]string{"X-API-Key": urlKey}, readBody, 401, `"message":"Not Authorized: the request carries different client ids`},
 		{"path and query differ", "/v1/web3/mainnet/" + urlKey + "?apiKey=" + wrongKey, nil, readBody, 401, `"message":"Not Authorized: the request carries different client ids`},
+		{"query key repeated, different", "/v1/web3/mainnet?apiKey=" + urlKey + "&apiKey=" + wrongKey, nil, readBody, 401, `"message":"Not Authorized: the request carries different client ids`},
+		{"query key repeated, different, on chains", "/v1/web3/chains/1?apiKey=" + urlKey + "&apiKey=" + wrongKey, nil, readBody, 401, `"message":"Not Authorized: the request carries different client ids`},
+		{"query key repeated, same", "/v1/web3/mainnet?apiKey=" + urlKey + "&apiKey=" + urlKey, nil, readBody, 200, `"result":"@` + urlKey + `"`},
+		{"path and query key repeated, one different", "/v1/web3/mainnet/" + urlKey + "?apiKey=" + urlKey + "&apiKey=" + wrongKey, nil, readBody, 401, `"message":"Not Authorized: the request carries different client ids`},
 		{"key in the wrong place", "/v1/web3/mainnet/x/" + urlKey, nil, readBody, 404, `"no such route"`},
 	})
+	assertNoSecretsLogged(t, logs, urlKey, wrongKey)
+}
+
+// Two X-API-Key headers with different client ids are refused as a header and a URL that
+// differ are, whichever comes first; the same id twice is served.
+func TestClientIDRepeatedHeader(t *testing.T) {
+	base, logs := urlServer(t, true)
+	client := testClient(t)
+	for _, tc := range []struct {
+		name   string
+		keys   []string
+		status int
+		want   string
+	}{
+		{"different", []string{urlKey, wrongKey}, 401, `"code":4100,"message":"Not Authorized: the request carries different client ids`},
+		{"different, unknown first", []string{wrongKey, urlKey}, 401, `"code":4100,"message":"Not Authorized: the request carries different client ids`},
+		{"same", []string{urlKey, urlKey}, 200, `"result":"@` + urlKey + `"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, base+"/v1/web3/mainnet", strings.NewReader(readBody))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header["X-Api-Key"] = tc.keys
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			got, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.status || !strings.Contains(string(got), tc.want) {
+				t.Fatalf("%d %s, want %d with %s", resp.StatusCode, got, tc.status, tc.want)
+			}
+		})
+	}
 	assertNoSecretsLogged(t, logs, urlKey, wrongKey)
 }
 

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/web3gate/web3gate/internal/defaults"
+	"github.com/web3gate/web3gate/internal/lazycache"
 	"github.com/web3gate/web3gate/internal/redisx"
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
@@ -126,7 +127,7 @@ type policy struct {
 }
 
 // policies is the allow-list: only these methods are ever cached (policy.go has the rule of
-// each; the README a table). eth_chainId and net_version never reach the stage: the route
+// each; docs/json-rpc.md a table). eth_chainId and net_version never reach the stage: the route
 // stage answers them.
 var policies = map[string]policy{
 	"eth_getBlockByHash":        {planBlockByHash, keepNonNull, 2},
@@ -147,7 +148,7 @@ var policies = map[string]policy{
 type Stage struct {
 	cfg      Config
 	finality func(uint64) Finality
-	cache    *ristretto.Cache[string, []byte] // nil: no local level
+	cache    *lazycache.Cache[string, []byte] // nil: no local level; built at the first store
 	redis    *redisx.Client                   // nil: no shared level
 	shared   func(uint64) bool
 	flight   singleflight.Group
@@ -191,7 +192,7 @@ func New(cfg Config, deps Deps) (*Stage, error) {
 		s.shared = func(uint64) bool { return true }
 	}
 	if cfg.Enabled && cfg.Local {
-		c, err := ristretto.NewCache(&ristretto.Config[string, []byte]{
+		c, err := lazycache.New(&ristretto.Config[string, []byte]{
 			NumCounters: max(cfg.MaxBytes/100, 1000), // ~10x the entries expected at ~1 KiB each
 			MaxCost:     cfg.MaxBytes,
 			BufferItems: 64,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/web3gate/web3gate/internal/redisx"
 	"github.com/web3gate/web3gate/internal/testengine"
+	"github.com/web3gate/web3gate/internal/wait"
 	"github.com/web3gate/web3gate/proxy"
 	"github.com/web3gate/web3gate/proxy/jsonrpc"
 )
@@ -282,9 +283,14 @@ func TestWithoutLocalLevelEveryLookupAsksRedis(t *testing.T) {
 	noLocal := func(c *Config, _ *Deps) { c.Local = false }
 	r := newReplica(t, url, prefix, 100, block, noLocal)
 	c := call("eth_getBlockByHash", `["0x0000000000000000000000000000000000000000000000000000000000000001",false]`)
-	for range 5 {
+	for i := range 5 {
 		if got := r.serve(t, c); got != block {
 			t.Fatalf("answered %s", got)
+		}
+		if i == 0 {
+			// The miss's answer is written to Redis after it is served: wait for the write
+			// before the lookups that must find it.
+			wait.For(t, "the answer stored in Redis", func() bool { return len(keys(t, prefix)) == 1 })
 		}
 	}
 	if r.up.n.Load() != 1 || r.redisLookups("eth_getBlockByHash", "hit") != 4 || r.redisLookups("eth_getBlockByHash", "miss") != 1 {

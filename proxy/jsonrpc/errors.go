@@ -74,7 +74,7 @@ func (e *Error) Status() int {
 	return e.HTTPStatus
 }
 
-// The sentinels. Codes and HTTP statuses follow shared/reference/api-objects.md.
+// The sentinels. Codes and HTTP statuses follow docs/api-objects.md.
 var (
 	ErrParse               = &Error{Code: -32700, Message: "parse error", HTTPStatus: http.StatusBadRequest}
 	ErrInvalidRequest      = &Error{Code: -32600, Message: "invalid request", HTTPStatus: http.StatusBadRequest}
@@ -92,6 +92,10 @@ var (
 	// restarting, unreachable, or not answering within store.transactionTimeout. EIP-1474's
 	// -32002 "resource unavailable"; retry later.
 	ErrStoreUnavailable = &Error{Code: -32002, Message: "store unavailable", HTTPStatus: http.StatusServiceUnavailable}
+	// ErrSignerUnavailable: the backend holding the account's key (a PKCS#11 token, a KMS)
+	// did not sign in time, or is down; nothing was signed or sent. -32002 "resource
+	// unavailable"; retry later.
+	ErrSignerUnavailable = &Error{Code: -32002, Message: "signer unavailable", HTTPStatus: http.StatusServiceUnavailable}
 )
 
 // FromUpstream builds the error an upstream node answered, to pass through unchanged.

@@ -1,5 +1,5 @@
 // Command samples deploys a few test tokens on a dev chain through a running web3gate, so
-// that the /v1/tokens and /v1/owners examples of the README have something to answer:
+// that the /v1/tokens and /v1/owners examples of docs/tokens-and-nft.md have something to answer:
 //
 //	go run . &                              # web3gate on the embedded dev chain
 //	go run ./contracts/cmd/samples          # deploys, mints, prints curl commands
