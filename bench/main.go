@@ -157,7 +157,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.sendDuration, "send-duration", 10*time.Second, "measured load of (g) and (g'), the sustained eth_sendTransaction rate (whole seconds); (f) runs for -duration")
 	fs.StringVar(&o.postgres, "postgres", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
 		"PostgreSQL of (f2) and (g2): a connection string of an existing database, from which each of their rounds creates a database of its own (CREATE DATABASE) and drops it after")
-	signTargets := fs.String("sign-targets", "", `the signing measurements to run, comma separated (of f, g, g', f2, g2); empty: all`)
+	signTargets := fs.String("sign-targets", "", `the signing measurements to run, comma separated (of f, g, g', f2, g2, f-pkcs11, f-awskms); empty: all`)
 	fs.StringVar(&o.only, "only", "", `"proxy": only (a)-(e); "signing": only (f), (g), (g'), (f2) and (g2), custodial signing; "products": only (p), the product list; "owners": only (i) and (o), the NFT owners index; "redis": only (b) and (r), a read answered by Redis; "ws": only (w) and (w0), WebSocket subscribers; "cache": only (t), a replayed dApp workload with the response cache on and off; "ratelimit": only (b) and (l), the rate-limit stage's cost; "bump": only (k), transactions priced out by a base-fee spike with fee bumping on and off; "idle": only (z1) and (z2), the idle RSS and the binary's size`)
 	fs.IntVar(&o.ws.heads, "ws-heads", 10_000, "(w): newHeads subscribers, one socket each")
 	fs.IntVar(&o.ws.logs, "ws-logs", 1_000, "(w): logs subscribers, one socket each")

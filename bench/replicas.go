@@ -259,6 +259,9 @@ func startSigners(ctx context.Context, cs *children, cfg runConfig, env signEnv,
 		return fmt.Sprintf("web3gate (%s) round %d", sp.t.key, r+1)
 	}
 	cleanup = func() error { return nil }
+	if sp.backend != "" {
+		return startHardwareSigner(ctx, cs, cfg, env, sp, name(0), dir, t)
+	}
 	if !sp.postgres {
 		c, api, admin, err := startWeb3gate(ctx, cs, cfg.serverCPUs, env.bin, name(0), signConfig(env.root, dir, sp.settings))
 		if err != nil {

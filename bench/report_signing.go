@@ -3,6 +3,8 @@
 package main
 
 import (
+	"github.com/web3gate/web3gate/wallet"
+
 	"fmt"
 	"io"
 	"maps"
@@ -20,8 +22,9 @@ func signHeader(tw io.Writer, cfg runConfig, specs []*signSpec) {
 	orders := make([]string, cfg.rounds)
 	for r := range orders {
 		for _, i := range order(len(specs), r) {
-			orders[r] += specs[i].t.key
+			orders[r] += specs[i].t.key + " "
 		}
+		orders[r] = strings.TrimSpace(orders[r]) // keys of several letters: f g f-pkcs11
 	}
 	fmt.Fprintf(tw, "signing\teach round of (f) and (g) on a fresh web3gate: the shipped config.yaml (embedded dev chain %d, dev credentials), its store, keystore and JWT key in a new temporary directory; %d rounds (orders %s); %s\n",
 		devChainID, cfg.rounds, strings.Join(orders, ", "), pin)
@@ -37,6 +40,8 @@ func signHeader(tw io.Writer, cfg runConfig, specs []*signSpec) {
 			if sp.replicas > 1 {
 				what += fmt.Sprintf(", %d replicas: wrk's threads load one each; the first runs the embedded dev chain, the other has it as its node (through the first one's /v1/web3/chains/%d); the account's key in the store; the nonce check over both replicas' calls", sp.replicas, devChainID)
 			}
+		} else if sp.backend != "" {
+			what = fmt.Sprintf("as (f), from an account whose key is made each round on %s with `web3gate accounts new --backend %s` and funded from %s (the account named here) before the load", backendBench[sp.backend], sp.backend, sp.account)
 		} else if sp.t.key == "g'" {
 			what = "the transaction object a wallet sends ({from, to, value}: web3gate fills gas by eth_estimateGas, the EIP-1559 fees and data); otherwise as (g)"
 		} else if sp.sends() {
@@ -163,6 +168,12 @@ func reportSigning(w io.Writer, cfg runConfig, specs []*signSpec, rounds []signR
 				fmt.Fprintf(tw, "g2/g: two replicas on PostgreSQL against one on SQLite\t%.3f\t\t\t\t\n", med("rate g2")/med("rate g"))
 				fmt.Fprintf(tw, "(g2) − (g) web3gate CPU per send (both replicas)\t%+.1f µs\t\t\t\t\n", med("cpu/req g2")-med("cpu/req g"))
 			}
+		case "f-pkcs11", "f-awskms":
+			fmt.Fprintf(tw, "(%s) eth_signTransaction rate on %s, %v\t%.0f/s\t%s/s\t\t%s\t\n", k, backendBench[sp.backend], sp.duration, med("rate "+k), rng("rate "+k, "%.0f"), result(k, true))
+			if has["f"] && med("rate f") > 0 {
+				fmt.Fprintf(tw, "%s/f: %s against the keystore\t%.3f\t\t\t\t\n", k, backendBench[sp.backend], med("rate "+k)/med("rate f"))
+				fmt.Fprintf(tw, "(%s) − (f) web3gate CPU per signature\t%+.1f µs\t\t\t\t\n", k, med("cpu/req "+k)-med("cpu/req f"))
+			}
 		case "g'":
 			fmt.Fprintf(tw, "(g') eth_sendTransaction of {from, to, value}, filled, %v\t%.0f/s\t%s/s\t\t%s\t\n", sp.duration, med("rate g'"), rng("rate g'", "%.0f"), result("g'", true))
 			if has["g"] && med("rate g") > 0 {
@@ -189,6 +200,12 @@ func reportSigning(w io.Writer, cfg runConfig, specs []*signSpec, rounds []signR
 	var notes []string
 	if o := slices.Max(series["other"]); o > 0.1 {
 		notes = append(notes, fmt.Sprintf("other processes used up to %.2f CPU during a signing run: the rates are noisy; compare the ranges", o))
+	}
+	for _, sp := range specs {
+		if sp.backend == wallet.BackendAWSKMS {
+			notes = append(notes, "(f-awskms): local-kms is a process of its own: its CPU counts under other processes, not web3gate's; (f-pkcs11): SoftHSM2 is a library loaded into web3gate, its CPU is web3gate's")
+			break
+		}
 	}
 	for _, sp := range specs {
 		if sp.postgres {

@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common/hexutil"
+
+	"github.com/web3gate/web3gate/wallet"
 )
 
 // The signing targets: rates of the whole machine.
@@ -78,6 +80,10 @@ type signSpec struct {
 	// web3gate processes (1 or 2); else one web3gate on a SQLite file.
 	postgres bool
 	replicas int
+	// backend: the signing account's key is made for each round on this backend
+	// (wallet.BackendPKCS11: a SoftHSM2 token; wallet.BackendAWSKMS: a local-kms) with the
+	// CLI and funded from account; "" for account's own key in the keystore.
+	backend string
 }
 
 // signSpecs are (f) and (g): (f) loaded for -duration like the proxy targets, (g) for
@@ -120,6 +126,20 @@ func signSpecs(o options) []*signSpec {
 			settings: [][2]string{{"maxInFlight", "1000000"}, {"pollInterval", "100ms"}},
 			postgres: true, replicas: 2,
 		},
+		{
+			t:       &target{key: "f-pkcs11", name: "eth_signTransaction SoftHSM2", headers: devHeaders},
+			method:  "eth_signTransaction",
+			account: signAccount, duration: o.duration,
+			settings: [][2]string{{"maxInFlight", "10000000"}, {"handOutTTL", "1h"}},
+			backend:  wallet.BackendPKCS11,
+		},
+		{
+			t:       &target{key: "f-awskms", name: "eth_signTransaction local-kms", headers: devHeaders},
+			method:  "eth_signTransaction",
+			account: signAccount, duration: o.duration,
+			settings: [][2]string{{"maxInFlight", "10000000"}, {"handOutTTL", "1h"}},
+			backend:  wallet.BackendAWSKMS,
+		},
 	}
 	if len(o.signTargets) == 0 {
 		return all
@@ -134,7 +154,7 @@ func signSpecs(o options) []*signSpec {
 }
 
 // signKeys are the keys of the signing measurements, for -sign-targets.
-var signKeys = []string{"f", "g", "g'", "f2", "g2"}
+var signKeys = []string{"f", "g", "g'", "f2", "g2", "f-pkcs11", "f-awskms"}
 
 // sends reports whether sp measures eth_sendTransaction: (g) and (g').
 func (sp *signSpec) sends() bool { return sp.method == "eth_sendTransaction" }
@@ -216,6 +236,8 @@ func measureSign(ctx context.Context, cs *children, cfg runConfig, env signEnv, 
 	defer os.RemoveAll(dir)
 	started := time.Now()
 	t := *sp.t
+	spr := *sp // the round's: a hardware account is made for each round
+	sp = &spr
 	servers, cleanup, err := startSigners(ctx, cs, cfg, env, sp, r, dir, &t)
 	defer func() {
 		for _, c := range servers {

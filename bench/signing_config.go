@@ -13,14 +13,15 @@ import (
 )
 
 // signConfig is the shipped config.yaml as devConfig makes it, with its state (store,
-// keystore, JWT signing key) in dir and the wallet.transactions settings.
-func signConfig(root, dir string, settings [][2]string) func(api, admin int) (string, error) {
+// keystore, JWT signing key) in dir, the wallet.transactions settings and the extra keys
+// (full paths: a key backend's).
+func signConfig(root, dir string, settings [][2]string, extra ...[2]string) func(api, admin int) (string, error) {
 	return func(api, admin int) (string, error) {
 		raw, err := os.ReadFile(filepath.Join(root, "config.yaml"))
 		if err != nil {
 			return "", err
 		}
-		out, err := signConfigBytes(raw, api, admin, dir, settings)
+		out, err := signConfigBytes(raw, api, admin, dir, settings, extra...)
 		if err != nil {
 			return "", fmt.Errorf("config.yaml: %w", err)
 		}
@@ -29,7 +30,7 @@ func signConfig(root, dir string, settings [][2]string) func(api, admin int) (st
 	}
 }
 
-func signConfigBytes(raw []byte, api, admin int, dir string, settings [][2]string) ([]byte, error) {
+func signConfigBytes(raw []byte, api, admin int, dir string, settings [][2]string, extra ...[2]string) ([]byte, error) {
 	out, err := devConfigBytes(raw, api, admin)
 	if err != nil {
 		return nil, err
@@ -48,6 +49,11 @@ func signConfigBytes(raw []byte, api, admin int, dir string, settings [][2]strin
 	}
 	for _, s := range sets {
 		if err := setYAML(&doc, s[0], s[1]); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range extra {
+		if err := putYAML(&doc, s[0], s[1]); err != nil {
 			return nil, err
 		}
 	}

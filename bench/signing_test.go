@@ -109,6 +109,31 @@ wallet:
 	if _, err := signConfigBytes(raw, 1, 2, "/tmp/x", [][2]string{{"noSuchKey", "1"}}); err == nil {
 		t.Error("an unknown wallet.transactions key was accepted")
 	}
+
+	// A key backend's section, absent from the config, is added; the keys present are set.
+	out, err = signConfigBytes(raw, 1, 2, "/tmp/x", nil,
+		[2]string{"wallet.awskms.enabled", "true"}, [2]string{"wallet.awskms.endpoint", "http://127.0.0.1:9"},
+		[2]string{"wallet.keys.dir", "/tmp/y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kms struct {
+		Wallet struct {
+			Keys struct {
+				Dir string `yaml:"dir"`
+			} `yaml:"keys"`
+			AWSKMS struct {
+				Enabled  bool   `yaml:"enabled"`
+				Endpoint string `yaml:"endpoint"`
+			} `yaml:"awskms"`
+		} `yaml:"wallet"`
+	}
+	if err := yaml.Unmarshal(out, &kms); err != nil {
+		t.Fatal(err)
+	}
+	if !kms.Wallet.AWSKMS.Enabled || kms.Wallet.AWSKMS.Endpoint != "http://127.0.0.1:9" || kms.Wallet.Keys.Dir != "/tmp/y" {
+		t.Fatalf("config with a key backend:\n%s", out)
+	}
 }
 
 func TestParseFlagsOnly(t *testing.T) {

@@ -367,6 +367,40 @@ func setYAML(doc *yaml.Node, path, value string) error {
 	return nil
 }
 
+// putYAML is setYAML that adds the keys of path the document lacks (a key backend's section,
+// absent from the shipped config).
+func putYAML(doc *yaml.Node, path, value string) error {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	keys := strings.Split(path, ".")
+	for i, key := range keys {
+		if n.Kind != yaml.MappingNode {
+			return fmt.Errorf("%s: %s is not a mapping", path, key)
+		}
+		var next *yaml.Node
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			if n.Content[j].Value == key {
+				next = n.Content[j+1]
+			}
+		}
+		if next == nil {
+			next = &yaml.Node{Kind: yaml.MappingNode}
+			if i == len(keys)-1 {
+				next = &yaml.Node{Kind: yaml.ScalarNode}
+			}
+			n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key}, next)
+		}
+		n = next
+	}
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("%s: not a scalar", path)
+	}
+	n.Value = value
+	return nil
+}
+
 // credentials are a client id and bearer token made for one run.
 type credentials struct {
 	clientID, token string

@@ -117,7 +117,7 @@ func start(t testing.TB, bin string) (string, error) {
 		<-exited
 	}
 	endpoint := "http://" + listen
-	if err := waitReady(endpoint, exited); err != nil {
+	if err := WaitReady(endpoint, exited); err != nil {
 		stop()
 		return "", fmt.Errorf("local-kms on %s: %w; its log:\n%s", listen, err, tail(logPath))
 	}
@@ -125,8 +125,8 @@ func start(t testing.TB, bin string) (string, error) {
 	return endpoint, nil
 }
 
-// waitReady polls endpoint with a ListKeys until it answers 200.
-func waitReady(endpoint string, exited <-chan struct{}) error {
+// WaitReady polls endpoint with a ListKeys until it answers 200.
+func WaitReady(endpoint string, exited <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	client := &http.Client{Timeout: time.Second}

@@ -24,7 +24,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -33,23 +32,6 @@ import (
 
 	"github.com/web3gate/web3gate/wallet/pkcs11"
 )
-
-// InstallHint is the command that installs SoftHSM2 on Debian and Ubuntu.
-const InstallHint = "apt-get install -y softhsm2 (as root; scripts/softhsm.sh does it)"
-
-// PINEnv is the pinEnv of the configurations Token returns: a variable that must stay unset,
-// so that the PIN comes from the token's PIN file whatever the developer's environment holds.
-const PINEnv = "WEB3GATE_SOFTHSMTEST_PIN"
-
-// modulePaths are where distributions put SoftHSM2's PKCS#11 library.
-var modulePaths = []string{
-	"/usr/lib/softhsm/libsofthsm2.so",                   // Debian, Ubuntu
-	"/usr/lib/x86_64-linux-gnu/softhsm/libsofthsm2.so",  // Debian multiarch
-	"/usr/lib/aarch64-linux-gnu/softhsm/libsofthsm2.so", // Debian multiarch
-	"/usr/lib64/pkcs11/libsofthsm2.so",                  // Fedora, RHEL
-	"/usr/local/lib/softhsm/libsofthsm2.so",             // built from source
-	"/opt/homebrew/lib/softhsm/libsofthsm2.so",          // Homebrew
-}
 
 var (
 	mu      sync.Mutex // serialises the set-up and token creation
@@ -101,16 +83,9 @@ func get(t testing.TB) *setup {
 }
 
 func newSetup() (*setup, error) {
-	module := ""
-	for _, p := range modulePaths {
-		if _, err := os.Stat(p); err == nil {
-			module = p
-			break
-		}
-	}
-	if module == "" {
-		return nil, fmt.Errorf("SoftHSM2 is not installed (no libsofthsm2.so in %s); install it: %s",
-			strings.Join(modulePaths, ", "), InstallHint)
+	module, err := FindModule()
+	if err != nil {
+		return nil, err
 	}
 	if v, ok := os.LookupEnv(PINEnv); ok {
 		return nil, fmt.Errorf("the environment variable %s must not be set in tests (%d bytes)", PINEnv, len(v))
