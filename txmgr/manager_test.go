@@ -434,3 +434,39 @@ func TestExpiredHandOutIsReused(t *testing.T) {
 		t.Fatalf("nonces %d then %d, want the released 0 reused", first.Nonce(), second.Nonce())
 	}
 }
+
+// TestSignTransactionSignedInsideReservation: eth_signTransaction with a key unlocked in
+// memory is handed out with contiguous nonces, its row holding its bytes and its hold, on
+// both stores; on SQLite it is signed inside the reservation's store transaction, so the row
+// is written once, already handed out (PostgreSQL's grouped reservations sign after).
+func TestSignTransactionSignedInsideReservation(t *testing.T) {
+	forEachStore(t, func(t *testing.T, driver string) {
+		f := newFixtureOn(t, Config{HandOutTTL: time.Hour}, driver)
+		ctx := context.Background()
+		for i := range 3 {
+			before := time.Now()
+			raw, err := f.txs.SignTransaction(ctx, "p", 7, f.request(int64(i+1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var tx types.Transaction
+			if err := tx.UnmarshalBinary(raw); err != nil {
+				t.Fatal(err)
+			}
+			if from, err := types.Sender(types.LatestSignerForChainID(big.NewInt(7)), &tx); err != nil || from != f.from || tx.Nonce() != uint64(i) {
+				t.Fatalf("signature %d: from %s (%v), nonce %d", i, from.Hex(), err, tx.Nonce())
+			}
+			rec, err := f.txs.Transaction(ctx, "p", tx.Hash())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.State != store.StateHandedOut || string(rec.Raw) != string(raw) || rec.Kind != store.KindSign ||
+				rec.ExpiresAt.Before(before.Add(time.Hour-time.Minute)) {
+				t.Fatalf("row %d: state %s, kind %s, expires %v, raw stored %v", i, rec.State, rec.Kind, rec.ExpiresAt, string(rec.Raw) == string(raw))
+			}
+			if driver == store.DriverSQLite && !rec.CreatedAt.Equal(rec.UpdatedAt) {
+				t.Errorf("row %d: updated at %v after its creation at %v: written twice", i, rec.UpdatedAt, rec.CreatedAt)
+			}
+		}
+	})
+}

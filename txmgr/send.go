@@ -152,8 +152,18 @@ func (t *Manager) signTransaction(ctx context.Context, principal string, chainID
 		return nil, err
 	}
 	rec, err := t.prepareAndReserve(ctx, ch, principal, chainID, r, request, store.KindSign, "", "")
+	var inside errSignedInside
+	if errors.As(err, &inside) {
+		// Signed inside the reservation, and failed: nothing was reserved.
+		t.log.Warn("signing failed", proxy.RequestIDField(ctx), zap.Uint64("chain", chainID), zap.String("from", r.From.Hex()),
+			zap.String("kind", store.KindSign), zap.Error(inside.err))
+		return nil, SigningError(inside.err)
+	}
 	if err != nil {
 		return nil, err
+	}
+	if rec.State == store.StateHandedOut {
+		return rec.Raw, nil // signed inside the reservation (signInside)
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.BroadcastTimeout)
 	defer cancel()
@@ -200,7 +210,8 @@ func (t *Manager) prepareAndReserve(ctx context.Context, ch Chain, principal str
 		if err != nil {
 			return nil, err
 		}
-		res := reservation{principal: principal, kind: kind, idemKey: idemKey, feeBump: feeBump, fields: fields, filled: r.Filled.Names(), balance: balance}
+		res := reservation{principal: principal, kind: kind, idemKey: idemKey, feeBump: feeBump, fields: fields, filled: r.Filled.Names(), balance: balance,
+			handOut: kind == store.KindSign}
 		if string(fields) != string(request) {
 			res.request = request
 		}

@@ -414,6 +414,14 @@ func (k *Keys) key(addr common.Address) (*ecdsa.PrivateKey, error) {
 	return k.load(addr)
 }
 
+// unlocked returns addr's key when it is in memory already, without asking the backend.
+func (k *Keys) unlocked(addr common.Address) (*ecdsa.PrivateKey, bool) {
+	k.mu.RLock()
+	key, ok := k.keys[addr]
+	k.mu.RUnlock()
+	return key, ok
+}
+
 // load looks addr up in the backend and unlocks the key found, once for all who ask at the
 // same time. The lookup takes no lock, so that asking about addresses the backend does not
 // hold (eth_getTransactionCount of any address asks) costs one read and blocks no one. A key

@@ -231,3 +231,60 @@ func TestSignersMixBackends(t *testing.T) {
 		t.Fatalf("an account on a backend not configured: %v, want ErrSignerUnavailable naming it", err)
 	}
 }
+
+// TestSignTxUnlocked: SignTxUnlocked signs only with a key in memory already (a keystore
+// opened by this process unlocks its keys), never with a hardware key or for an unknown
+// account, for which it signs nothing and says so; what it signs recovers to the account and
+// equals SignTx's signature; what SignTx refuses, it refuses.
+func TestSignTxUnlocked(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := testStoreConfig(t, filepath.Join(dir, "web3gate.db"))
+	db, err := store.Open(ctx, cfg, store.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	hsm := newRawBackend(BackendPKCS11)
+	signers := NewSigners(openTest(t, filepath.Join(dir, "keystore"), "service passphrase"), SignersDeps{Store: db, Backends: []KeyBackend{hsm}})
+	accts := NewAccountsOf(signers, db)
+	soft, err := accts.Create(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hard, err := accts.CreateIn(ctx, hsm, "alice", "generated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chainID := big.NewInt(31337)
+	txFor := func(to common.Address) *types.Transaction {
+		return types.NewTx(&types.DynamicFeeTx{ChainID: chainID, Nonce: 3, GasTipCap: big.NewInt(1), GasFeeCap: big.NewInt(2), Gas: 21000, To: &to})
+	}
+	unknown := common.HexToAddress("0x00000000000000000000000000000000000000aa")
+	if _, err := signers.SignTx(ctx, hard, txFor(hard), chainID); err != nil {
+		t.Fatal(err) // the hardware key opened and cached
+	}
+	for _, addr := range []common.Address{hard, unknown} {
+		if signed, ok, err := signers.SignTxUnlocked(addr, txFor(addr), chainID); ok || signed != nil || err != nil {
+			t.Fatalf("SignTxUnlocked(%s): %v, %v, %v; want nothing signed, not ok", addr.Hex(), signed, ok, err)
+		}
+	}
+	signed, ok, err := signers.SignTxUnlocked(soft, txFor(soft), chainID)
+	if !ok || err != nil {
+		t.Fatalf("SignTxUnlocked(%s): ok %v, %v", soft.Hex(), ok, err)
+	}
+	if from, err := types.Sender(types.LatestSignerForChainID(chainID), signed); err != nil || from != soft {
+		t.Fatalf("signed by %s, %v; want %s", from.Hex(), err, soft.Hex())
+	}
+	want, err := signers.SignTx(ctx, soft, txFor(soft), chainID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if signed.Hash() != want.Hash() {
+		t.Fatalf("SignTxUnlocked's transaction %s differs from SignTx's %s", signed.Hash(), want.Hash())
+	}
+	blob := types.NewTx(&types.BlobTx{Nonce: 1, Gas: 21000})
+	if _, ok, err := signers.SignTxUnlocked(soft, blob, chainID); !ok || err == nil {
+		t.Fatalf("a blob transaction: ok %v, %v; want refused", ok, err)
+	}
+}
