@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -180,6 +181,9 @@ type watchedConn struct {
 	line     [headSample]byte
 	lineLen  uint8
 	lineDone bool
+	// linger: the server answered a request it could not read whole (a head or body too
+	// large) and the client may still be sending it; Close lingers (lingerClose).
+	linger bool
 }
 
 // headSample is how much of a request line a connection keeps: the method and enough of the
@@ -315,7 +319,47 @@ func (c *watchedConn) Close() error {
 			c.l.limits.release(c.ip)
 		}
 	})
+	if c.linger && lingerClose(c.Conn) {
+		return nil
+	}
 	return c.Conn.Close()
+}
+
+// Lingering close. A connection closed while the client is still sending a request the
+// server refused unread (a 40 KB URI, a head over maxHeaderBytes) has unread bytes in its
+// receive buffer, and closing it then makes the kernel send a reset, which can reach the
+// client before it reads the answer: it sees "connection reset" instead of the 414. So such a
+// connection is half-closed (the answer ends with a FIN), and what the client still sends is
+// read and dropped for up to lingerTime or lingerBytes, as nginx's lingering_close does, on
+// at most maxLingering connections at once (beyond: closed at once).
+const (
+	lingerTime   = time.Second
+	lingerBytes  = 256 << 10
+	maxLingering = 64
+)
+
+var lingering atomic.Int32
+
+// lingerClose closes conn after lingering in a goroutine of its own; false when it cannot
+// (not a TCP connection, or too many lingering already): the caller closes it.
+func lingerClose(conn net.Conn) bool {
+	hc, ok := conn.(interface{ CloseWrite() error })
+	if !ok {
+		return false
+	}
+	if lingering.Add(1) > maxLingering {
+		lingering.Add(-1)
+		return false
+	}
+	go func() {
+		defer lingering.Add(-1)
+		defer conn.Close()
+		if hc.CloseWrite() != nil || conn.SetReadDeadline(time.Now().Add(lingerTime)) != nil {
+			return
+		}
+		_, _ = io.CopyN(io.Discard, conn, lingerBytes)
+	}()
+	return true
 }
 
 // deadline is one direction's deadline: recorded by set, enforced by fire.

@@ -343,6 +343,31 @@ func TestHeadLimits(t *testing.T) {
 	}
 }
 
+// A client that sends all of a head the server refused (a 200 KB URI), then reads the
+// answer, as HTTP clients do, gets the 414 and then the end of the stream, not a connection
+// reset (which can also reach a client before the answer, and did in a whole-server test):
+// the server half-closes and reads what follows before it closes (lingerClose).
+func TestRefusedHeadLingers(t *testing.T) {
+	addr, _ := limitServer(t, Config{MaxHeaderBytes: 16 << 10})
+	raw := "GET /v1/echo/owners?contractAddresses=" + strings.Repeat("0", 200<<10) + " HTTP/1.1\r\nHost: a\r\n\r\n"
+	for i := range 10 {
+		c := dialFrom(t, "127.0.0.1", addr)
+		if _, err := io.WriteString(c, raw); err != nil {
+			t.Fatalf("attempt %d: write: %v", i+1, err)
+		}
+		br := bufio.NewReader(c)
+		a := roundTrip(t, c, br, "")
+		if a.status != http.StatusRequestURITooLong {
+			t.Fatalf("attempt %d: %d %.200s, want 414", i+1, a.status, a.body)
+		}
+		// The connection ends with the server's FIN, not a reset.
+		if rest, err := io.ReadAll(br); err != nil || len(rest) > 0 {
+			t.Fatalf("attempt %d: after the answer: %q, %v; want the end of the stream", i+1, rest, err)
+		}
+		c.Close()
+	}
+}
+
 // A head trickled byte by byte is cut at server.headerTimeout, well before the read
 // timeout; a body arriving slowly after its head has the read timeout, counted from the
 // request's first byte.

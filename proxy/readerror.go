@@ -40,6 +40,9 @@ func (s *Server) handleReadError(ctx *fasthttp.RequestCtx, err error) {
 	case isTimeout(err):
 		e = errReadTimeout
 	}
+	if wc, ok := ctx.Conn().(*watchedConn); ok && e != errReadTimeout && e != errMalformedRequest {
+		wc.linger = true // the client may still be sending what was refused
+	}
 	reqID := s.appendRequestID(nil)
 	ctx.Response.Header.SetCanonical(headerRequestID, reqID)
 	ctx.SetConnectionClose()
