@@ -275,46 +275,46 @@ func (c *Config) Validate() error {
 		if len(ch.URLs) == 0 {
 			add("%s.urls: at least one url is required", key)
 		}
-		if len(ch.URLs) > MaxNodesPerChain {
-			add("%s.urls: at most %d urls per chain", key, MaxNodesPerChain)
-		}
-		seen := make(map[string]int, len(ch.URLs))
-		for k, u := range ch.URLs {
-			ukey := fmt.Sprintf("%s.urls[%d]", key, k)
-			if j, dup := seen[u]; dup {
-				add("%s: duplicate of urls[%d]", ukey, j)
-				continue
-			}
-			seen[u] = k
+		checkURLList(add, key, "urls", ch.URLs, func(u string) string {
 			if u == EmbeddedURL {
-				continue
+				return ""
 			}
 			if _, err := parseNodeURL(u); err != nil {
-				add("%s: must be an http(s) URL or %q", ukey, EmbeddedURL)
+				return fmt.Sprintf("must be an http(s) URL or %q", EmbeddedURL)
 			}
-		}
-	}
-	for i, ch := range c.Chains {
-		if len(ch.WSURLs) > MaxNodesPerChain {
-			add("chains[%d].wsUrls: at most %d urls per chain", i, MaxNodesPerChain)
-		}
-		seen := make(map[string]int, len(ch.WSURLs))
-		for k, u := range ch.WSURLs {
-			ukey := fmt.Sprintf("chains[%d].wsUrls[%d]", i, k)
-			if j, dup := seen[u]; dup {
-				add("%s: duplicate of wsUrls[%d]", ukey, j)
-				continue
-			}
-			seen[u] = k
+			return ""
+		})
+		checkURLList(add, key, "wsUrls", ch.WSURLs, func(u string) string {
 			if err := checkSocketURL(u); err != nil {
-				add("%s: must be a ws(s) URL (%v)", ukey, err)
+				return fmt.Sprintf("must be a ws(s) URL (%v)", err)
 			}
-		}
+			return ""
+		})
 	}
 	if _, ok := byID[c.Mainnet]; !ok && len(c.Chains) > 0 {
 		add("mainnet: chain %d is not configured", c.Mainnet)
 	}
 	return errors.Join(errs...)
+}
+
+// checkURLList adds what is wrong with the node URLs of chain key in its list field (urls,
+// wsUrls): more than MaxNodesPerChain, a duplicate, or a URL that check refuses (its reason;
+// "" when it is fine).
+func checkURLList(add func(string, ...any), key, field string, urls []string, check func(string) string) {
+	if len(urls) > MaxNodesPerChain {
+		add("%s.%s: at most %d urls per chain", key, field, MaxNodesPerChain)
+	}
+	seen := make(map[string]int, len(urls))
+	for k, u := range urls {
+		if j, dup := seen[u]; dup {
+			add("%s.%s[%d]: duplicate of %s[%d]", key, field, k, field, j)
+			continue
+		}
+		seen[u] = k
+		if why := check(u); why != "" {
+			add("%s.%s[%d]: %s", key, field, k, why)
+		}
+	}
 }
 
 // parseNodeURL parses an http(s) node URL: scheme http or https, a host, no fragment.
