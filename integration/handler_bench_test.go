@@ -33,19 +33,25 @@ func BenchmarkHandleRateLimited(b *testing.B) {
 	benchChainID(b, "rateLimit: {costs: {eth_chainId: 1}, client: {rate: 1e9, burst: 1000000000}, principal: {rate: 1e9, burst: 1000000000}}\n", "1000000000")
 }
 
-// benchChainID runs the handler of the config with extra on a locally answered eth_chainId,
-// after checking one answer (and its RateLimit-Limit header: empty for none).
-func benchChainID(b *testing.B, extra, rateLimit string) {
-	h := benchHandler(b, upstreamConfig(extra, "http://127.0.0.1:9"))
+// benchRequest is a POST of body to /v1/web3/mainnet with the test client's credentials.
+func benchRequest(body string) *fasthttp.Request {
 	var req fasthttp.Request
 	req.Header.SetMethod("POST")
 	req.SetRequestURI("/v1/web3/mainnet")
 	req.Header.SetContentType("application/json")
 	req.Header.Set("X-API-Key", "test-client")
 	req.Header.Set("Authorization", "Bearer test-token")
-	req.SetBodyString(`{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}`)
+	req.SetBodyString(body)
+	return &req
+}
+
+// benchChainID runs the handler of the config with extra on a locally answered eth_chainId,
+// after checking one answer (and its RateLimit-Limit header: empty for none).
+func benchChainID(b *testing.B, extra, rateLimit string) {
+	h := benchHandler(b, upstreamConfig(extra, "http://127.0.0.1:9"))
+	req := benchRequest(`{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}`)
 	var ctx fasthttp.RequestCtx
-	ctx.Init(&req, nil, nil)
+	ctx.Init(req, nil, nil)
 	h(&ctx)
 	if got := string(ctx.Response.Body()); got != `{"jsonrpc":"2.0","id":1,"result":"0x1"}` {
 		b.Fatalf("response %s", got)
@@ -85,17 +91,11 @@ func constNode(b *testing.B, chainID uint64) string {
 func BenchmarkHandleForward(b *testing.B) {
 	url := constNode(b, 1)
 	h := benchHandler(b, upstreamConfig("cache: {enabled: false, coalesce: false}\nrateLimit: {enabled: false}\n", url))
-	var req fasthttp.Request
-	req.Header.SetMethod("POST")
-	req.SetRequestURI("/v1/web3/mainnet")
-	req.Header.SetContentType("application/json")
-	req.Header.Set("X-API-Key", "test-client")
-	req.Header.Set("Authorization", "Bearer test-token")
-	req.SetBodyString(`{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266","latest"]}`)
+	req := benchRequest(`{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266","latest"]}`)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		var ctx fasthttp.RequestCtx
-		ctx.Init(&req, nil, nil)
+		ctx.Init(req, nil, nil)
 		for pb.Next() {
 			ctx.Response.Reset()
 			h(&ctx)
@@ -112,15 +112,9 @@ func BenchmarkHandleForward(b *testing.B) {
 func BenchmarkHandleRedisHit(b *testing.B) {
 	url, prefix := testengine.Redis(b)
 	h := benchHandler(b, upstreamConfig(fmt.Sprintf("cache: {local: false, coalesce: false}\nredis: {url: %q, keyPrefix: %q, timeout: 1s}\nrateLimit: {enabled: false}\n", url, prefix), constNode(b, 1)))
-	var req fasthttp.Request
-	req.Header.SetMethod("POST")
-	req.SetRequestURI("/v1/web3/mainnet")
-	req.Header.SetContentType("application/json")
-	req.Header.Set("X-API-Key", "test-client")
-	req.Header.Set("Authorization", "Bearer test-token")
-	req.SetBodyString(`{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByHash","params":["0x4869b05f6c5e2e4fa85bdc02cb8e0fd1e2a5bbc3ad4ba7aa2b1a79e27e1c3a10",false]}`)
+	req := benchRequest(`{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByHash","params":["0x4869b05f6c5e2e4fa85bdc02cb8e0fd1e2a5bbc3ad4ba7aa2b1a79e27e1c3a10",false]}`)
 	var ctx fasthttp.RequestCtx
-	ctx.Init(&req, nil, nil)
+	ctx.Init(req, nil, nil)
 	for ctx.Response.StatusCode() != 200 || len(testRedisKeys(b, prefix)) == 0 {
 		ctx.Response.Reset()
 		h(&ctx) // the first call fills Redis in the background
@@ -132,7 +126,7 @@ func BenchmarkHandleRedisHit(b *testing.B) {
 	cpu0 := processCPU()
 	b.RunParallel(func(pb *testing.PB) {
 		var ctx fasthttp.RequestCtx
-		ctx.Init(&req, nil, nil)
+		ctx.Init(req, nil, nil)
 		for pb.Next() {
 			ctx.Response.Reset()
 			h(&ctx)

@@ -48,16 +48,10 @@ func BenchmarkHandleForwardTraced(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			h := benchHandler(b, upstreamConfig("cache: {enabled: false, coalesce: false}\nrateLimit: {enabled: false}\n"+tracing, url))
-			var req fasthttp.Request
-			req.Header.SetMethod("POST")
-			req.SetRequestURI("/v1/web3/mainnet")
-			req.Header.SetContentType("application/json")
-			req.Header.Set("X-API-Key", "test-client")
-			req.Header.Set("Authorization", "Bearer test-token")
-			req.SetBodyString(`{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266","latest"]}`)
+			req := benchRequest(`{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266","latest"]}`)
 			b.ReportAllocs()
 			var ctx fasthttp.RequestCtx
-			ctx.Init(&req, nil, nil)
+			ctx.Init(req, nil, nil)
 			for b.Loop() {
 				ctx.Response.Reset()
 				h(&ctx)
