@@ -45,7 +45,7 @@ var backendBench = map[string]string{
 // 100 ether, far above what the signatures of a round hold in flight (2.1e13 wei each).
 const fundValue = "0x56bc75e2d63100000"
 
-// startKeyBackend makes round r's backend for backend in dir: a SoftHSM2 token of its own
+// startKeyBackend makes a round's key backend in dir: a SoftHSM2 token of its own
 // (softhsm2-util, its own configuration and token folder), or a local-kms process on a free
 // port with its database in dir.
 func startKeyBackend(backend, dir string) (*keyRound, error) {
