@@ -33,6 +33,20 @@ func smallBufDialer() *websocket.Dialer {
 	return d
 }
 
+// smallSendBufListener accepts connections whose send buffer is fixed small (SO_SNDBUF set,
+// which also turns the kernel's tuning of it off), so that what the server writes to a
+// client that reads nothing stays in the server's queues: on loopback the kernel would
+// otherwise grow the buffer by megabytes and take the queued answers in at its own pace.
+type smallSendBufListener struct{ net.Listener }
+
+func (l smallSendBufListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		err = errors.Join(err, tc.SetWriteBuffer(8192))
+	}
+	return c, err
+}
+
 // sumCounter is the sum of the series of the counter name.
 func sumCounter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
@@ -129,7 +143,14 @@ func TestWebSocketQueuesBoundedTogether(t *testing.T) {
 		total  = 256 << 10
 		answer = 32 << 10
 	)
-	addr, s, reg := wsServer(t, 0, func(c *Config) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Both sockets' answers must stay queued together: with the kernel's buffers tuned up,
+	// one socket's queue drained into them while the other's filled, and the total was
+	// never reached (2 runs in 50).
+	addr, s, reg := wsServeOn(t, smallSendBufListener{ln}, 0, func(c *Config) {
 		// Each socket's own bound at 3/4 of the total: one socket cannot fill the total,
 		// two can, whichever reader runs first (with the two bounds equal, a socket that
 		// filled the total alone was refused by its own bound only).

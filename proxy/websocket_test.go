@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -152,6 +151,16 @@ func wsTerminal() Handler {
 // live short). It is shut down with Shutdown when the test ends.
 func wsServer(t *testing.T, short time.Duration, edit func(*Config)) (string, *Server, *prometheus.Registry) {
 	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wsServeOn(t, ln, short, edit)
+}
+
+// wsServeOn is wsServer on the listener ln.
+func wsServeOn(t *testing.T, ln net.Listener, short time.Duration, edit func(*Config)) (string, *Server, *prometheus.Registry) {
+	t.Helper()
 	var cfg Config
 	cfg.SetDefaults()
 	cfg.WebSocket.Enabled = true
@@ -175,10 +184,6 @@ func wsServer(t *testing.T, short time.Duration, edit func(*Config)) (string, *S
 		KnownChain: func(id uint64) bool { return id == 5 },
 		Verifier:   testVerifier{short: short},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -637,16 +642,7 @@ func TestWebSocketSlowConsumer(t *testing.T) {
 // the pongs to its pings went between frames.
 func TestWebSocketWritesResume(t *testing.T) {
 	addr, _, _ := wsServer(t, 0, func(c *Config) { c.WebSocket.QueueSize = 4096 })
-	d := wsDialer()
-	d.NetDial = func(network, addr string) (net.Conn, error) {
-		nd := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
-			var serr error
-			err := c.Control(func(fd uintptr) { serr = setRcvBuf(fd, 8192) })
-			return errors.Join(err, serr)
-		}}
-		return nd.Dial(network, addr)
-	}
-	c, _, err := d.Dial("ws://"+addr+"/v1/web3/mainnet", wsHeader())
+	c, _, err := smallBufDialer().Dial("ws://"+addr+"/v1/web3/mainnet", wsHeader())
 	if err != nil {
 		t.Fatal(err)
 	}
