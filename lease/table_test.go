@@ -216,14 +216,18 @@ func TestTableSameReplicaTakesOverAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	const name = "confirmer/1"
 	first, second := &runs{}, &runs{}
-	a := newTableHolder(t, dir, steadyConfig("r"))
+	// A lease far longer than the takeover may take, so that "before its expiry" says "at
+	// once" even on a loaded machine: with 3 s, a run under -race beside other packages'
+	// tests took 4.7 s from the hang to the restarted process's start.
+	cfg := Config{ReplicaID: "r", LeaseTimeout: 30 * time.Second, LeaseCheckInterval: 300 * time.Millisecond}
+	a := newTableHolder(t, dir, cfg)
 	hold(t, a.leases, name, first, "a")
 	wait.Within(t, 10*time.Second, "the first process runs the job", func() bool { return first.runningHolder() == "a" })
 	a.hang.Store(true) // dead: no renewal, no release
 	db := openStore(t, dir)
 	expires := leaseRow(t, db, name).ExpiresAt
 
-	b := newTableHolder(t, dir, steadyConfig("r"))
+	b := newTableHolder(t, dir, cfg)
 	hold(t, b.leases, name, second, "b")
 	wait.Within(t, 10*time.Second, "the restarted process runs the job", func() bool { return second.runningHolder() == "b" })
 	if started := second.lastEvent("b", true); !started.Before(expires) {
