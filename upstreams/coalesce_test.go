@@ -25,7 +25,7 @@ func batchingSet(t *testing.T, f *fakeNode, mutate func(*Config)) (testSet, *Poo
 	}
 	s := startSet(t, cfg, Deps{})
 	p := s.dev(t)
-	wait.Within(t, 2*time.Second, "the node verified", p.healthy)
+	wait.For(t, "the node verified", p.healthy)
 	co := p.nodes[0].co
 	if co == nil {
 		t.Fatal("the http node has no coalescer")

@@ -85,7 +85,7 @@ func TestGetLogsSplitMatchesUnsplit(t *testing.T) {
 	cfg.GetLogs = GetLogsConfig{MaxRange: 100_000, ChunkSize: 50, Concurrency: 4}
 	s := startSet(t, cfg, Deps{})
 	p := s.anvilPool(t)
-	wait.Within(t, 5*time.Second, "the pool at the node's head", func() bool { return p.Head() == head })
+	wait.For(t, "the pool at the node's head", func() bool { return p.Head() == head })
 
 	chunks := int(head/50) + 1
 	for _, tc := range []struct {
@@ -166,7 +166,7 @@ func TestGetLogsRefusingNodeHalves(t *testing.T) {
 	cfg.GetLogs = GetLogsConfig{MaxRange: 100_000, ChunkSize: 64, Concurrency: 3}
 	s := startSet(t, cfg, Deps{})
 	p := s.anvilPool(t)
-	wait.Within(t, 5*time.Second, "the node in rotation", p.healthy)
+	wait.For(t, "the node in rotation", p.healthy)
 
 	// Within the chunk size, refused: split in halves, 40 → 20.
 	small := logsParams("0x1", "0x28", "")
@@ -210,7 +210,7 @@ func TestGetLogsRefusingNodeHalves(t *testing.T) {
 	cfg.GetLogs.ChunkSize = 64
 	s2 := startSet(t, cfg, Deps{})
 	p2 := s2.anvilPool(t)
-	wait.Within(t, 5*time.Second, "the node in rotation", p2.healthy)
+	wait.For(t, "the node in rotation", p2.healthy)
 	refused = px.refused.Load()
 	got, err = p2.Forward(context.Background(), "eth_getLogs", whole)
 	if err != nil || string(got) != direct(t, a, whole) {
@@ -234,7 +234,7 @@ func TestGetLogsLimits(t *testing.T) {
 	cfg.GetLogs = GetLogsConfig{MaxRange: 1000, ChunkSize: 10, Concurrency: 2}
 	s := startSet(t, cfg, Deps{})
 	p := s.anvilPool(t)
-	wait.Within(t, 5*time.Second, "the pool at the node's head", func() bool { return p.Head() == head })
+	wait.For(t, "the pool at the node's head", func() bool { return p.Head() == head })
 
 	for _, tc := range []struct {
 		name, from, to string
@@ -391,7 +391,7 @@ func TestGetLogsLearnedSizeBoundedAndRecovers(t *testing.T) {
 	cfg.GetLogs = GetLogsConfig{MaxRange: 100_000, ChunkSize: 64, MinChunkSize: 16, RecoverEvery: time.Minute, Concurrency: 2}
 	s := startSet(t, cfg, Deps{})
 	p := s.anvilPool(t)
-	wait.Within(t, 5*time.Second, "the pool at the node's head", func() bool { return p.Head() == head })
+	wait.For(t, "the pool at the node's head", func() bool { return p.Head() == head })
 	now := time.Now()
 	p.logs.now = func() time.Time { return now }
 
@@ -439,7 +439,7 @@ func TestGetLogsNodeErrorsPassThrough(t *testing.T) {
 	cfg.GetLogs = GetLogsConfig{MaxRange: 100_000, ChunkSize: 16, Concurrency: 2}
 	s := startSet(t, cfg, Deps{})
 	p := s.anvilPool(t)
-	wait.Within(t, 5*time.Second, "the pool at the node's head", func() bool { return p.Head() == head })
+	wait.For(t, "the pool at the node's head", func() bool { return p.Head() == head })
 
 	whole := logsParams("0x0", hexBlock(head), "")
 	// The upstream calls of one large eth_getLogs, as the pool counts them (the node's own

@@ -168,7 +168,7 @@ func newHedgeEnv(t *testing.T, maxExtra float64) *hedgeEnv {
 	cfg.Batch = BatchConfig{Enabled: true, MaxInFlight: 2, MaxSize: 50}
 	e.s = startSet(t, cfg, Deps{})
 	e.p = e.s.anvilPool(t)
-	wait.Within(t, 5*time.Second, "the first node in rotation, the second lagging", func() bool {
+	wait.For(t, "the first node in rotation, the second lagging", func() bool {
 		st := e.p.Nodes()
 		return st[0].Healthy && st[1].Verified && st[1].Lag > *cfg.MaxLag
 	})
@@ -318,7 +318,7 @@ func TestNoHedgeInOneNodePool(t *testing.T) {
 	cfg.Hedge = HedgeConfig{Enabled: true, Quantile: 0.9, MinDelay: time.Millisecond, MaxDelay: time.Millisecond, MaxExtra: 1}
 	s := startSet(t, cfg, Deps{})
 	p := s.anvilPool(t)
-	wait.Within(t, 5*time.Second, "the node in rotation", p.healthy)
+	wait.For(t, "the node in rotation", p.healthy)
 	if p.hedge != nil {
 		t.Fatal("a one-node pool has a hedger")
 	}
