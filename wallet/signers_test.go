@@ -143,23 +143,41 @@ func TestSignatureFromRS(t *testing.T) {
 	}
 }
 
+// mixedSigners is a keystore and a test "pkcs11" backend over one SQLite store, as a server
+// that configures a token holds them.
+type mixedSigners struct {
+	keys    *Keys
+	db      *store.DB
+	hsm     *rawBackend
+	signers *Signers
+	accts   *Accounts
+}
+
+// newMixedSigners opens a mixedSigners in a temporary directory, its sign metrics in reg
+// (nil: not exported).
+func newMixedSigners(t *testing.T, reg prometheus.Registerer) *mixedSigners {
+	t.Helper()
+	dir := t.TempDir()
+	m := &mixedSigners{keys: openTest(t, filepath.Join(dir, "keystore"), "service passphrase"), hsm: newRawBackend(BackendPKCS11)}
+	db, err := store.Open(context.Background(), testStoreConfig(t, filepath.Join(dir, "web3gate.db")), store.Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	m.db = db
+	m.signers = NewSigners(m.keys, SignersDeps{Store: db, Backends: []KeyBackend{m.hsm}, Registry: reg})
+	m.accts = NewAccountsOf(m.signers, db)
+	return m
+}
+
 // TestSignersMixBackends: one Signers signs for a keystore account and for two hardware
 // accounts (generated, imported), every path the same; a backend that is down is
 // ErrSignerUnavailable, counted; an account of a backend not configured is refused clearly.
 func TestSignersMixBackends(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	keys := openTest(t, filepath.Join(dir, "keystore"), "service passphrase")
-	cfg := testStoreConfig(t, filepath.Join(dir, "web3gate.db"))
-	db, err := store.Open(ctx, cfg, store.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	hsm := newRawBackend(BackendPKCS11)
 	reg := prometheus.NewRegistry()
-	signers := NewSigners(keys, SignersDeps{Store: db, Backends: []KeyBackend{hsm}, Registry: reg})
-	accts := NewAccountsOf(signers, db)
+	m := newMixedSigners(t, reg)
+	keys, db, hsm, signers, accts := m.keys, m.db, m.hsm, m.signers, m.accts
 
 	soft, err := accts.Create(ctx, "alice")
 	if err != nil {
@@ -238,16 +256,8 @@ func TestSignersMixBackends(t *testing.T) {
 // equals SignTx's signature; what SignTx refuses, it refuses.
 func TestSignTxUnlocked(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	cfg := testStoreConfig(t, filepath.Join(dir, "web3gate.db"))
-	db, err := store.Open(ctx, cfg, store.Deps{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	hsm := newRawBackend(BackendPKCS11)
-	signers := NewSigners(openTest(t, filepath.Join(dir, "keystore"), "service passphrase"), SignersDeps{Store: db, Backends: []KeyBackend{hsm}})
-	accts := NewAccountsOf(signers, db)
+	m := newMixedSigners(t, nil)
+	hsm, signers, accts := m.hsm, m.signers, m.accts
 	soft, err := accts.Create(ctx, "alice")
 	if err != nil {
 		t.Fatal(err)
