@@ -172,56 +172,55 @@ func (s *Signers) SignHash(ctx context.Context, addr common.Address, hash []byte
 		backend = hw.Backend()
 		sig, err = hw.SignDigest(ctx, hash)
 	}
-	s.metrics.observe(backend, start)
-	if err != nil {
-		s.metrics.fail(backend, err)
-		return nil, fmt.Errorf("sign as %s (%s): %w", addr.Hex(), backend, err)
+	if err := s.signed(addr, backend, start, err); err != nil {
+		return nil, err
 	}
 	return sig, nil
 }
 
-// SignTxUnlocked signs tx as SignTx does, but only with a key that is in this process's
-// memory already (a keystore or dev key unlocked by an earlier use): ok is false, and nothing
-// is signed, for any other account, whose signature may wait (a key file to decrypt, an HSM
-// or a KMS to ask). It never waits, so that the nonce manager can sign inside the store
-// transaction that reserves the nonce.
-func (s *Signers) SignTxUnlocked(addr common.Address, tx *types.Transaction, chainID *big.Int) (signed *types.Transaction, ok bool, err error) {
-	s.mu.RLock()
-	_, hw := s.hardware[addr]
-	s.mu.RUnlock()
-	if hw {
-		return nil, false, nil
+// signed records a signature as addr by backend, begun at start, in the metrics, and
+// returns its error err (nil: none) naming the account and the backend.
+func (s *Signers) signed(addr common.Address, backend string, start time.Time, err error) error {
+	s.metrics.observe(backend, start)
+	if err == nil {
+		return nil
 	}
+	s.metrics.fail(backend, err)
+	return fmt.Errorf("sign as %s (%s): %w", addr.Hex(), backend, err)
+}
+
+// SignTxUnlocked signs tx as SignTx does, but only with a key that is in this process's
+// memory already (a keystore or dev key unlocked by an earlier use; hardware keys never are):
+// ok is false, and nothing is signed, for any other account, whose signature may wait (a key
+// file to decrypt, an HSM or a KMS to ask). It never waits, so that the nonce manager can
+// sign inside the store transaction that reserves the nonce.
+func (s *Signers) SignTxUnlocked(addr common.Address, tx *types.Transaction, chainID *big.Int) (signed *types.Transaction, ok bool, err error) {
 	key, ok := s.keys.unlocked(addr)
 	if !ok {
 		return nil, false, nil
 	}
-	if err := checkSignable(tx, chainID); err != nil {
-		return nil, true, err
-	}
-	signer := types.LatestSignerForChainID(chainID)
-	start := time.Now()
-	sig, err := crypto.Sign(signer.Hash(tx).Bytes(), key)
-	s.metrics.observe(BackendKeystore, start)
-	if err != nil {
-		s.metrics.fail(BackendKeystore, err)
-		return nil, true, fmt.Errorf("sign as %s (%s): %w", addr.Hex(), BackendKeystore, err)
-	}
-	if signed, err = tx.WithSignature(signer, sig); err != nil {
-		return nil, true, fmt.Errorf("sign transaction: %w", err)
-	}
-	return signed, true, nil
+	signed, err = signTx(tx, chainID, func(hash []byte) ([]byte, error) {
+		start := time.Now()
+		sig, err := crypto.Sign(hash, key)
+		return sig, s.signed(addr, BackendKeystore, start, err)
+	})
+	return signed, true, err
 }
 
 // SignTx signs tx as addr for the chain chainID with go-ethereum's latest signer for that
 // chain: EIP-155 for legacy transactions, EIP-2930 and EIP-1559 for types 1 and 2. Blob and
 // set-code transactions (types 3 and 4) are refused. A chain id inside tx must equal chainID.
 func (s *Signers) SignTx(ctx context.Context, addr common.Address, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {
+	return signTx(tx, chainID, func(hash []byte) ([]byte, error) { return s.SignHash(ctx, addr, hash) })
+}
+
+// signTx signs tx for the chain chainID (see SignTx), the signature of its hash made by sign.
+func signTx(tx *types.Transaction, chainID *big.Int, sign func(hash []byte) ([]byte, error)) (*types.Transaction, error) {
 	if err := checkSignable(tx, chainID); err != nil {
 		return nil, err
 	}
 	signer := types.LatestSignerForChainID(chainID)
-	sig, err := s.SignHash(ctx, addr, signer.Hash(tx).Bytes())
+	sig, err := sign(signer.Hash(tx).Bytes())
 	if err != nil {
 		return nil, err
 	}
