@@ -26,7 +26,10 @@ const (
 // gap empty blocks, and returns it with its head.
 func logsChain(t *testing.T, txs, gap int) (*anvil.Node, uint64) {
 	t.Helper()
-	a := anvil.Start(t, 31337)
+	// No automine: anvil mines a sent transaction from a task of its own, after the call
+	// answered, so with automine the head could pass the one read below (an extra empty
+	// block, seen under load). Each transaction is mined here with its gap, by anvil_mine.
+	a := anvil.Start(t, 31337, "--no-mining")
 	if _, err := a.Call("anvil_setCode", logger, loggerCode); err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +38,7 @@ func logsChain(t *testing.T, txs, gap int) (*anvil.Node, uint64) {
 		if _, err := a.Call("eth_sendTransaction", tx); err != nil {
 			t.Fatalf("tx %d: %v", i, err)
 		}
-		if _, err := a.Call("anvil_mine", "0x"+strconv.FormatInt(int64(gap), 16)); err != nil {
+		if _, err := a.Call("anvil_mine", "0x"+strconv.FormatInt(int64(1+gap), 16)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -52,6 +55,19 @@ func logsChain(t *testing.T, txs, gap int) (*anvil.Node, uint64) {
 
 func logsParams(from, to string, extra string) []byte {
 	return []byte(`[{"fromBlock":"` + from + `","toBlock":"` + to + `"` + extra + `}]`)
+}
+
+// waitHead waits until the pool's head is head; when it is not within wait.Limit, the test
+// fails with every node's state, which says why (not verified, ejected, another head).
+func waitHead(t *testing.T, p *Pool, head uint64) {
+	t.Helper()
+	start := time.Now()
+	for p.Head() != head {
+		if time.Since(start) > wait.Limit {
+			t.Fatalf("the pool at the node's head %d: not within %s; nodes: %+v", head, wait.Limit, p.Nodes())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func hexBlock(n uint64) string { return "0x" + strconv.FormatUint(n, 16) }
@@ -85,7 +101,7 @@ func TestGetLogsSplitMatchesUnsplit(t *testing.T) {
 	cfg.GetLogs = GetLogsConfig{MaxRange: 100_000, ChunkSize: 50, Concurrency: 4}
 	s := startSet(t, cfg, Deps{})
 	p := s.anvilPool(t)
-	wait.For(t, "the pool at the node's head", func() bool { return p.Head() == head })
+	waitHead(t, p, head)
 
 	chunks := int(head/50) + 1
 	for _, tc := range []struct {
@@ -234,7 +250,7 @@ func TestGetLogsLimits(t *testing.T) {
 	cfg.GetLogs = GetLogsConfig{MaxRange: 1000, ChunkSize: 10, Concurrency: 2}
 	s := startSet(t, cfg, Deps{})
 	p := s.anvilPool(t)
-	wait.For(t, "the pool at the node's head", func() bool { return p.Head() == head })
+	waitHead(t, p, head)
 
 	for _, tc := range []struct {
 		name, from, to string
@@ -391,7 +407,7 @@ func TestGetLogsLearnedSizeBoundedAndRecovers(t *testing.T) {
 	cfg.GetLogs = GetLogsConfig{MaxRange: 100_000, ChunkSize: 64, MinChunkSize: 16, RecoverEvery: time.Minute, Concurrency: 2}
 	s := startSet(t, cfg, Deps{})
 	p := s.anvilPool(t)
-	wait.For(t, "the pool at the node's head", func() bool { return p.Head() == head })
+	waitHead(t, p, head)
 	now := time.Now()
 	p.logs.now = func() time.Time { return now }
 
@@ -439,7 +455,7 @@ func TestGetLogsNodeErrorsPassThrough(t *testing.T) {
 	cfg.GetLogs = GetLogsConfig{MaxRange: 100_000, ChunkSize: 16, Concurrency: 2}
 	s := startSet(t, cfg, Deps{})
 	p := s.anvilPool(t)
-	wait.For(t, "the pool at the node's head", func() bool { return p.Head() == head })
+	waitHead(t, p, head)
 
 	whole := logsParams("0x0", hexBlock(head), "")
 	// The upstream calls of one large eth_getLogs, as the pool counts them (the node's own
