@@ -39,28 +39,35 @@ func (c *coalescer) state() (inFlight, queued int) {
 	return c.inFlight, len(c.queue)
 }
 
-// holdSlot starts one echo_params call that occupies the node's only slot for the node's
-// delay, and returns a channel that yields its error.
-func holdSlot(t *testing.T, p *Pool, co *coalescer) <-chan error {
+// holdSlot starts one echo_params call that occupies the node's only slot until release is
+// called (at the latest when the test ends), and returns a channel that yields its error.
+// The slot is held by the node, not for a time: calls queue behind it however slow the
+// machine is.
+func holdSlot(t *testing.T, f *fakeNode, p *Pool, co *coalescer) (done <-chan error, release func()) {
 	t.Helper()
-	done := make(chan error, 1)
+	gate := make(chan struct{})
+	release = sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(release)
+	f.hold.Store(&gate)
+	errc := make(chan error, 1)
 	go func() {
 		res, err := p.Forward(context.Background(), "echo_params", []byte(`["holder"]`))
 		if err == nil && string(res) != `["holder"]` {
 			err = fmt.Errorf("holder got %s", res)
 		}
-		done <- err
+		errc <- err
 	}()
-	wait.Within(t, 2*time.Second, "the slot taken", func() bool { n, _ := co.state(); return n == 1 })
-	return done
+	wait.For(t, "the slot taken", func() bool { n, _ := co.state(); return n == 1 })
+	return errc, release
 }
 
 // queueBehindHolder holds the node's only slot with one call (holdSlot), queues n
-// echo_params calls behind it, each with its own params, and waits for all of them: the
-// holder must succeed, and every queued caller must get its own answer.
-func queueBehindHolder(t *testing.T, p *Pool, co *coalescer, n int) {
+// echo_params calls behind it, each with its own params, releases the holder once all of
+// them queued and waits for all of them: the holder must succeed, and every queued caller
+// must get its own answer.
+func queueBehindHolder(t *testing.T, f *fakeNode, p *Pool, co *coalescer, n int) {
 	t.Helper()
-	holder := holdSlot(t, p, co)
+	holder, release := holdSlot(t, f, p, co)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -75,7 +82,8 @@ func queueBehindHolder(t *testing.T, p *Pool, co *coalescer, n int) {
 			}
 		})
 	}
-	wait.Within(t, 2*time.Second, "the calls queued", func() bool { _, q := co.state(); return q == n })
+	wait.For(t, "the calls queued", func() bool { _, q := co.state(); return q == n })
+	release()
 	if err := <-holder; err != nil {
 		t.Fatal(err)
 	}
@@ -90,9 +98,8 @@ func queueBehindHolder(t *testing.T, p *Pool, co *coalescer, n int) {
 func TestBatchingSendsQueuedCallsAsOneBatch(t *testing.T) {
 	f := newFakeNode(t, "a", 1337, 100)
 	s, p, co := batchingSet(t, f, nil)
-	f.delay.Store(int64(100 * time.Millisecond))
 
-	queueBehindHolder(t, p, co, 10)
+	queueBehindHolder(t, f, p, co, 10)
 	if got := f.count("batch"); got != 1 {
 		t.Errorf("batches = %d, want 1: the 10 queued calls leave together", got)
 	}
@@ -135,8 +142,7 @@ func TestBatchingIdleNodeSendsAlone(t *testing.T) {
 func TestBatchingMaxSize(t *testing.T) {
 	f := newFakeNode(t, "a", 1337, 100)
 	_, p, co := batchingSet(t, f, func(c *Config) { c.Batch.MaxSize = 4 })
-	f.delay.Store(int64(50 * time.Millisecond))
-	queueBehindHolder(t, p, co, 10)
+	queueBehindHolder(t, f, p, co, 10)
 	// 10 queued calls at most 4 a batch: 4, 4, 2 (calls that queue meanwhile would join).
 	if got := f.count("batch"); got != 3 {
 		t.Errorf("batches = %d, want 3", got)
@@ -148,9 +154,8 @@ func TestBatchingMissingAnswerFailsOver(t *testing.T) {
 	// keep their answers.
 	f := newFakeNode(t, "a", 1337, 100)
 	_, p, co := batchingSet(t, f, nil)
-	f.delay.Store(int64(50 * time.Millisecond))
 	f.dropOne.Store(true) // the holder goes alone: the first batch is the queued calls'
-	queueBehindHolder(t, p, co, 5)
+	queueBehindHolder(t, f, p, co, 5)
 	// One batch of 5, then the call it lacked alone (or in a batch of one: alone).
 	if got := f.count("batched echo_params"); got != 5 {
 		t.Errorf("calls in batches = %d, want 5", got)
@@ -164,8 +169,7 @@ func TestBatchingNodeWithoutBatchSupport(t *testing.T) {
 	f := newFakeNode(t, "a", 1337, 100)
 	f.noBatch.Store(true)
 	_, p, co := batchingSet(t, f, nil)
-	f.delay.Store(int64(50 * time.Millisecond))
-	queueBehindHolder(t, p, co, 5) // every call succeeds: the node answers calls alone
+	queueBehindHolder(t, f, p, co, 5) // every call succeeds: the node answers calls alone
 	if !co.off.Load() {
 		t.Fatal("batching is still on for a node that refused a batch")
 	}
@@ -180,8 +184,7 @@ func TestBatchingNodeWithoutBatchSupport(t *testing.T) {
 func TestBatchingNeverHoldsSendRawTransaction(t *testing.T) {
 	f := newFakeNode(t, "a", 1337, 100)
 	_, p, co := batchingSet(t, f, nil)
-	f.delay.Store(int64(100 * time.Millisecond))
-	holder := holdSlot(t, p, co)
+	holder, release := holdSlot(t, f, p, co)
 	// The slot is taken, yet the raw transaction goes at once, alone.
 	if _, err := p.Forward(context.Background(), "eth_sendRawTransaction", []byte(`["0x01"]`)); err != nil {
 		t.Fatal(err)
@@ -189,6 +192,7 @@ func TestBatchingNeverHoldsSendRawTransaction(t *testing.T) {
 	if _, q := co.state(); q != 0 {
 		t.Errorf("%d calls queued", q)
 	}
+	release()
 	if err := <-holder; err != nil {
 		t.Fatal(err)
 	}
@@ -200,29 +204,30 @@ func TestBatchingNeverHoldsSendRawTransaction(t *testing.T) {
 func TestBatchingQueuedCallLeavesOnCancel(t *testing.T) {
 	f := newFakeNode(t, "a", 1337, 100)
 	_, p, co := batchingSet(t, f, nil)
-	f.delay.Store(int64(200 * time.Millisecond))
-	holder := holdSlot(t, p, co)
+	holder, release := holdSlot(t, f, p, co)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		_, err := p.Forward(ctx, "echo_params", []byte(`["gone"]`))
 		done <- err
 	}()
-	wait.Within(t, 2*time.Second, "the call queued", func() bool { _, q := co.state(); return q == 1 })
-	start := time.Now()
+	wait.For(t, "the call queued", func() bool { _, q := co.state(); return q == 1 })
 	cancel()
-	err := <-done
-	if !errors.Is(err, errCanceled) {
-		t.Fatalf("canceled queued call: %v", err)
+	// The holder keeps the slot until released below: the canceled call ends without it.
+	select {
+	case err := <-done:
+		if !errors.Is(err, errCanceled) {
+			t.Fatalf("canceled queued call: %v", err)
+		}
+	case <-time.After(wait.Limit):
+		t.Fatalf("the canceled call still waits for the slot after %s", wait.Limit)
 	}
-	if waited := time.Since(start); waited > 100*time.Millisecond {
-		t.Errorf("the canceled call waited %v for the slot", waited)
-	}
+	release()
 	if err := <-holder; err != nil {
 		t.Fatal(err)
 	}
 	// The abandoned call is not sent: nobody waits for its answer.
-	wait.Within(t, 2*time.Second, "the slot free", func() bool { n, _ := co.state(); return n == 0 })
+	wait.For(t, "the slot free", func() bool { n, _ := co.state(); return n == 0 })
 	if got := f.count("batch") + f.count("echo_params"); got != 1 {
 		t.Errorf("exchanges = %d, want 1 (the holder only)", got)
 	}
@@ -233,7 +238,7 @@ func TestBatchingQueuedCallTimesOut(t *testing.T) {
 	f := newFakeNode(t, "a", 1337, 100)
 	_, p, co := batchingSet(t, f, func(c *Config) { c.MaxAttempts = 1 })
 	f.setReads(answerHang)
-	holder := holdSlot(t, p, co)
+	holder, _ := holdSlot(t, f, p, co) // never released: it hangs past its own timeout
 	start := time.Now()
 	_, err := p.Forward(context.Background(), "echo_params", []byte(`["late"]`))
 	if !errors.Is(err, jsonrpc.ErrUpstreamTimeout) {
@@ -268,7 +273,7 @@ func TestBatchingLeaderGathersRunnableCalls(t *testing.T) {
 	for i := range n {
 		wg.Go(func() { errs[i] = forward(fmt.Sprintf(`["call-%d"]`, i)) })
 	}
-	wait.Within(t, 2*time.Second, "the calls queued behind the leader", func() bool { in, q := co.state(); return in == 1 && q == n })
+	wait.For(t, "the calls queued behind the leader", func() bool { in, q := co.state(); return in == 1 && q == n })
 	close(resume)
 	wg.Wait()
 	for _, err := range errs {

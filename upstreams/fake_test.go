@@ -60,6 +60,9 @@ type fakeNode struct {
 	delay   atomic.Int64 // nanoseconds every request other than the checks waits before its answer
 	noBatch atomic.Bool  // batches get the error a node without batch support gives
 	dropOne atomic.Bool  // the next batch answer lacks its first response
+	// hold: when set, a request whose body holds the string "holder" (holdSlot's call)
+	// waits until the channel is closed, the client goes away or the node stops.
+	hold atomic.Pointer[chan struct{}]
 
 	mu       sync.Mutex
 	counts   map[string]int
@@ -136,6 +139,13 @@ type fakeRequest struct {
 
 func (f *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	if h := f.hold.Load(); h != nil && strings.Contains(string(body), `"holder"`) {
+		select {
+		case <-*h:
+		case <-r.Context().Done():
+		case <-f.stop:
+		}
+	}
 	if d := f.delay.Load(); d > 0 && !strings.Contains(string(body), `"eth_chainId"`) && !strings.Contains(string(body), `"eth_blockNumber"`) {
 		select {
 		case <-time.After(time.Duration(d)):

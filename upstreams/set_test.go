@@ -86,7 +86,7 @@ func TestEjectionAndRecovery(t *testing.T) {
 	probesBefore := a.count("eth_chainId")
 
 	a.setReads(answerOK)
-	wait.Within(t, 3*time.Second, "the node's return", func() bool { return status(t, p, "dev-0").Healthy })
+	wait.For(t, "the node's return", func() bool { return status(t, p, "dev-0").Healthy })
 	if a.count("eth_chainId") <= probesBefore {
 		t.Error("node returned to rotation without an eth_chainId probe")
 	}
@@ -110,7 +110,7 @@ func TestProbeFailureKeepsNodeOut(t *testing.T) {
 	a.setChecks(answer500)
 	forwardN(t, p, 1)
 	probes := a.count("eth_chainId")
-	wait.Within(t, 3*time.Second, "two failed probes", func() bool { return a.count("eth_chainId") >= probes+2 })
+	wait.For(t, "two failed probes", func() bool { return a.count("eth_chainId") >= probes+2 })
 	if st := status(t, p, "dev-0"); st.EjectedUntil.IsZero() {
 		t.Errorf("node back in rotation after failed probes: %+v", st)
 	}
@@ -153,7 +153,7 @@ func TestNodeDownAtStartComesUp(t *testing.T) {
 		t.Fatalf("node down at start: %+v", st)
 	}
 	a.setChecks(answerOK)
-	wait.Within(t, 3*time.Second, "readiness", func() bool { return s.Ready() == nil })
+	wait.For(t, "readiness", func() bool { return s.Ready() == nil })
 	if p.Head() != 100 {
 		t.Errorf("Head = %d, want 100", p.Head())
 	}
@@ -168,8 +168,8 @@ func TestHeadTracking(t *testing.T) {
 	p := startSet(t, testConfig(a, b), Deps{}).dev(t)
 
 	b.head.Store(120)
-	wait.Within(t, 2*time.Second, "the new head", func() bool { return p.Head() == 120 })
-	wait.Within(t, 2*time.Second, "node a marked lagging", func() bool {
+	wait.For(t, "the new head", func() bool { return p.Head() == 120 })
+	wait.For(t, "node a marked lagging", func() bool {
 		st := status(t, p, "dev-0")
 		return st.Lag == 20 && !st.Healthy
 	})
@@ -177,7 +177,7 @@ func TestHeadTracking(t *testing.T) {
 		t.Errorf("reads = %v (failed %d), want node b", results, failed)
 	}
 	a.head.Store(121)
-	wait.Within(t, 2*time.Second, "node a back in range", func() bool { return status(t, p, "dev-0").Healthy })
+	wait.For(t, "node a back in range", func() bool { return status(t, p, "dev-0").Healthy })
 }
 
 func TestReadyNamesChainsWithoutHealthyNode(t *testing.T) {
@@ -347,8 +347,8 @@ func TestNodeChangingChain(t *testing.T) {
 				}
 				a.chainID.Store(5)
 			}
-			// pollInterval is 50ms: "a couple of poll intervals" with room for a slow machine.
-			wait.Within(t, 2*time.Second, "node a out of rotation", func() bool { return status(t, p, "dev-0").WrongChain })
+			// The poll that sees the other chain id takes the node out (pollInterval is 50ms).
+			wait.For(t, "node a out of rotation", func() bool { return status(t, p, "dev-0").WrongChain })
 			st := status(t, p, "dev-0")
 			if st.Healthy || st.Verified || st.WrongChainID != 5 {
 				t.Errorf("status = %+v", st)
@@ -378,7 +378,7 @@ func TestNodeChangingChain(t *testing.T) {
 
 			a.chainID.Store(1337)
 			a.head.Store(105)
-			wait.Within(t, 2*time.Second, "node a back in rotation", func() bool { return status(t, p, "dev-0").Healthy })
+			wait.For(t, "node a back in rotation", func() bool { return status(t, p, "dev-0").Healthy })
 			if got := servedBy(); got != `"a"` {
 				t.Errorf("read served by %s after node a came back, want a", got)
 			}
@@ -386,7 +386,7 @@ func TestNodeChangingChain(t *testing.T) {
 				t.Errorf("%d back-in-rotation logs, want 1", n)
 			}
 			polls := a.count("eth_blockNumber")
-			wait.Within(t, 2*time.Second, "two more head polls", func() bool { return a.count("eth_blockNumber") >= polls+2 })
+			wait.For(t, "two more head polls", func() bool { return a.count("eth_blockNumber") >= polls+2 })
 			if got := a.count("check batch") > 0; got != c.wantBatch {
 				t.Errorf("head polls batched with eth_chainId: %v, want %v", got, c.wantBatch)
 			}
