@@ -57,7 +57,6 @@ type fakeNode struct {
 	reads   atomic.Int32 // behaviour for methods other than the checks
 	checks  atomic.Int32 // behaviour for eth_chainId and eth_blockNumber
 	failN   atomic.Int32 // when > 0: the next failN reads get HTTP 500
-	delay   atomic.Int64 // nanoseconds every request other than the checks waits before its answer
 	noBatch atomic.Bool  // batches get the error a node without batch support gives
 	dropOne atomic.Bool  // the next batch answer lacks its first response
 	// hold: when set, a request whose body holds the string "holder" (holdSlot's call)
@@ -143,12 +142,6 @@ func (f *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-*h:
 		case <-r.Context().Done():
-		case <-f.stop:
-		}
-	}
-	if d := f.delay.Load(); d > 0 && !strings.Contains(string(body), `"eth_chainId"`) && !strings.Contains(string(body), `"eth_blockNumber"`) {
-		select {
-		case <-time.After(time.Duration(d)):
 		case <-f.stop:
 		}
 	}

@@ -58,16 +58,15 @@ func logsParams(from, to string, extra string) []byte {
 }
 
 // waitHead waits until the pool's head is head; when it is not within wait.Limit, the test
-// fails with every node's state, which says why (not verified, ejected, another head).
+// fails and logs every node's state, which says why (not verified, ejected, another head).
 func waitHead(t *testing.T, p *Pool, head uint64) {
 	t.Helper()
-	start := time.Now()
-	for p.Head() != head {
-		if time.Since(start) > wait.Limit {
-			t.Fatalf("the pool at the node's head %d: not within %s; nodes: %+v", head, wait.Limit, p.Nodes())
+	defer func() {
+		if t.Failed() {
+			t.Logf("nodes: %+v", p.Nodes())
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	}()
+	wait.For(t, fmt.Sprintf("the pool at the node's head %d", head), func() bool { return p.Head() == head })
 }
 
 func hexBlock(n uint64) string { return "0x" + strconv.FormatUint(n, 16) }
